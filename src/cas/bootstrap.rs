@@ -1,0 +1,122 @@
+//! The nodes every store starts with: the self-hashed meta-schema, the 7 primitive schemas,
+//! the `@ocas/output/*` schemas and uwf's own schemas, with the ids the TypeScript tool gives.
+
+use super::cbor;
+use super::hash;
+use super::id::NodeId;
+use super::value::Value;
+use std::sync::OnceLock;
+
+/// The meta-schema id `CTS5P6RD8HMCS`.
+pub const META: NodeId = NodeId(meta_bits());
+
+const fn meta_bits() -> u64 {
+    // CTS5P6RD8HMCS decoded at compile time.
+    let s = b"CTS5P6RD8HMCS";
+    let mut x: u64 = 0;
+    let mut i = 0;
+    while i < 13 {
+        let c = s[i];
+        let mut d = 0;
+        while super::id::ALPHABET[d] != c {
+            d += 1;
+        }
+        x = (x << 5) | d as u64;
+        i += 1;
+    }
+    x
+}
+
+/// Ids of well-known schemas, checked against the bootstrap table by a test.
+pub mod ids {
+    /// `{type:"string"}`: text nodes.
+    pub const TEXT: &str = "7VQ43ZSJTEWA7";
+    /// `{type:"object"}`.
+    pub const OBJECT: &str = "944RT37WX1PQ5";
+    /// uwf Workflow (7a0c).
+    pub const WORKFLOW: &str = "AZF3FA1TN3D4A";
+    /// uwf StartNode (7a0c).
+    pub const START_NODE: &str = "44P8EP6N3NXZ5";
+    /// uwf StepNode (7a0c).
+    pub const STEP_NODE: &str = "108DB063KRQWW";
+}
+
+/// One well-known schema node.
+#[derive(Debug, Clone)]
+pub struct BuiltinSchema {
+    /// Alias, e.g. `@ocas/string` or `uwf/StepNode`.
+    pub name: String,
+    /// Its id.
+    pub id: NodeId,
+    /// The schema.
+    pub payload: Value,
+    /// Its canonical CBOR.
+    pub cbor: Vec<u8>,
+}
+
+/// All built-in schema nodes, the meta-schema first, in the order bootstrap writes them.
+pub fn builtins() -> &'static [BuiltinSchema] {
+    static B: OnceLock<Vec<BuiltinSchema>> = OnceLock::new();
+    B.get_or_init(|| {
+        let all = Value::from_json_str(include_str!("bootstrap.json"))
+            .expect("bootstrap.json is valid JSON");
+        let Value::Array(items) = all else {
+            unreachable!("bootstrap.json is an array")
+        };
+        items
+            .into_iter()
+            .map(|e| {
+                let name = e
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .expect("name")
+                    .to_string();
+                let payload = e.get("payload").expect("payload").clone();
+                let cbor = cbor::encode(&payload);
+                let id = if name == "@ocas/schema" {
+                    hash::self_id(&cbor)
+                } else {
+                    hash::node_id(META, &cbor)
+                };
+                BuiltinSchema {
+                    name,
+                    id,
+                    payload,
+                    cbor,
+                }
+            })
+            .collect()
+    })
+}
+
+/// The built-in schema called `name`.
+pub fn by_name(name: &str) -> Option<&'static BuiltinSchema> {
+    builtins().iter().find(|b| b.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_ids_match_the_reference() {
+        let all = Value::from_json_str(include_str!("bootstrap.json")).unwrap();
+        let Value::Array(items) = all else { panic!() };
+        for (b, e) in builtins().iter().zip(items.iter()) {
+            assert_eq!(
+                b.id.to_string(),
+                e.get("hash").unwrap().as_str().unwrap(),
+                "{}",
+                b.name
+            );
+        }
+        assert_eq!(builtins()[0].id, META);
+        assert_eq!(META.to_string(), "CTS5P6RD8HMCS");
+        assert_eq!(builtins()[0].cbor.len(), 1602);
+        assert_eq!(by_name("@ocas/string").unwrap().id.to_string(), ids::TEXT);
+        assert_eq!(
+            by_name("uwf/StepNode").unwrap().id.to_string(),
+            ids::STEP_NODE
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! uwf: a stateless workflow engine for AI agents on an embedded content-addressed store.
+//!
+//! ```
+//! use uwf::cas::{cbor, hash, bootstrap, Value};
+//! let payload = Value::from_json_str("\"hello\"").unwrap();
+//! let text = bootstrap::by_name("@ocas/string").unwrap().id;
+//! assert_eq!(hash::node_id(text, &cbor::encode(&payload)).to_string(), "95ST8MZ0QTKP9");
+//! ```
+
+pub mod cas;
