@@ -8,3 +8,5 @@
 //! ```
 
 pub mod cas;
+pub mod cli;
+pub mod store;

@@ -6,11 +6,11 @@ use super::value::Value;
 /// Appends, in schema order, every string of `value` at an `ocas_ref` position of `schema`.
 pub fn collect_refs<'v>(schema: &Value, value: &'v Value, out: &mut Vec<&'v str>) {
     let Value::Object(s) = schema else { return };
-    if s.get("format").and_then(Value::as_str) == Some("ocas_ref") {
-        if let Value::String(r) = value {
-            out.push(r);
-            return;
-        }
+    if s.get("format").and_then(Value::as_str) == Some("ocas_ref")
+        && let Value::String(r) = value
+    {
+        out.push(r);
+        return;
     }
     let mut branched = false;
     for key in ["anyOf", "oneOf"] {

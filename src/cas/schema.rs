@@ -155,14 +155,13 @@ fn check_at(schema: &Value, path: &str) -> Result<(), SchemaError> {
                     check_at(s, &format!("{}/{}", sub(k), escape_pointer(name)))?;
                 }
             }
-            "required" => {
-                if !v
-                    .as_array()
-                    .is_some_and(|a| a.iter().all(|x| x.as_str().is_some()))
-                {
-                    return Err(shape(k, path, "must be an array of strings"));
-                }
-            }
+            "required" => require(
+                v.as_array()
+                    .is_some_and(|a| a.iter().all(|x| x.as_str().is_some())),
+                k,
+                path,
+                "must be an array of strings",
+            )?,
             "additionalProperties" => match v {
                 Value::Bool(_) => {}
                 Value::Object(_) => check_at(v, &sub(k))?,
@@ -191,36 +190,33 @@ fn check_at(schema: &Value, path: &str) -> Result<(), SchemaError> {
                 }
             }
             "title" | "description" | "pattern" | "$comment" => {
-                if v.as_str().is_none() {
-                    return Err(shape(k, path, "must be a string"));
-                }
+                require(v.as_str().is_some(), k, path, "must be a string")?;
             }
             "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "minLength"
             | "maxLength" | "minItems" | "maxItems" | "multipleOf" | "minProperties"
-            | "maxProperties" => {
-                if v.as_f64().is_none() {
-                    return Err(shape(k, path, "must be a number"));
-                }
-            }
+            | "maxProperties" => require(v.as_f64().is_some(), k, path, "must be a number")?,
             "uniqueItems" | "readOnly" | "writeOnly" | "deprecated" => {
-                if !matches!(v, Value::Bool(_)) {
-                    return Err(shape(k, path, "must be a boolean"));
-                }
+                require(matches!(v, Value::Bool(_)), k, path, "must be a boolean")?;
             }
-            "enum" => {
-                if !v.as_array().is_some_and(|a| !a.is_empty()) {
-                    return Err(shape(k, path, "must be a non-empty array"));
-                }
-            }
-            "examples" => {
-                if v.as_array().is_none() {
-                    return Err(shape(k, path, "must be an array"));
-                }
-            }
+            "enum" => require(
+                v.as_array().is_some_and(|a| !a.is_empty()),
+                k,
+                path,
+                "must be a non-empty array",
+            )?,
+            "examples" => require(v.as_array().is_some(), k, path, "must be an array")?,
             _ => {} // const, default: any value
         }
     }
     Ok(())
+}
+
+fn require(ok: bool, keyword: &str, path: &str, problem: &str) -> Result<(), SchemaError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(shape(keyword, path, problem))
+    }
 }
 
 fn escape_pointer(s: &str) -> String {

@@ -1,0 +1,343 @@
+//! `uwf cas …`: the content-addressed store.
+
+use super::output::{obj, print};
+use super::{CliError, CliResult, Env};
+use crate::cas::bootstrap::{self, META};
+use crate::cas::{NodeId, Value, cbor, hash};
+use crate::store::{StoreError, WalkEvent};
+use clap::Subcommand;
+use std::cell::RefCell;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum CasCommand {
+    /// Print a node's type and payload.
+    Get {
+        /// Node id or unique prefix (4+ characters).
+        id: String,
+        /// Include the first-write timestamp.
+        #[arg(long)]
+        timestamp: bool,
+    },
+    /// Store a payload of a type, validated against the type's schema.
+    Put {
+        /// Type (schema) id.
+        type_id: String,
+        /// Inline JSON, a file path, or - for stdin.
+        payload: String,
+    },
+    /// Store a text node.
+    PutText {
+        /// The text.
+        text: String,
+    },
+    /// Print the id a payload would get, without storing or validating it.
+    Hash {
+        /// Type (schema) id.
+        type_id: String,
+        /// Inline JSON, a file path, or - for stdin.
+        payload: String,
+    },
+    /// Whether a node exists (exit 1 when it does not).
+    Has {
+        /// Node id or prefix.
+        id: String,
+    },
+    /// The ids a node references.
+    Refs {
+        /// Node id or prefix.
+        id: String,
+    },
+    /// Every node reachable from a node, breadth-first, root first.
+    Walk {
+        /// Node id or prefix.
+        id: String,
+    },
+    /// Rebuild the type index and the reference table from the nodes.
+    Reindex,
+    /// Re-hash every node and check the derived tables.
+    Verify,
+    /// Schemas.
+    #[command(subcommand)]
+    Schema(SchemaCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum SchemaCommand {
+    /// List schemas in registration order.
+    List,
+    /// Print a schema.
+    Get {
+        /// Schema id or prefix.
+        id: String,
+    },
+    /// Register a schema (checked against the ocas keyword whitelist).
+    Put {
+        /// Inline JSON, a file path, or - for stdin.
+        schema: String,
+    },
+}
+
+pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
+    match c {
+        CasCommand::Get { id, timestamp } => {
+            let s = env.open_ro()?;
+            let id = s.resolve(&id)?;
+            let n = s.get(id)?.ok_or(StoreError::NotFound(id))?;
+            let mut out = obj([
+                ("type", Value::str(n.type_id.to_wire())),
+                ("payload", n.payload()?),
+            ]);
+            if timestamp && let Value::Object(m) = &mut out {
+                m.insert("timestamp".into(), Value::Number(n.timestamp as f64));
+            }
+            print(env.format, &out)
+        }
+        CasCommand::Put { type_id, payload } => {
+            let type_id = parse_id(&type_id)?;
+            let payload = read_payload(&payload)?;
+            let s = env.open_rw()?;
+            let p = s.prepare(type_id, &payload, true)?;
+            s.put(std::slice::from_ref(&p), env.now_ms)?;
+            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+        }
+        CasCommand::PutText { text } => {
+            let s = env.open_rw()?;
+            let text_type = bootstrap::by_name("@ocas/string").expect("builtin").id;
+            let p = s.prepare(text_type, &Value::String(text), false)?;
+            s.put(std::slice::from_ref(&p), env.now_ms)?;
+            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+        }
+        CasCommand::Hash { type_id, payload } => {
+            let type_id = parse_id(&type_id)?;
+            let payload = read_payload(&payload)?;
+            let bytes = cbor::encode(&payload);
+            let self_id = hash::self_id(&bytes);
+            // A self-typed node (the meta-schema) hashes its payload alone.
+            let id = if self_id == type_id {
+                self_id
+            } else {
+                hash::node_id(type_id, &bytes)
+            };
+            print(env.format, &obj([("hash", Value::str(id.to_wire()))]))
+        }
+        CasCommand::Has { id } => {
+            let s = env.open_ro()?;
+            let exists = match s.resolve(&id) {
+                Ok(id) => s.has(id)?,
+                Err(StoreError::NoMatch(_)) => false,
+                Err(e) => return Err(e.into()),
+            };
+            print(env.format, &obj([("exists", Value::Bool(exists))]))?;
+            if exists {
+                Ok(())
+            } else {
+                Err(CliError {
+                    message: String::new(),
+                    code: 1,
+                })
+            }
+        }
+        CasCommand::Refs { id } => {
+            let s = env.open_ro()?;
+            let id = s.resolve(&id)?;
+            let refs = s.refs(id)?.ok_or(StoreError::NotFound(id))?;
+            let list = refs.into_iter().map(|r| Value::str(r.to_wire())).collect();
+            print(env.format, &obj([("refs", Value::Array(list))]))
+        }
+        CasCommand::Walk { id } => walk(env, &id),
+        CasCommand::Reindex => {
+            let s = env.open_rw()?;
+            let bar = Bar::new(env, "reindex");
+            let n = s.reindex(&|d, t| bar.set(d, t))?;
+            bar.finish();
+            print(
+                env.format,
+                &obj([
+                    ("status", Value::str("reindexed")),
+                    ("nodes", Value::Number(n as f64)),
+                ]),
+            )
+        }
+        CasCommand::Verify => {
+            let s = env.open_ro()?;
+            let bar = Bar::new(env, "verify");
+            let r = s.verify(&|d, t| bar.set(d, t))?;
+            bar.finish();
+            let status = if r.is_clean() { "ok" } else { "damaged" };
+            let mut out = obj([
+                ("status", Value::str(status)),
+                ("nodes", Value::Number(r.nodes as f64)),
+            ]);
+            if !r.is_clean() {
+                let list = r.damage.iter().map(|d| Value::str(d.to_string())).collect();
+                if let Value::Object(m) = &mut out {
+                    m.insert("damageCount".into(), Value::Number(r.damage_count as f64));
+                    m.insert("damage".into(), Value::Array(list));
+                }
+            }
+            print(env.format, &out)?;
+            if r.is_clean() {
+                Ok(())
+            } else {
+                Err(CliError::new(format!(
+                    "store is damaged: {} problem(s), first: {}",
+                    r.damage_count, r.damage[0]
+                )))
+            }
+        }
+        CasCommand::Schema(SchemaCommand::List) => {
+            let s = env.open_ro()?;
+            let mut list = Vec::new();
+            for id in s.list_by_type(META)? {
+                let title = if id == META {
+                    "(meta-schema)".to_string()
+                } else {
+                    let p = s.get(id)?.ok_or(StoreError::NotFound(id))?.payload()?;
+                    p.get("title")
+                        .or_else(|| p.get("description"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("(unnamed)")
+                        .to_string()
+                };
+                list.push(obj([
+                    ("hash", Value::str(id.to_wire())),
+                    ("title", Value::String(title)),
+                ]));
+            }
+            print(env.format, &Value::Array(list))
+        }
+        CasCommand::Schema(SchemaCommand::Get { id }) => {
+            let s = env.open_ro()?;
+            let not_found = |x: &str| CliError::new(format!("Schema not found: {x}"));
+            let id = match s.resolve(&id) {
+                Ok(i) => i,
+                Err(StoreError::NoMatch(_)) => return Err(not_found(&id)),
+                Err(e) => return Err(e.into()),
+            };
+            match s.get(id)? {
+                Some(n) if n.type_id == META => print(env.format, &n.payload()?),
+                _ => Err(not_found(&id.to_wire())),
+            }
+        }
+        CasCommand::Schema(SchemaCommand::Put { schema }) => {
+            let schema = read_payload(&schema)?;
+            let s = env.open_rw()?;
+            let p = s.prepare_schema(&schema)?;
+            s.put(std::slice::from_ref(&p), env.now_ms)?;
+            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+        }
+    }
+}
+
+fn walk(env: &Env, id: &str) -> CliResult {
+    let s = env.open_ro()?;
+    let root = match s.resolve(id) {
+        Ok(r) => r,
+        Err(StoreError::NoMatch(_)) if id.len() == 13 => parse_id(id)?,
+        Err(e) => return Err(e.into()),
+    };
+    let bar = Bar::spinner(env, "walk");
+    let hashes = RefCell::new(Vec::new());
+    let mut missing = Vec::new();
+    let stats = s.walk(root, |e| match e {
+        WalkEvent::Node(n) => {
+            let mut h = hashes.borrow_mut();
+            h.push(Value::str(n.to_wire()));
+            if h.len().is_multiple_of(65536) {
+                bar.set(h.len() as u64, 0);
+            }
+        }
+        WalkEvent::Missing(n) => {
+            eprintln!("warning: node {n} is referenced but missing from the store");
+            missing.push(Value::str(n.to_wire()));
+        }
+    })?;
+    bar.finish();
+    let mut out = obj([("hashes", Value::Array(hashes.into_inner()))]);
+    if stats.missing > 0 {
+        if let Value::Object(m) = &mut out {
+            m.insert("missing".into(), Value::Array(missing));
+        }
+        print(env.format, &out)?;
+        return Err(CliError::new(format!(
+            "walk found {} missing node(s)",
+            stats.missing
+        )));
+    }
+    print(env.format, &out)
+}
+
+fn parse_id(s: &str) -> CliResult<NodeId> {
+    NodeId::parse(s.trim()).map_err(|e| CliError::new(e.to_string()))
+}
+
+/// Reads a JSON payload given inline, as a file path, or `-` for stdin.
+fn read_payload(arg: &str) -> CliResult<Value> {
+    if arg == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+        return Value::from_json_str(&s)
+            .map_err(|e| CliError::new(format!("Cannot parse JSON from stdin: {e}")));
+    }
+    match Value::from_json_str(arg) {
+        Ok(v) => Ok(v),
+        Err(inline_err) => {
+            let p = std::path::Path::new(arg);
+            if p.is_file() {
+                let text = std::fs::read_to_string(p)
+                    .map_err(|e| CliError::new(format!("cannot read {arg}: {e}")))?;
+                Value::from_json_str(&text)
+                    .map_err(|e| CliError::new(format!("Cannot parse JSON from \"{arg}\": {e}")))
+            } else {
+                Err(CliError::new(format!(
+                    "Cannot parse JSON from \"{arg}\": {inline_err}"
+                )))
+            }
+        }
+    }
+}
+
+/// A progress bar on stderr, drawn only on a terminal.
+pub(crate) struct Bar(Option<indicatif::ProgressBar>);
+
+impl Bar {
+    pub(crate) fn new(env: &Env, label: &str) -> Bar {
+        if !env.stderr_tty {
+            return Bar(None);
+        }
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {pos}/{len} ({per_sec}, {eta})",
+            )
+            .expect("static template")
+            .progress_chars("=> "),
+        );
+        b.set_message(label.to_string());
+        Bar(Some(b))
+    }
+
+    pub(crate) fn spinner(env: &Env, label: &str) -> Bar {
+        if !env.stderr_tty {
+            return Bar(None);
+        }
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_message(label.to_string());
+        Bar(Some(b))
+    }
+
+    pub(crate) fn set(&self, done: u64, total: u64) {
+        if let Some(b) = &self.0 {
+            if total > 0 {
+                b.set_length(total);
+            }
+            b.set_position(done);
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The store: every node, the type index, the reference table and the format record in one
+//! redb file. This is the only module that names redb.
+//!
+//! Tables (see ARCHITECTURE.md):
+//! - `nodes`: id → `digest(32) ‖ timestamp(u64 LE) ‖ type(u64 LE) ‖ seq(u64 LE) ‖ payload CBOR`
+//! - `type_index` (derived): (type, seq) → id, in write order
+//! - `refs` (derived): id → the ids its payload references, packed u64 LE, in schema order
+//! - `meta`: `format_version`, `next_seq`
+//!
+//! Derived tables are rebuilt from `nodes` by [`Store::reindex`].
+
+mod migrate;
+mod nodes;
+mod verify;
+
+pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
+pub use nodes::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, prepare_unchecked};
+pub use verify::{Damage, Progress, VerifyReport};
+
+use crate::cas::bootstrap::{self, META};
+use crate::cas::schema::{SchemaError, Validator};
+use crate::cas::{NodeId, Value};
+use redb::{
+    ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
+    TableDefinition, WriteTransaction,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub(crate) const NODES: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
+pub(crate) const TYPE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("type_index");
+pub(crate) const REFS: TableDefinition<u64, &[u8]> = TableDefinition::new("refs");
+pub(crate) const META_TABLE: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// File name of the store inside a storage root.
+pub const DB_FILE: &str = "uwf.redb";
+
+/// Errors of the store layer.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The file is not a readable redb database (truncated, corrupted, not redb).
+    #[error(
+        "cannot open store {path}: {message}; run \"uwf cas verify\" or restore from an export"
+    )]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// What redb said.
+        message: String,
+    },
+    /// The file was written by a newer uwf.
+    #[error(
+        "store {path} has format version {found}, newer than this uwf supports ({supported}); upgrade uwf"
+    )]
+    TooNew {
+        /// The file.
+        path: PathBuf,
+        /// Its version.
+        found: u64,
+        /// Ours.
+        supported: u64,
+    },
+    /// A redb failure during a transaction.
+    #[error("store error: {0}")]
+    Db(String),
+    /// No node has this id.
+    #[error("Node not found: {0}")]
+    NotFound(NodeId),
+    /// The type of a put is not a stored schema.
+    #[error("unknown type {0}: no schema node has this id; run \"uwf cas schema list\"")]
+    UnknownType(NodeId),
+    /// An id that exists with different bytes.
+    #[error("hash collision: node {0} exists with different content")]
+    HashCollision(NodeId),
+    /// A schema or payload problem.
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    /// An id prefix that matches several nodes.
+    #[error("ambiguous id prefix \"{prefix}\": matches {}", .candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))]
+    Ambiguous {
+        /// The prefix.
+        prefix: String,
+        /// Some of the matching ids.
+        candidates: Vec<NodeId>,
+    },
+    /// A prefix that matches no node.
+    #[error("Node not found: no node id starts with \"{0}\"")]
+    NoMatch(String),
+    /// An id or prefix that is not Crockford.
+    #[error("invalid id \"{0}\": expected 4 to 13 Crockford base-32 characters")]
+    BadId(String),
+    /// A stored record that cannot be read.
+    #[error("corrupt record for node {0} in the store; run \"uwf cas verify\"")]
+    Corrupt(NodeId),
+    /// The store was opened read-only.
+    #[error("store opened read-only")]
+    ReadOnly,
+}
+
+/// Result alias of the store layer.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+macro_rules! impl_db_err {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self { StoreError::Db(e.to_string()) }
+        }
+    )*};
+}
+impl_db_err!(
+    redb::Error,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    redb::DatabaseError
+);
+
+enum Db {
+    Rw(Database),
+    Ro(ReadOnlyDatabase),
+}
+
+/// What the store knows about one type: its schema and what it takes to check and walk it.
+pub(crate) struct TypeInfo {
+    pub(crate) schema: Value,
+    pub(crate) has_refs: bool,
+    validator: OnceLock<std::result::Result<Validator, SchemaError>>,
+}
+
+impl TypeInfo {
+    fn new(schema: Value) -> TypeInfo {
+        let has_refs = crate::cas::refs::schema_has_refs(&schema);
+        TypeInfo {
+            schema,
+            has_refs,
+            validator: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn validator(&self) -> std::result::Result<&Validator, SchemaError> {
+        self.validator
+            .get_or_init(|| Validator::new(&self.schema))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// An open store.
+pub struct Store {
+    db: Db,
+    path: PathBuf,
+    types: Mutex<HashMap<NodeId, Arc<TypeInfo>>>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+    b
+}
+
+impl Store {
+    /// Opens (creating and bootstrapping if needed) the store file at `path` for reading and
+    /// writing. Many processes may do this at once.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] for a damaged file, [`StoreError::TooNew`] for a newer format.
+    pub fn open(path: &Path) -> Result<Store> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| open_err(path, e))?;
+        }
+        let db = builder().create(path).map_err(|e| open_err(path, e))?;
+        let store = Store {
+            db: Db::Rw(db),
+            path: path.to_path_buf(),
+            types: Default::default(),
+        };
+        migrate::check_and_migrate(&store)?;
+        Ok(store)
+    }
+
+    /// Opens an existing store file for reading only, without writing to it.
+    ///
+    /// Falls back to a read-write open when the file needs recovery after a crash.
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_read_only(path: &Path) -> Result<Store> {
+        match builder().open_read_only(path) {
+            Ok(db) => {
+                let store = Store {
+                    db: Db::Ro(db),
+                    path: path.to_path_buf(),
+                    types: Default::default(),
+                };
+                match migrate::read_version(&store)? {
+                    Some(v) if v == FORMAT_VERSION => Ok(store),
+                    Some(v) if v > FORMAT_VERSION => Err(StoreError::TooNew {
+                        path: path.to_path_buf(),
+                        found: v,
+                        supported: FORMAT_VERSION,
+                    }),
+                    _ => {
+                        drop(store);
+                        Store::open(path)
+                    }
+                }
+            }
+            Err(redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_))
+                if path.exists() =>
+            {
+                Store::open(path)
+            }
+            Err(e) => Err(open_err(path, e)),
+        }
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction> {
+        Ok(match &self.db {
+            Db::Rw(d) => d.begin_read()?,
+            Db::Ro(d) => d.begin_read()?,
+        })
+    }
+
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
+        match &self.db {
+            Db::Rw(d) => Ok(d.begin_write()?),
+            Db::Ro(_) => Err(StoreError::ReadOnly),
+        }
+    }
+
+    /// The schema and checks of `type_id`, from the cache or the store.
+    pub(crate) fn type_info(&self, type_id: NodeId) -> Result<Arc<TypeInfo>> {
+        if let Some(t) = self.types.lock().expect("type cache lock").get(&type_id) {
+            return Ok(t.clone());
+        }
+        let schema = if type_id == META {
+            bootstrap::builtins()[0].payload.clone()
+        } else {
+            match self.get(type_id)? {
+                Some(n) if n.type_id == META => n.payload()?,
+                _ => return Err(StoreError::UnknownType(type_id)),
+            }
+        };
+        let info = Arc::new(TypeInfo::new(schema));
+        self.types
+            .lock()
+            .expect("type cache lock")
+            .insert(type_id, info.clone());
+        Ok(info)
+    }
+}
+
+fn open_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+/// The storage root: `$UWF_HOME`, else `$UNCAGED_WORKFLOW_STORAGE_ROOT`, else
+/// `$WORKFLOW_STORAGE_ROOT`, else `~/.uncaged/workflow`. `env` looks a variable up.
+pub fn resolve_root(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+    for var in [
+        "UWF_HOME",
+        "UNCAGED_WORKFLOW_STORAGE_ROOT",
+        "WORKFLOW_STORAGE_ROOT",
+    ] {
+        if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+            return PathBuf::from(v);
+        }
+    }
+    let home = env("HOME")
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| ".".to_string());
+    Path::new(&home).join(".uncaged").join("workflow")
+}
