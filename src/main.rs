@@ -1,3 +1,17 @@
 fn main() {
+    // A bug must still end in one line on stderr and a non-zero exit.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("internal error: {}{at}", msg.replace('\n', " "));
+    }));
     std::process::exit(uwf::cli::run(std::env::args_os().collect()));
 }

@@ -177,6 +177,25 @@ impl Store {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| open_err(path, e))?;
         }
+        // A file from a newer uwf is refused before a read-write open can touch it.
+        if path.exists()
+            && let Ok(db) = builder().open_read_only(path)
+        {
+            let probe = Store {
+                db: Db::Ro(db),
+                path: path.to_path_buf(),
+                types: Default::default(),
+            };
+            if let Some(v) = migrate::read_version(&probe).map_err(|e| open_err(path, e))?
+                && v > FORMAT_VERSION
+            {
+                return Err(StoreError::TooNew {
+                    path: path.to_path_buf(),
+                    found: v,
+                    supported: FORMAT_VERSION,
+                });
+            }
+        }
         let db = builder().create(path).map_err(|e| open_err(path, e))?;
         let store = Store {
             db: Db::Rw(db),
@@ -201,7 +220,7 @@ impl Store {
                     path: path.to_path_buf(),
                     types: Default::default(),
                 };
-                match migrate::read_version(&store)? {
+                match migrate::read_version(&store).map_err(|e| open_err(path, e))? {
                     Some(v) if v == FORMAT_VERSION => Ok(store),
                     Some(v) if v > FORMAT_VERSION => Err(StoreError::TooNew {
                         path: path.to_path_buf(),

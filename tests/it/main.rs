@@ -1,3 +1,5 @@
 //! Integration tests: one binary, one module per subsystem.
 
+mod cas_cli;
+mod common;
 mod vectors;

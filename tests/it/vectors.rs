@@ -8,6 +8,7 @@ pub struct Vector {
     pub hash: String,
     pub self_hash: bool,
     pub cbor_hex: Option<String>,
+    pub payload_text: Option<String>,
 }
 
 pub fn load() -> Vec<Vector> {
@@ -34,6 +35,10 @@ pub fn load() -> Vec<Vector> {
                 self_hash: v.get("selfHash") == Some(&Value::Bool(true)),
                 cbor_hex: v
                     .get("cbor_hex")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                payload_text: v
+                    .get("payload_text")
                     .and_then(Value::as_str)
                     .map(str::to_string),
             }
