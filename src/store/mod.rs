@@ -42,7 +42,7 @@ pub const DB_FILE: &str = "uwf.redb";
 pub enum StoreError {
     /// The file is not a readable redb database (truncated, corrupted, not redb).
     #[error(
-        "cannot open store {path}: {message}; run \"uwf cas verify\" or restore from an export"
+        "cannot open store {path}: {message}; the file may be damaged: restore it from a backup or an export"
     )]
     Open {
         /// The file.

@@ -2,4 +2,6 @@
 
 mod cas_cli;
 mod common;
+mod props;
+mod store;
 mod vectors;

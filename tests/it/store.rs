@@ -1,0 +1,300 @@
+//! The store through the library and through concurrent, killed processes.
+
+use crate::common::{TestEnv, json};
+use std::collections::{BTreeMap, HashSet};
+use std::io::{BufRead, BufReader, Write};
+use std::process::Stdio;
+use uwf::cas::bootstrap::{self, META};
+use uwf::cas::{NodeId, Value};
+use uwf::store::{Store, WalkEvent};
+
+const TEXT: &str = "7VQ43ZSJTEWA7";
+const START: &str = "44P8EP6N3NXZ5";
+const STEP: &str = "108DB063KRQWW";
+
+fn id(s: &str) -> NodeId {
+    NodeId::parse(s).unwrap()
+}
+
+fn v(s: &str) -> Value {
+    Value::from_json_str(s).unwrap()
+}
+
+/// Writes a thread-like chain: a StartNode, then steps whose prev, output and detail are refs.
+fn write_chain(s: &Store, steps: usize, tag: &str) -> Vec<NodeId> {
+    let wf = s
+        .prepare(id(TEXT), &Value::str(format!("workflow {tag}")), true)
+        .unwrap();
+    s.put(std::slice::from_ref(&wf), 1).unwrap();
+    let start = s
+        .prepare(
+            id(START),
+            &v(&format!(
+                r#"{{"workflow":"{}","prompt":"p {tag}","cwd":"/"}}"#,
+                wf.id
+            )),
+            true,
+        )
+        .unwrap();
+    s.put(std::slice::from_ref(&start), 2).unwrap();
+    let mut ids = vec![start.id];
+    let mut prev = "null".to_string();
+    for i in 0..steps {
+        let out = s
+            .prepare(id(TEXT), &Value::str(format!("output {tag} {i}")), true)
+            .unwrap();
+        let step = s
+            .prepare(
+                id(STEP),
+                &v(&format!(
+                    r#"{{"start":"{}","prev":{prev},"role":"r{}","output":"{}","detail":"{}","agent":"a","startedAtMs":{i},"completedAtMs":{},"cwd":"/"}}"#,
+                    start.id, i % 3, out.id, out.id, i + 1
+                )),
+                true,
+            )
+            .unwrap();
+        prev = format!("\"{}\"", step.id);
+        ids.push(step.id);
+        s.put(&[out, step], 10 + i as u64).unwrap();
+    }
+    ids
+}
+
+/// Every derived table as plain data: each type's ids in order, and each node's refs.
+fn derived(s: &Store) -> (BTreeMap<NodeId, Vec<NodeId>>, BTreeMap<NodeId, Vec<NodeId>>) {
+    let mut types = BTreeMap::new();
+    let mut refs = BTreeMap::new();
+    s.for_each_node::<uwf::store::StoreError>(|n| {
+        types.entry(n.type_id).or_insert_with(Vec::new);
+        refs.insert(n.id, s.refs(n.id)?.expect("every node has a refs entry"));
+        Ok(())
+    })
+    .unwrap();
+    for (t, list) in types.iter_mut() {
+        *list = s.list_by_type(*t).unwrap();
+    }
+    (types, refs)
+}
+
+#[test]
+fn incremental_index_equals_reindex() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let chain = write_chain(&s, 50, "a");
+    write_chain(&s, 20, "b");
+    let schema = s.prepare_schema(&v(r#"{"type":"object","properties":{"r":{"type":"array","items":{"type":"string","format":"ocas_ref"}}}}"#)).unwrap();
+    s.put(std::slice::from_ref(&schema), 3).unwrap();
+    let multi = s
+        .prepare(
+            schema.id,
+            &v(&format!(r#"{{"r":["{}","{}"]}}"#, chain[1], chain[2])),
+            true,
+        )
+        .unwrap();
+    s.put(std::slice::from_ref(&multi), 4).unwrap();
+
+    let before = derived(&s);
+    assert_eq!(before.1[&multi.id], vec![chain[1], chain[2]]);
+    assert_eq!(
+        before.0[&META][0], META,
+        "the meta-schema is the first instance of itself"
+    );
+    let n = s.reindex(&|_, _| {}).unwrap();
+    assert_eq!(n, s.node_count().unwrap());
+    let after = derived(&s);
+    assert_eq!(before, after);
+    assert!(s.verify(&|_, _| {}).unwrap().is_clean());
+}
+
+#[test]
+fn walk_is_breadth_first_root_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let chain = write_chain(&s, 30, "w");
+    let mut seen = Vec::new();
+    let stats = s
+        .walk(*chain.last().unwrap(), |e| match e {
+            WalkEvent::Node(n) => seen.push(n),
+            WalkEvent::Missing(n) => panic!("missing {n}"),
+        })
+        .unwrap();
+    assert_eq!(seen[0], *chain.last().unwrap());
+    // 30 steps, 30 outputs, the start and the workflow text.
+    assert_eq!(stats.visited, 62);
+    assert_eq!(
+        seen.len(),
+        seen.iter().collect::<HashSet<_>>().len(),
+        "each node once"
+    );
+    // Breadth-first: the previous step comes right after the root (prev is the first ref).
+    assert_eq!(seen[1], chain[chain.len() - 2]);
+}
+
+#[test]
+fn hash_collision_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let p = s.prepare(id(TEXT), &Value::str("a"), true).unwrap();
+    s.put(std::slice::from_ref(&p), 1).unwrap();
+    // The same id with other bytes: what an XXH64 collision would look like.
+    let mut forged = s.prepare(id(TEXT), &Value::str("b"), true).unwrap();
+    forged.id = p.id;
+    let e = s.put(&[forged], 2).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "hash collision: node {} exists with different content",
+            p.id
+        )
+    );
+    // A second put of the real node is a no-op keeping the first timestamp.
+    s.put(std::slice::from_ref(&p), 99).unwrap();
+    assert_eq!(s.get(p.id).unwrap().unwrap().timestamp, 1);
+}
+
+#[test]
+fn bootstrap_writes_the_reference_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let metas = s.list_by_type(META).unwrap();
+    for b in bootstrap::builtins() {
+        assert!(metas.contains(&b.id), "{} {}", b.name, b.id);
+        let n = s.get(b.id).unwrap().unwrap();
+        assert_eq!(
+            n.payload().unwrap().to_json().len(),
+            b.payload.to_json().len()
+        );
+    }
+    assert_eq!(s.get(META).unwrap().unwrap().type_id, META);
+    // Opening again does not write the bootstrap twice.
+    let count = s.node_count().unwrap();
+    drop(s);
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    assert_eq!(s.node_count().unwrap(), count);
+}
+
+/// 8 processes at once, each committing one node per transaction, 1,040 nodes in all.
+#[test]
+fn concurrent_processes_lose_nothing() {
+    let env = TestEnv::new();
+    let lanes = 8;
+    let per_lane = 130;
+    let children: Vec<_> = (0..lanes)
+        .map(|lane| {
+            let lines: String = (0..per_lane)
+                .map(|i| format!("\"lane {lane} node {i}\"\n"))
+                .collect();
+            let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"));
+            c.env("UWF_HOME", env.root())
+                .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every", "1"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = c.spawn().unwrap();
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(lines.as_bytes())
+                .unwrap();
+            child
+        })
+        .collect();
+    // And single-node processes racing them.
+    let singles: Vec<_> = (0..8)
+        .map(|i| {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
+                .env("UWF_HOME", env.root())
+                .args(["cas", "put-text", &format!("single {i}")])
+                .output()
+        })
+        .collect();
+    let mut ids = HashSet::new();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for l in String::from_utf8(out.stdout).unwrap().lines() {
+            ids.insert(json(l).get("hash").unwrap().as_str().unwrap().to_string());
+        }
+    }
+    for s in singles {
+        let out = s.unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ids.insert(
+            json(&String::from_utf8(out.stdout).unwrap())
+                .get("hash")
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    assert_eq!(ids.len(), lanes * per_lane + 8);
+    let s = Store::open_read_only(&env.db()).unwrap();
+    for i in &ids {
+        assert!(s.has(id(i)).unwrap(), "{i} lost");
+    }
+    let texts = s.list_by_type(id(TEXT)).unwrap();
+    assert_eq!(texts.len(), ids.len());
+    assert!(s.verify(&|_, _| {}).unwrap().is_clean());
+}
+
+/// A writer killed with SIGKILL in the middle of a batch: the file opens again, verify is
+/// clean, and every node whose commit was reported is there.
+#[test]
+fn killed_writer_loses_no_committed_node() {
+    let env = TestEnv::new();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
+        .env("UWF_HOME", env.root())
+        .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every", "200"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let pad = "x".repeat(400);
+        for i in 0..1_000_000u64 {
+            if writeln!(stdin, "\"node {i} {pad}\"").is_err() {
+                return; // the writer is gone
+            }
+        }
+    });
+    let mut committed = Vec::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while committed.len() < 3_000 {
+        let l = lines.next().expect("writer still running").unwrap();
+        committed.push(json(&l).get("hash").unwrap().as_str().unwrap().to_string());
+    }
+    // SAFETY-free kill: signal 9 through the standard library.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Anything printed before the kill was committed.
+    for l in lines.map_while(Result::ok) {
+        committed.push(json(&l).get("hash").unwrap().as_str().unwrap().to_string());
+    }
+    feeder.join().unwrap();
+
+    let t = std::time::Instant::now();
+    let s = Store::open(&env.db()).expect("reopens after SIGKILL");
+    eprintln!("reopen after kill took {:?}", t.elapsed());
+    let report = s.verify(&|_, _| {}).unwrap();
+    assert!(report.is_clean(), "{:?}", report.damage);
+    for c in &committed {
+        assert!(s.has(id(c)).unwrap(), "committed node {c} lost");
+    }
+    // The store takes writes again.
+    let p = s
+        .prepare(id(TEXT), &Value::str("after the crash"), true)
+        .unwrap();
+    s.put(&[p], 5).unwrap();
+}
