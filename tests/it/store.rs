@@ -275,7 +275,7 @@ fn killed_writer_loses_no_committed_node() {
         let l = lines.next().expect("writer still running").unwrap();
         committed.push(json(&l).get("hash").unwrap().as_str().unwrap().to_string());
     }
-    // SAFETY-free kill: signal 9 through the standard library.
+    // Child::kill sends SIGKILL on Unix.
     child.kill().unwrap();
     child.wait().unwrap();
     // Anything printed before the kill was committed.
