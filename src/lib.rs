@@ -8,3 +8,4 @@
 //! ```
 
 pub mod cas;
+pub mod interchange;
