@@ -79,7 +79,8 @@ pub struct StringMap {
 /// [`StringMap::skipped`] rather than dropped silently. `label` names the source in errors.
 ///
 /// `yaml_serde` resolves a few plain scalars as numbers that the core schema reads as strings
-/// (`0b101`, `+0x1F`, `-0o7`); those are recognised from their source text and kept as strings.
+/// (`0b101`, `+0x1F`, `-0o7`); those are recognised from their source text and kept as strings
+/// when every entry of the file is a scalar (otherwise they are reported as numbers).
 /// libyaml (YAML 1.1) also treats U+0085, U+2028 and U+2029 as line breaks and refuses raw
 /// DEL and C1 controls, which the npm package writes as ordinary characters; they are passed
 /// through private-use stand-ins and restored.
