@@ -341,7 +341,6 @@ fn export_writer_refuses_links_and_stays_inside() {
 fn export_writer_many_index_files() {
     let tmp = tempfile::tempdir().unwrap();
     let mut w = ExportWriter::new(tmp.path()).unwrap();
-    let payload = cbor::encode(&Value::str("x"));
     for round in 0..3u64 {
         for t in 0..200u64 {
             w.append_index(NodeId(t), NodeId(round * 1000 + t)).unwrap();
@@ -358,7 +357,6 @@ fn export_writer_many_index_files() {
         assert_eq!(text, want);
     }
     assert!(!tmp.path().join("cas/_index.staging").exists());
-    drop(payload);
 }
 
 fn ts_root() -> PathBuf {
@@ -389,7 +387,7 @@ fn ts_root_small_scans_and_exports_byte_identical() {
 
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path();
-    // Feed the nodes in the order of the original meta index and type indexes are sets.
+    // Nodes arrive in directory order; the index files are compared as sets below.
     let mut w = ExportWriter::new(out).unwrap();
     for n in &nodes {
         assert_eq!(
