@@ -9,4 +9,5 @@
 
 pub mod cas;
 pub mod cli;
+pub mod interchange;
 pub mod store;

@@ -2,6 +2,7 @@
 
 mod cas_cli;
 mod common;
+mod interchange;
 mod props;
 mod store;
 mod vectors;

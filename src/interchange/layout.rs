@@ -1,0 +1,510 @@
+//! The directory layout, in one place: which path holds what, file name ↔ id, and a streaming
+//! scanner that reads and checks every node file of an export directory.
+//!
+//! ```text
+//! DIR/cas/<ID>.bin          node, flat (@ocas/fs 0.1 – 0.3)
+//! DIR/cas/nodes/<ID>.bin    node (@ocas/fs 0.4 and later)
+//! DIR/cas/<ID>.tmp          transient, ignored
+//! DIR/cas/_index/<TYPE>     ids of that type, one per line (rebuilt on import, so ignored)
+//! DIR/cas/_index/_meta      ids of self-typed nodes
+//! DIR/threads.yaml  DIR/workflows.yaml  DIR/registry.yaml  DIR/history.jsonl
+//! ```
+//!
+//! The scanner trusts nothing: it never follows a symbolic link, never opens anything but a
+//! regular file, never reads a file larger than its limit, and re-hashes every node it reads.
+//! A node file that decodes but is not in canonical form is still a node: its id depends only
+//! on the canonical payload, so when that id equals the file name it is yielded (with
+//! `canonical: false`, and the canonical payload bytes) for the importer to store in canonical
+//! form; when it does not, it is a wrong-id problem like any other.
+
+use crate::cas::cbor::{self, CborError};
+use crate::cas::id::ID_LEN;
+use crate::cas::{NodeId, Value, hash};
+use std::ffi::OsStr;
+use std::fs::{self, ReadDir};
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+
+/// Directory of the CAS inside a root.
+pub const CAS_DIR: &str = "cas";
+/// Sub-directory of node files in the later (@ocas/fs 0.4) layout.
+pub const NODES_DIR: &str = "nodes";
+/// Directory of the type index inside the CAS directory.
+pub const INDEX_DIR: &str = "_index";
+/// Index file listing self-typed (meta) nodes.
+pub const META_INDEX: &str = "_meta";
+/// Where the export writer stages index files before moving them into [`INDEX_DIR`].
+pub const INDEX_STAGING_DIR: &str = "_index.staging";
+/// Active threads: `THREADID: HEADID`.
+pub const THREADS_FILE: &str = "threads.yaml";
+/// The workflow registry as the shipped tool names it: `name: WORKFLOWID`.
+pub const WORKFLOWS_FILE: &str = "workflows.yaml";
+/// The workflow registry as the documentation names it (same content).
+pub const REGISTRY_FILE: &str = "registry.yaml";
+/// Finished threads, one JSON object per line.
+pub const HISTORY_FILE: &str = "history.jsonl";
+/// Extension of a node file.
+pub const NODE_EXT: &str = ".bin";
+/// Extension of a node file being written.
+pub const TMP_EXT: &str = ".tmp";
+/// Default largest node file the scanner reads: 64 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
+
+/// `<ID>.bin`.
+pub fn node_file_name(id: NodeId) -> String {
+    format!("{}{NODE_EXT}", id.to_wire())
+}
+
+/// `<ID>.tmp`.
+pub fn tmp_file_name(id: NodeId) -> String {
+    format!("{}{TMP_EXT}", id.to_wire())
+}
+
+/// The id a node file name stands for: exactly 13 upper-case Crockford characters and `.bin`,
+/// as the TypeScript tool writes them. `None` for anything else.
+pub fn parse_node_file_name(name: &OsStr) -> Option<NodeId> {
+    let name = name.to_str()?;
+    let stem = name.strip_suffix(NODE_EXT)?;
+    if stem.len() != ID_LEN {
+        return None;
+    }
+    NodeId::parse_strict(stem)
+}
+
+/// `dir/name`, refusing a `name` that is not one plain path component (no separator, no
+/// `..`, not absolute), so that nothing built from data can point outside `dir`.
+///
+/// # Errors
+/// [`ScanProblem::UnsafeName`] naming the component.
+pub fn join_component(dir: &Path, name: &str) -> Result<PathBuf, ScanProblem> {
+    let mut comps = Path::new(name).components();
+    match (comps.next(), comps.next()) {
+        (Some(Component::Normal(c)), None) if c == OsStr::new(name) => Ok(dir.join(name)),
+        _ => Err(ScanProblem::UnsafeName {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+        }),
+    }
+}
+
+/// Which layout a node file was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `cas/<ID>.bin`.
+    Flat,
+    /// `cas/nodes/<ID>.bin`.
+    Nodes,
+}
+
+/// A node file that decoded and whose recomputed id equals its name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScannedNode {
+    /// The file.
+    pub path: PathBuf,
+    /// Where it was found.
+    pub layout: Layout,
+    /// Its id (the file name, confirmed by re-hashing).
+    pub id: NodeId,
+    /// The type id.
+    pub type_id: NodeId,
+    /// Whether the node is its own type (the meta-schema).
+    pub self_typed: bool,
+    /// The payload.
+    pub payload: Value,
+    /// The canonical CBOR of the payload (what the id hashes).
+    pub payload_cbor: Vec<u8>,
+    /// Milliseconds since the epoch of the first write.
+    pub timestamp: u64,
+    /// Whether the file is byte-identical to the canonical encoding of the node.
+    pub canonical: bool,
+}
+
+/// A file or directory of the layout that is not an acceptable node file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScanProblem {
+    /// A directory could not be listed.
+    #[error("cannot list {path}: {source}")]
+    ReadDir {
+        /// The directory.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A name that is not `<13 Crockford characters>.bin`.
+    #[error("{path}: not a node file name (expected <13 Crockford characters>.bin)")]
+    BadName {
+        /// The entry.
+        path: PathBuf,
+    },
+    /// A symbolic link; links are never followed.
+    #[error("{path}: symbolic link refused (links are never followed)")]
+    Symlink {
+        /// The link.
+        path: PathBuf,
+    },
+    /// A directory, device, FIFO or socket where a node file should be.
+    #[error("{path}: not a regular file ({kind})")]
+    NotAFile {
+        /// The entry.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// A file that could not be read.
+    #[error("cannot read {path}: {source}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// A file larger than the scanner's limit; it was not read.
+    #[error("{path}: {size} bytes is larger than the limit of {limit} bytes; skipped")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// Bytes that are not a CBOR node `{type, payload, timestamp}`.
+    #[error("{path}: not a node: {error}")]
+    Undecodable {
+        /// The file.
+        path: PathBuf,
+        /// The decoder's error.
+        error: CborError,
+    },
+    /// A node whose `type` is not an id.
+    #[error("{path}: type {type_id:?} is not a node id")]
+    BadType {
+        /// The file.
+        path: PathBuf,
+        /// The type as written.
+        type_id: String,
+    },
+    /// A node whose content hashes to another id than its file name.
+    #[error("{path}: content hashes to {actual}, not to its file name {name}")]
+    WrongId {
+        /// The file.
+        path: PathBuf,
+        /// The id the name claims.
+        name: NodeId,
+        /// The id of the content.
+        actual: NodeId,
+    },
+    /// A name built from data that is not a single path component.
+    #[error("unsafe file name {name:?} in {dir}")]
+    UnsafeName {
+        /// The directory it would be joined to.
+        dir: PathBuf,
+        /// The name.
+        name: String,
+    },
+}
+
+impl ScanProblem {
+    /// The path the problem is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            ScanProblem::ReadDir { path, .. }
+            | ScanProblem::BadName { path }
+            | ScanProblem::Symlink { path }
+            | ScanProblem::NotAFile { path, .. }
+            | ScanProblem::Unreadable { path, .. }
+            | ScanProblem::TooLarge { path, .. }
+            | ScanProblem::Undecodable { path, .. }
+            | ScanProblem::BadType { path, .. }
+            | ScanProblem::WrongId { path, .. } => path,
+            ScanProblem::UnsafeName { dir, .. } => dir,
+        }
+    }
+}
+
+/// One item of a scan.
+#[derive(Debug)]
+pub enum ScanItem {
+    /// A good node.
+    Node(Box<ScannedNode>),
+    /// An entry that is not a good node, with the reason.
+    Problem(ScanProblem),
+    /// An entry the layout allows and import does not need (`_index/`, `*.tmp`).
+    Ignored(PathBuf),
+}
+
+/// Streams the node files of `DIR/cas/` and then `DIR/cas/nodes/`, one at a time.
+///
+/// Memory stays bounded by one directory handle and one file, whatever the number of files.
+/// The order is the file system's (not sorted).
+pub struct Scanner {
+    cas: PathBuf,
+    max_file_size: u64,
+    current: Option<(ReadDir, Layout)>,
+    pending_nodes_dir: bool,
+    started: bool,
+}
+
+impl Scanner {
+    /// A scanner of the root `dir` (the directory holding `cas/`), with the default size limit.
+    ///
+    /// A root without `cas/` yields nothing.
+    pub fn new(dir: &Path) -> Scanner {
+        Scanner {
+            cas: dir.join(CAS_DIR),
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            current: None,
+            pending_nodes_dir: false,
+            started: false,
+        }
+    }
+
+    /// Sets the largest file size read; larger files are reported as [`ScanProblem::TooLarge`].
+    pub fn max_file_size(mut self, bytes: u64) -> Scanner {
+        self.max_file_size = bytes;
+        self
+    }
+
+    /// Opens a directory of node files, refusing a symbolic link; `Ok(None)` when absent.
+    fn open_dir(path: &Path) -> Result<Option<ReadDir>, ScanProblem> {
+        match fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(ScanProblem::ReadDir {
+                path: path.to_path_buf(),
+                source,
+            }),
+            Ok(m) if m.file_type().is_symlink() => Err(ScanProblem::Symlink {
+                path: path.to_path_buf(),
+            }),
+            Ok(m) if !m.is_dir() => Err(ScanProblem::NotAFile {
+                path: path.to_path_buf(),
+                kind: "expected a directory",
+            }),
+            Ok(_) => fs::read_dir(path)
+                .map(Some)
+                .map_err(|source| ScanProblem::ReadDir {
+                    path: path.to_path_buf(),
+                    source,
+                }),
+        }
+    }
+
+    fn entry(&mut self, path: PathBuf, name: &OsStr, layout: Layout) -> Option<ScanItem> {
+        let meta = match fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(source) => {
+                return Some(ScanItem::Problem(ScanProblem::Unreadable { path, source }));
+            }
+        };
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            return Some(ScanItem::Problem(ScanProblem::Symlink { path }));
+        }
+        if layout == Layout::Flat && ft.is_dir() {
+            if name == INDEX_DIR || name == INDEX_STAGING_DIR {
+                return Some(ScanItem::Ignored(path));
+            }
+            if name == NODES_DIR {
+                self.pending_nodes_dir = true;
+                return None;
+            }
+        }
+        let Some(id) = parse_node_file_name(name) else {
+            if name.to_str().is_some_and(|n| n.ends_with(TMP_EXT)) && ft.is_file() {
+                return Some(ScanItem::Ignored(path));
+            }
+            if ft.is_dir() {
+                return Some(ScanItem::Problem(ScanProblem::NotAFile {
+                    path,
+                    kind: "unexpected directory",
+                }));
+            }
+            return Some(ScanItem::Problem(ScanProblem::BadName { path }));
+        };
+        if !ft.is_file() {
+            let kind = if ft.is_dir() {
+                "a directory"
+            } else {
+                "a device, FIFO or socket"
+            };
+            return Some(ScanItem::Problem(ScanProblem::NotAFile { path, kind }));
+        }
+        if meta.len() > self.max_file_size {
+            return Some(ScanItem::Problem(ScanProblem::TooLarge {
+                path,
+                size: meta.len(),
+                limit: self.max_file_size,
+            }));
+        }
+        Some(
+            match read_node_file(&path, id, layout, self.max_file_size) {
+                Ok(n) => ScanItem::Node(Box::new(n)),
+                Err(p) => ScanItem::Problem(p),
+            },
+        )
+    }
+}
+
+/// Reads and checks one node file that should hold node `id` (see the module docs).
+///
+/// # Errors
+/// The [`ScanProblem`] of the file: unreadable, too large, undecodable, bad type or wrong id.
+pub fn read_node_file(
+    path: &Path,
+    id: NodeId,
+    layout: Layout,
+    max_size: u64,
+) -> Result<ScannedNode, ScanProblem> {
+    let unreadable = |source| ScanProblem::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(unreadable)?;
+    let meta = file.metadata().map_err(unreadable)?;
+    if !meta.is_file() {
+        return Err(ScanProblem::NotAFile {
+            path: path.to_path_buf(),
+            kind: "not a regular file when opened",
+        });
+    }
+    let mut bytes = Vec::with_capacity(meta.len().min(max_size) as usize);
+    // `take` bounds the read even if the file grows after the size check.
+    file.take(max_size + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > max_size {
+        return Err(ScanProblem::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit: max_size,
+        });
+    }
+    check_node_bytes(path, &bytes, id, layout)
+}
+
+/// Decodes and re-hashes node file bytes that should hold node `id`.
+///
+/// # Errors
+/// [`ScanProblem::Undecodable`], [`ScanProblem::BadType`] or [`ScanProblem::WrongId`].
+pub fn check_node_bytes(
+    path: &Path,
+    bytes: &[u8],
+    id: NodeId,
+    layout: Layout,
+) -> Result<ScannedNode, ScanProblem> {
+    let parts = cbor::decode_node(bytes).map_err(|error| ScanProblem::Undecodable {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let Some(type_id) = NodeId::parse_strict(&parts.type_id) else {
+        return Err(ScanProblem::BadType {
+            path: path.to_path_buf(),
+            type_id: parts.type_id,
+        });
+    };
+    let payload_cbor = cbor::encode(&parts.payload);
+    let mut actual = hash::node_id(type_id, &payload_cbor);
+    let mut self_typed = false;
+    if actual != id {
+        // A self-typed node hashes its payload alone and names itself as its type.
+        let s = hash::self_id(&payload_cbor);
+        if s == type_id {
+            actual = s;
+            self_typed = true;
+        }
+    }
+    if actual != id {
+        return Err(ScanProblem::WrongId {
+            path: path.to_path_buf(),
+            name: id,
+            actual,
+        });
+    }
+    let canonical = cbor::encode_node(&parts.type_id, &payload_cbor, parts.timestamp) == bytes;
+    Ok(ScannedNode {
+        path: path.to_path_buf(),
+        layout,
+        id,
+        type_id,
+        self_typed,
+        payload: parts.payload,
+        payload_cbor,
+        timestamp: parts.timestamp,
+        canonical,
+    })
+}
+
+impl Iterator for Scanner {
+    type Item = ScanItem;
+
+    fn next(&mut self) -> Option<ScanItem> {
+        loop {
+            if self.current.is_none() {
+                let (path, layout) = if !self.started {
+                    self.started = true;
+                    (self.cas.clone(), Layout::Flat)
+                } else if self.pending_nodes_dir {
+                    self.pending_nodes_dir = false;
+                    (self.cas.join(NODES_DIR), Layout::Nodes)
+                } else {
+                    return None;
+                };
+                match Scanner::open_dir(&path) {
+                    Ok(Some(rd)) => self.current = Some((rd, layout)),
+                    Ok(None) => continue,
+                    Err(p) => return Some(ScanItem::Problem(p)),
+                }
+            }
+            let (rd, layout) = self.current.as_mut().expect("set above");
+            let layout = *layout;
+            match rd.next() {
+                None => self.current = None,
+                Some(Err(source)) => {
+                    let path = if layout == Layout::Flat {
+                        self.cas.clone()
+                    } else {
+                        self.cas.join(NODES_DIR)
+                    };
+                    // A failing directory stream does not recover: stop this directory.
+                    self.current = None;
+                    return Some(ScanItem::Problem(ScanProblem::ReadDir { path, source }));
+                }
+                Some(Ok(entry)) => {
+                    let name = entry.file_name();
+                    if let Some(item) = self.entry(entry.path(), &name, layout) {
+                        return Some(item);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        let id = NodeId::parse("CTS5P6RD8HMCS").unwrap();
+        assert_eq!(node_file_name(id), "CTS5P6RD8HMCS.bin");
+        assert_eq!(
+            parse_node_file_name(OsStr::new("CTS5P6RD8HMCS.bin")),
+            Some(id)
+        );
+        for bad in [
+            "cts5p6rd8hmcs.bin",
+            "CTS5P6RD8HMCS",
+            "CTS5P6RD8HMC.bin",
+            "ZTS5P6RD8HMCS.bin",
+        ] {
+            assert_eq!(parse_node_file_name(OsStr::new(bad)), None, "{bad}");
+        }
+        let d = Path::new("/x");
+        assert!(join_component(d, "a").is_ok());
+        for bad in ["..", "/etc", "a/b", ".", ""] {
+            assert!(join_component(d, bad).is_err(), "{bad}");
+        }
+    }
+}

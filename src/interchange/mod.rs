@@ -1,0 +1,12 @@
+//! Export and import of the TypeScript tool's directory layout, the store-independent parts:
+//! path ↔ id rules and the directory scanner ([`layout`]), the file writers
+//! ([`export_files`]), and the formats of the storage root ([`yaml`], [`history`]).
+//!
+//! Nothing here knows the store: the exporter feeds [`export_files::ExportWriter`] node by
+//! node, and the importer consumes [`layout::Scanner`] item by item, so both stream with
+//! bounded memory.
+
+pub mod export_files;
+pub mod history;
+pub mod layout;
+pub mod yaml;
