@@ -2,6 +2,7 @@
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
 mod cas;
+mod interchange;
 mod output;
 
 pub use output::Format;
@@ -64,6 +65,19 @@ enum Command {
     /// The content-addressed store.
     #[command(subcommand)]
     Cas(cas::CasCommand),
+    /// Write the store as the TypeScript tool's file layout (cas/, threads.yaml, …).
+    Export {
+        /// Target directory (may be the storage root itself).
+        dir: PathBuf,
+    },
+    /// Read a file layout (cas/<ID>.bin or cas/nodes/<ID>.bin, threads, registry, history).
+    Import {
+        /// Source directory.
+        dir: PathBuf,
+        /// Replace thread heads and workflow names that exist with other values.
+        #[arg(long)]
+        overwrite: bool,
+    },
 }
 
 /// What a command needs from its surroundings.
@@ -89,6 +103,9 @@ impl Env {
     /// # Errors
     /// A store that cannot be opened.
     pub fn open_rw(&self) -> CliResult<Store> {
+        if let Some(s) = interchange::auto_import(self)? {
+            return Ok(s);
+        }
         Ok(Store::open(&self.db_path())?)
     }
 
@@ -126,6 +143,8 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     };
     let r = match cli.command {
         Command::Cas(c) => cas::run(c, &env),
+        Command::Export { dir } => interchange::export(&env, &dir),
+        Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
     };
     match r {
         Ok(()) => 0,

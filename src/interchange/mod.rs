@@ -9,4 +9,5 @@
 pub mod export_files;
 pub mod history;
 pub mod layout;
+pub mod transfer;
 pub mod yaml;

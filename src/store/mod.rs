@@ -9,12 +9,15 @@
 //!
 //! Derived tables are rebuilt from `nodes` by [`Store::reindex`].
 
+mod import;
 mod migrate;
 mod nodes;
+mod threads;
 mod verify;
 
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, prepare_unchecked};
+pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
 
 use crate::cas::bootstrap::{self, META};

@@ -362,10 +362,27 @@ pub(crate) fn put_in<'a>(
     let mut out = Vec::with_capacity(nodes.len());
     let mut buf = Vec::new();
     for (p, now_ms) in nodes {
-        if let Some(old) = t.get(p.id.0)? {
-            let b = old.value();
-            if b.len() < 32 || b[..32] != p.digest {
-                return Err(StoreError::HashCollision(p.id));
+        let earlier = match t.get(p.id.0)? {
+            Some(old) => {
+                let b = old.value();
+                if b.len() < HEADER || b[..32] != p.digest {
+                    return Err(StoreError::HashCollision(p.id));
+                }
+                let ts = u64::from_le_bytes(b[32..40].try_into().expect("8 bytes"));
+                // The timestamp is the first write's: an import may know an earlier one.
+                (now_ms < ts)
+                    .then(|| {
+                        let mut v = b.to_vec();
+                        v[32..40].copy_from_slice(&now_ms.to_le_bytes());
+                        v
+                    })
+                    .map_or(Some(None), |v| Some(Some(v)))
+            }
+            None => None,
+        };
+        if let Some(update) = earlier {
+            if let Some(v) = update {
+                t.insert(p.id.0, v.as_slice())?;
             }
             out.push(PutOutcome::Existed);
             continue;

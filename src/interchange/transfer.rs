@@ -1,0 +1,683 @@
+//! Export of a store to the directory layout, and import of that layout into a store.
+//!
+//! Both stream: export walks the store in one read snapshot and writes file by file; import
+//! reads one node file at a time and commits in batches, so an interrupted run leaves only
+//! whole batches and a second run finishes the work.
+
+use super::export_files::{AtomicFile, ExportError, ExportSummary, ExportWriter, write_atomic};
+use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
+use super::layout::{
+    CAS_DIR, HISTORY_FILE, Layout, NODES_DIR, REGISTRY_FILE, ScanItem, Scanner, THREADS_FILE,
+    WORKFLOWS_FILE, node_file_name, read_node_file,
+};
+use super::yaml;
+use crate::cas::bootstrap::{META, ids};
+use crate::cas::{NodeId, Value};
+use crate::store::{HistoryEntry, Merge, Prepared, Store, StoreError, ThreadRecord};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Why an export or import stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransferError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Writing the export failed.
+    #[error(transparent)]
+    Export(#[from] ExportError),
+    /// A file of the layout could not be read at all.
+    #[error("cannot read {path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Progress callback: (what, done, total or 0 when unknown).
+pub type Progress<'a> = &'a dyn Fn(&str, u64, u64);
+
+/// Counts of an export.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExportReport {
+    /// Node files.
+    pub files: ExportSummary,
+    /// Nodes in the store.
+    pub nodes: u64,
+    /// Active threads written to `threads.yaml`.
+    pub threads: u64,
+    /// Registry names written to `workflows.yaml` and `registry.yaml`.
+    pub registry: u64,
+    /// Lines written to `history.jsonl`.
+    pub history: u64,
+}
+
+/// Writes the whole store to `dir` in the TypeScript tool's layout.
+///
+/// # Errors
+/// A store failure or a file that cannot be written.
+pub fn export(
+    store: &Store,
+    dir: &Path,
+    progress: Progress<'_>,
+) -> Result<ExportReport, TransferError> {
+    let mut w = ExportWriter::new(dir)?;
+    let total = store.node_count()?;
+    let mut report = ExportReport::default();
+    store.for_each_node::<TransferError>(|n| {
+        w.write_node(n.id, n.type_id, &n.payload_cbor, n.timestamp)?;
+        report.nodes += 1;
+        if report.nodes.is_multiple_of(4096) {
+            progress("export nodes", report.nodes, total);
+        }
+        Ok(())
+    })?;
+    progress("export nodes", report.nodes, total);
+    store.for_each_indexed::<TransferError>(|type_id, id| {
+        w.append_index(type_id, id)?;
+        if type_id == id {
+            w.append_meta(id)?;
+        }
+        Ok(())
+    })?;
+    report.files = w.finish()?;
+
+    let threads = store.threads()?;
+    report.threads = threads.len() as u64;
+    let heads: Vec<(String, String)> = threads
+        .into_iter()
+        .map(|(t, r)| (t, r.head.to_wire()))
+        .collect();
+    let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    write_atomic(dir, THREADS_FILE, text.as_bytes())?;
+
+    let reg: Vec<(String, String)> = store
+        .registry()?
+        .into_iter()
+        .map(|(n, id)| (n, id.to_wire()))
+        .collect();
+    report.registry = reg.len() as u64;
+    let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+    write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
+    write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
+
+    let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
+    store.for_each_history::<TransferError>(|e| {
+        let rec = HistoryRecord {
+            thread: e.thread,
+            workflow: e.workflow,
+            head: e.head,
+            completed_at: e.completed_at,
+            reason: if e.reason == "cancelled" {
+                Reason::Cancelled
+            } else {
+                Reason::Completed
+            },
+        };
+        hist.write_all(rec.to_line().as_bytes())
+            .map_err(|e| TransferError::Read {
+                path: dir.join(HISTORY_FILE),
+                message: e.to_string(),
+            })?;
+        report.history += 1;
+        Ok(())
+    })?;
+    hist.commit()?;
+    Ok(report)
+}
+
+/// Options of an import.
+#[derive(Debug, Clone, Copy)]
+pub struct ImportOptions {
+    /// Replace thread heads and registry names that exist with other values.
+    pub overwrite: bool,
+    /// Nodes per transaction.
+    pub batch: usize,
+    /// Largest node file read.
+    pub max_file_size: u64,
+    /// Time recorded for imported registry names, ms since the epoch.
+    pub now_ms: u64,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            overwrite: false,
+            batch: 8192,
+            max_file_size: super::layout::DEFAULT_MAX_FILE_SIZE,
+            now_ms: 0,
+        }
+    }
+}
+
+/// Counts of one kind of imported item.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// New in the store.
+    pub imported: u64,
+    /// Already there with the same value.
+    pub present: u64,
+    /// Left out (see the problems).
+    pub skipped: u64,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    /// Node files.
+    pub nodes: Counts,
+    /// `threads.yaml` entries.
+    pub threads: Counts,
+    /// `workflows.yaml` / `registry.yaml` entries.
+    pub registry: Counts,
+    /// `history.jsonl` lines.
+    pub history: Counts,
+    /// Names that exist with another value (kept, or replaced with `overwrite`).
+    pub conflicts: Vec<String>,
+    /// Everything skipped, one line each.
+    pub problems: Vec<String>,
+}
+
+/// Imports the layout under `dir` into `store`. Every node file is re-hashed; nothing is
+/// trusted from file names. Files are only read.
+///
+/// # Errors
+/// A store failure (bad files are reported in the result, not as errors).
+pub fn import(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+) -> Result<ImportReport, TransferError> {
+    let mut r = ImportReport::default();
+    let mut batch: Vec<(Prepared, u64)> = Vec::with_capacity(opts.batch);
+    // Nodes whose type is not (yet) a stored schema: their schema may come later in the scan.
+    let mut deferred: Vec<(NodeId, Layout)> = Vec::new();
+    let mut seen = 0u64;
+    // Schema nodes waiting in the current batch (a node typed by one flushes the batch first).
+    let mut pending_schemas = std::collections::HashSet::new();
+    for item in Scanner::new(dir).max_file_size(opts.max_file_size) {
+        match item {
+            ScanItem::Ignored(_) => {}
+            ScanItem::Problem(p) => {
+                r.nodes.skipped += 1;
+                r.problems.push(format!("skipped {p}"));
+            }
+            ScanItem::Node(n) => {
+                seen += 1;
+                if seen.is_multiple_of(4096) {
+                    progress("import nodes", seen, 0);
+                }
+                if pending_schemas.contains(&n.type_id) {
+                    flush(store, &mut batch, &mut r)?;
+                    pending_schemas.clear();
+                }
+                let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
+                if !type_known {
+                    deferred.push((n.id, n.layout));
+                    continue;
+                }
+                if n.type_id == META {
+                    pending_schemas.insert(n.id);
+                }
+                let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
+                batch.push((p, n.timestamp));
+                if batch.len() >= opts.batch {
+                    flush(store, &mut batch, &mut r)?;
+                    pending_schemas.clear();
+                }
+            }
+        }
+    }
+    flush(store, &mut batch, &mut r)?;
+    // Schemas are all in now; a deferred node whose type is still unknown is refused.
+    let mut rounds = 0;
+    while !deferred.is_empty() && rounds < 64 {
+        rounds += 1;
+        let before = deferred.len();
+        let mut still = Vec::new();
+        for (id, layout) in deferred {
+            let path = node_path(dir, layout, id);
+            let n = match read_node_file(&path, id, layout, opts.max_file_size) {
+                Ok(n) => n,
+                Err(p) => {
+                    r.nodes.skipped += 1;
+                    r.problems.push(format!("skipped {p}"));
+                    continue;
+                }
+            };
+            if !store.is_schema(n.type_id)? {
+                still.push((id, layout));
+                continue;
+            }
+            let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
+            batch.push((p, n.timestamp));
+            if batch.len() >= opts.batch {
+                flush(store, &mut batch, &mut r)?;
+            }
+        }
+        flush(store, &mut batch, &mut r)?;
+        deferred = still;
+        if deferred.len() == before {
+            break;
+        }
+    }
+    for (id, layout) in deferred {
+        r.nodes.skipped += 1;
+        r.problems.push(format!(
+            "skipped {}: its type is not a schema in the store or the import",
+            node_path(dir, layout, id).display()
+        ));
+    }
+    progress("import nodes", seen, seen);
+
+    import_threads(store, dir, opts, &mut r)?;
+    import_registry(store, dir, opts, &mut r)?;
+    import_history(store, dir, &mut r)?;
+    Ok(r)
+}
+
+fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
+    let cas = dir.join(CAS_DIR);
+    let base = match layout {
+        Layout::Flat => cas,
+        Layout::Nodes => cas.join(NODES_DIR),
+    };
+    base.join(node_file_name(id))
+}
+
+fn flush(
+    store: &Store,
+    batch: &mut Vec<(Prepared, u64)>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    match store.put_at(batch) {
+        Ok(outcomes) => {
+            for o in outcomes {
+                match o {
+                    crate::store::PutOutcome::Inserted => r.nodes.imported += 1,
+                    crate::store::PutOutcome::Existed => r.nodes.present += 1,
+                }
+            }
+        }
+        Err(StoreError::HashCollision(_)) => {
+            // Put one by one to keep the good nodes and name the bad one.
+            for (p, ts) in batch.iter() {
+                match store.put_at(std::slice::from_ref(&(p.clone(), *ts))) {
+                    Ok(o) if o[0] == crate::store::PutOutcome::Inserted => r.nodes.imported += 1,
+                    Ok(_) => r.nodes.present += 1,
+                    Err(e @ StoreError::HashCollision(_)) => {
+                        r.nodes.skipped += 1;
+                        r.problems.push(format!("skipped node {}: {e}", p.id));
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
+    batch.clear();
+    Ok(())
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>, TransferError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(TransferError::Read {
+                path: path.into(),
+                message: e.to_string(),
+            });
+        }
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(TransferError::Read {
+                path: path.into(),
+                message: "refusing to follow a symbolic link".into(),
+            });
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(TransferError::Read {
+                path: path.into(),
+                message: "not a regular file".into(),
+            });
+        }
+        Ok(_) => {}
+    }
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|e| TransferError::Read {
+            path: path.into(),
+            message: e.to_string(),
+        })
+}
+
+/// Reads a YAML name map, reporting (not failing on) an unreadable or malformed file.
+fn read_map(path: &Path, r: &mut ImportReport) -> Option<yaml::StringMap> {
+    let text = match read_optional(path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return None,
+        Err(e) => {
+            r.problems.push(format!("skipped {e}"));
+            return None;
+        }
+    };
+    match yaml::read_string_map(&text, &path.display().to_string()) {
+        Ok(m) => {
+            for s in &m.skipped {
+                r.problems.push(format!("skipped {}: {s}", path.display()));
+            }
+            Some(m)
+        }
+        Err(e) => {
+            r.problems.push(format!("skipped {}: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// The workflow of a thread head: a StartNode names it; a StepNode names its StartNode.
+fn workflow_of(store: &Store, head: NodeId) -> Result<Option<NodeId>, StoreError> {
+    let start_t = NodeId::parse(ids::START_NODE).expect("builtin id");
+    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
+    let Some(n) = store.get(head)? else {
+        return Ok(None);
+    };
+    let start = if n.type_id == step_t {
+        match n
+            .payload()?
+            .get("start")
+            .and_then(Value::as_str)
+            .and_then(NodeId::parse_strict)
+        {
+            Some(s) => s,
+            None => return Ok(None),
+        }
+    } else {
+        head
+    };
+    let Some(s) = store.get(start)? else {
+        return Ok(None);
+    };
+    if s.type_id != start_t {
+        return Ok(None);
+    }
+    Ok(s.payload()?
+        .get("workflow")
+        .and_then(Value::as_str)
+        .and_then(NodeId::parse_strict))
+}
+
+fn is_thread_id(s: &str) -> bool {
+    s.len() == 26
+        && s.bytes()
+            .all(|c| crate::cas::id::digit_value(c).is_some() && !c.is_ascii_lowercase())
+}
+
+fn import_threads(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let path = dir.join(THREADS_FILE);
+    let Some(map) = read_map(&path, r) else {
+        return Ok(());
+    };
+    r.threads.skipped += map.skipped.len() as u64;
+    let start_t = NodeId::parse(ids::START_NODE).expect("builtin id");
+    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
+    let mut good = Vec::new();
+    for (thread, head) in &map.entries {
+        let skip = |r: &mut ImportReport, why: String| {
+            r.threads.skipped += 1;
+            r.problems.push(format!(
+                "skipped thread {thread} in {}: {why}",
+                path.display()
+            ));
+        };
+        if !is_thread_id(thread) {
+            skip(r, "not a thread id (26 Crockford characters)".into());
+            continue;
+        }
+        let Some(head_id) = NodeId::parse_strict(head) else {
+            skip(r, format!("head \"{head}\" is not a node id"));
+            continue;
+        };
+        match store.get(head_id)? {
+            Some(n) if n.type_id == start_t || n.type_id == step_t => {}
+            Some(n) => {
+                skip(
+                    r,
+                    format!(
+                        "head {head_id} is a node of type {}, not a StartNode or StepNode",
+                        n.type_id
+                    ),
+                );
+                continue;
+            }
+            None => {
+                skip(r, format!("head {head_id} is not in the store"));
+                continue;
+            }
+        }
+        let rec = ThreadRecord {
+            head: head_id,
+            workflow: workflow_of(store, head_id)?,
+            updated_ms: opts.now_ms,
+        };
+        good.push((thread.clone(), rec));
+    }
+    let merged = store.write(|w| {
+        good.iter()
+            .map(|(t, rec)| w.merge_thread(t, rec, opts.overwrite))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    for ((thread, _), m) in good.iter().zip(merged) {
+        match m {
+            Merge::Inserted => r.threads.imported += 1,
+            Merge::Same => r.threads.present += 1,
+            Merge::Kept => {
+                r.threads.skipped += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} exists with another head; kept (use --overwrite to replace it)"
+                ));
+            }
+            Merge::Overwritten => {
+                r.threads.imported += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} exists with another head; replaced"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn import_registry(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let wf_t = NodeId::parse(ids::WORKFLOW).expect("builtin id");
+    let mut merged: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
+    for file in [WORKFLOWS_FILE, REGISTRY_FILE] {
+        let path = dir.join(file);
+        let Some(map) = read_map(&path, r) else {
+            continue;
+        };
+        r.registry.skipped += map.skipped.len() as u64;
+        for (name, id) in map.entries {
+            match merged.get(&name) {
+                Some(other) if *other != id => {
+                    r.registry.skipped += 1;
+                    r.problems.push(format!(
+                        "skipped workflow \"{name}\" in {}: {WORKFLOWS_FILE} names {other}",
+                        path.display()
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    merged.insert(name, id);
+                }
+            }
+        }
+    }
+    let mut good = Vec::new();
+    for (name, id) in merged {
+        let skip = |r: &mut ImportReport, why: String| {
+            r.registry.skipped += 1;
+            r.problems
+                .push(format!("skipped workflow \"{name}\": {why}"));
+        };
+        let Some(wid) = NodeId::parse_strict(&id) else {
+            skip(r, format!("\"{id}\" is not a node id"));
+            continue;
+        };
+        match store.get(wid)? {
+            None => {
+                skip(r, format!("{wid} is not in the store"));
+                continue;
+            }
+            Some(n) if n.type_id != wf_t && !is_workflow_schema(store, n.type_id)? => {
+                skip(
+                    r,
+                    format!("{wid} is a node of type {}, not a Workflow", n.type_id),
+                );
+                continue;
+            }
+            Some(_) => {}
+        }
+        good.push((name, wid));
+    }
+    let results = store.write(|w| {
+        good.iter()
+            .map(|(name, wid)| w.merge_registry(name, *wid, opts.now_ms, opts.overwrite))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    for ((name, _), m) in good.iter().zip(results) {
+        match m {
+            Merge::Inserted => r.registry.imported += 1,
+            Merge::Same => r.registry.present += 1,
+            Merge::Kept => {
+                r.registry.skipped += 1;
+                r.conflicts.push(format!("workflow \"{name}\" exists with another id; kept (use --overwrite to replace it)"));
+            }
+            Merge::Overwritten => {
+                r.registry.imported += 1;
+                r.conflicts.push(format!(
+                    "workflow \"{name}\" exists with another id; replaced"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `type_id` is a workflow schema of ours (titled "Workflow…").
+fn is_workflow_schema(store: &Store, type_id: NodeId) -> Result<bool, StoreError> {
+    Ok(match store.get(type_id)? {
+        Some(n) if n.type_id == META => n
+            .payload()?
+            .get("title")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.starts_with("Workflow")),
+        _ => false,
+    })
+}
+
+fn import_history(store: &Store, dir: &Path, r: &mut ImportReport) -> Result<(), TransferError> {
+    let path = dir.join(HISTORY_FILE);
+    if read_optional_meta(&path, r)?.is_none() {
+        return Ok(());
+    }
+    let f = std::fs::File::open(&path).map_err(|e| TransferError::Read {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let reader = HistoryReader::new(std::io::BufReader::new(f), path.display().to_string());
+    let mut pending: Vec<HistoryEntry> = Vec::new();
+    for line in reader {
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                r.problems
+                    .push(format!("stopped reading {}: {e}", path.display()));
+                break;
+            }
+        };
+        match line {
+            HistoryLine::Skipped { line, reason } => {
+                r.history.skipped += 1;
+                r.problems
+                    .push(format!("skipped {}:{line}: {reason}", path.display()));
+            }
+            HistoryLine::Record { record, .. } => {
+                let e = HistoryEntry {
+                    thread: record.thread,
+                    workflow: record.workflow,
+                    head: record.head,
+                    completed_at: record.completed_at,
+                    reason: record.reason.as_str().to_string(),
+                };
+                pending.push(e);
+                if pending.len() >= 4096 {
+                    append_history(store, &mut pending, r)?;
+                }
+            }
+        }
+    }
+    append_history(store, &mut pending, r)
+}
+
+fn append_history(
+    store: &Store,
+    pending: &mut Vec<HistoryEntry>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let added = store.write(|w| {
+        let mut added = 0u64;
+        for e in pending.iter() {
+            if !w.has_history(e)? {
+                w.append_history(e)?;
+                added += 1;
+            }
+        }
+        Ok(added)
+    })?;
+    r.history.imported += added;
+    r.history.present += pending.len() as u64 - added;
+    pending.clear();
+    Ok(())
+}
+
+/// Checks that `path` is a regular file (not a link); `None` when absent or refused.
+fn read_optional_meta(path: &Path, r: &mut ImportReport) -> Result<Option<()>, TransferError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(m) if m.is_file() => Ok(Some(())),
+        Ok(_) => {
+            r.problems
+                .push(format!("skipped {}: not a regular file", path.display()));
+            Ok(None)
+        }
+        Err(e) => {
+            r.problems.push(format!("skipped {}: {e}", path.display()));
+            Ok(None)
+        }
+    }
+}
+
+/// Whether `root` holds the file layout (a `cas/` directory or the root files).
+pub fn has_layout(root: &Path) -> bool {
+    root.join(CAS_DIR).is_dir()
+        || root.join(THREADS_FILE).is_file()
+        || root.join(WORKFLOWS_FILE).is_file()
+        || root.join(REGISTRY_FILE).is_file()
+}

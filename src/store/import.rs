@@ -1,0 +1,72 @@
+//! Helpers for moving nodes in and out in bulk: nodes whose id was computed elsewhere, and
+//! streaming the type index.
+
+use super::nodes::{Prepared, refs_of};
+use super::{Result, Store, StoreError, TYPE_INDEX};
+use crate::cas::bootstrap::META;
+use crate::cas::{NodeId, Value, hash};
+use redb::ReadableTable;
+
+impl Store {
+    /// Prepares a node read from outside (an import) whose id the caller has checked: computes
+    /// its digest and references. The type must be a stored schema unless the node is the
+    /// meta-schema or a schema itself.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownType`] when the type is not a stored schema.
+    pub fn prepare_imported(
+        &self,
+        id: NodeId,
+        type_id: NodeId,
+        payload: &Value,
+        payload_cbor: Vec<u8>,
+    ) -> Result<Prepared> {
+        let self_typed = type_id == id;
+        let refs = if self_typed || type_id == META {
+            Vec::new()
+        } else {
+            let info = self.type_info(type_id)?;
+            if info.has_refs {
+                refs_of(&info.schema, payload)
+            } else {
+                Vec::new()
+            }
+        };
+        Ok(Prepared {
+            id,
+            type_id,
+            digest: hash::digest(type_id, self_typed, &payload_cbor),
+            payload_cbor,
+            refs,
+        })
+    }
+
+    /// Whether `type_id` is a stored schema (or the meta-schema).
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn is_schema(&self, type_id: NodeId) -> Result<bool> {
+        match self.type_info(type_id) {
+            Ok(_) => Ok(true),
+            Err(StoreError::UnknownType(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Visits the type index: every (type, id) in type order, then write order.
+    ///
+    /// # Errors
+    /// A redb failure, or the first error of `f`.
+    pub fn for_each_indexed<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(TYPE_INDEX).map_err(StoreError::from)?;
+        for e in t.iter().map_err(StoreError::from)? {
+            let (k, v) = e.map_err(StoreError::from)?;
+            f(NodeId(k.value().0), NodeId(v.value()))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,381 @@
+//! Threads, the workflow registry (with history) and the archive of finished threads.
+//!
+//! Tables:
+//! - `threads`: thread id → [`ThreadRecord`] (active threads; the head moves only by
+//!   compare-and-swap inside a write transaction)
+//! - `registry`: workflow name → workflow node id
+//! - `registry_history`: (name, seq) → [`RegistryEntry`], every version with its time
+//! - `history`: seq → [`HistoryEntry`], finished threads in the order they finished
+//! - `history_by_thread` (derived): thread id → seq of its latest history entry
+
+use super::{META_TABLE, Result, Store, StoreError};
+use crate::cas::NodeId;
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
+pub(crate) const REGISTRY: TableDefinition<&str, u64> = TableDefinition::new("registry");
+pub(crate) const REGISTRY_HISTORY: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("registry_history");
+pub(crate) const HISTORY: TableDefinition<u64, &[u8]> = TableDefinition::new("history");
+pub(crate) const HISTORY_BY_THREAD: TableDefinition<&str, u64> =
+    TableDefinition::new("history_by_thread");
+
+/// An active thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadRecord {
+    /// The head: the StartNode, or the latest StepNode.
+    pub head: NodeId,
+    /// The workflow node, when known.
+    pub workflow: Option<NodeId>,
+    /// When the head last moved, ms since the epoch.
+    pub updated_ms: u64,
+}
+
+/// One version of a registry name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistryEntry {
+    /// The workflow node id.
+    pub workflow: NodeId,
+    /// When it was registered, ms since the epoch.
+    pub time_ms: u64,
+}
+
+/// A finished thread (`history.jsonl` line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The thread id.
+    pub thread: String,
+    /// The workflow node id, as written.
+    pub workflow: String,
+    /// The last node of the thread, as written.
+    pub head: String,
+    /// When it finished, ms since the epoch.
+    pub completed_at: u64,
+    /// `completed` or `cancelled`.
+    pub reason: String,
+}
+
+impl Serialize for NodeId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<NodeId, D::Error> {
+        u64::deserialize(d).map(NodeId)
+    }
+}
+
+pub(crate) fn enc<T: Serialize>(v: &T) -> Vec<u8> {
+    rmp_serde::to_vec(v).expect("records serialize")
+}
+
+pub(crate) fn dec<T: for<'de> Deserialize<'de>>(b: &[u8], what: &str) -> Result<T> {
+    rmp_serde::from_slice(b).map_err(|e| StoreError::Db(format!("corrupt {what} record: {e}")))
+}
+
+/// What an import of a name did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// The name was new.
+    Inserted,
+    /// The name had the same value.
+    Same,
+    /// The name had another value, which was kept.
+    Kept,
+    /// The name had another value, which was replaced.
+    Overwritten,
+}
+
+/// Creates the tables of this module in `tx` (migration and first use).
+pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
+    tx.open_table(THREADS)?;
+    tx.open_table(REGISTRY)?;
+    tx.open_table(REGISTRY_HISTORY)?;
+    tx.open_table(HISTORY)?;
+    tx.open_table(HISTORY_BY_THREAD)?;
+    Ok(())
+}
+
+impl Store {
+    /// Every active thread, in id order.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn threads(&self) -> Result<Vec<(String, ThreadRecord)>> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(THREADS)?;
+        let mut out = Vec::with_capacity(t.len()? as usize);
+        for e in t.iter()? {
+            let (k, v) = e?;
+            out.push((k.value().to_string(), dec(v.value(), "thread")?));
+        }
+        Ok(out)
+    }
+
+    /// The active thread `id`.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn thread(&self, id: &str) -> Result<Option<ThreadRecord>> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(THREADS)?;
+        t.get(id)?.map(|v| dec(v.value(), "thread")).transpose()
+    }
+
+    /// The registry: name → workflow id, in name order.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn registry(&self) -> Result<Vec<(String, NodeId)>> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(REGISTRY)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            let (k, v) = e?;
+            out.push((k.value().to_string(), NodeId(v.value())));
+        }
+        Ok(out)
+    }
+
+    /// Every version of registry name `name`, oldest first.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(REGISTRY_HISTORY)?;
+        let mut out = Vec::new();
+        for e in t.range((name, 0)..=(name, u64::MAX))? {
+            out.push(dec(e?.1.value(), "registry history")?);
+        }
+        Ok(out)
+    }
+
+    /// Visits finished threads in the order they finished.
+    ///
+    /// # Errors
+    /// A redb failure, a corrupt record, or the first error of `f`.
+    pub fn for_each_history<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(HISTORY).map_err(StoreError::from)?;
+        for e in t.iter().map_err(StoreError::from)? {
+            let (_, v) = e.map_err(StoreError::from)?;
+            f(dec(v.value(), "history")?)?;
+        }
+        Ok(())
+    }
+
+    /// The latest history entry of thread `id`.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn history_of(&self, id: &str) -> Result<Option<HistoryEntry>> {
+        let tx = self.begin_read()?;
+        let by = tx.open_table(HISTORY_BY_THREAD)?;
+        let Some(seq) = by.get(id)?.map(|v| v.value()) else {
+            return Ok(None);
+        };
+        let h = tx.open_table(HISTORY)?;
+        h.get(seq)?.map(|v| dec(v.value(), "history")).transpose()
+    }
+
+    /// Runs `f` in one write transaction and commits it when `f` succeeds.
+    ///
+    /// # Errors
+    /// The error of `f` (nothing is committed then) or a redb failure.
+    pub fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
+        let tx = self.begin_write()?;
+        let mut w = Writer { tx: &tx };
+        let out = f(&mut w)?;
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// Writes inside one transaction; see [`Store::write`].
+pub struct Writer<'a> {
+    pub(crate) tx: &'a WriteTransaction,
+}
+
+impl Writer<'_> {
+    /// Puts nodes (see [`Store::put`]).
+    ///
+    /// # Errors
+    /// As [`Store::put`].
+    pub fn put(
+        &mut self,
+        nodes: &[super::Prepared],
+        now_ms: u64,
+    ) -> Result<Vec<super::PutOutcome>> {
+        super::nodes::put_in(self.tx, nodes.iter().map(|p| (p, now_ms)))
+    }
+
+    /// Whether node `id` is stored (seeing this transaction's writes).
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn has(&mut self, id: NodeId) -> Result<bool> {
+        Ok(self.tx.open_table(super::NODES)?.get(id.0)?.is_some())
+    }
+
+    /// The active thread `id`.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+        let t = self.tx.open_table(THREADS)?;
+        t.get(id)?.map(|v| dec(v.value(), "thread")).transpose()
+    }
+
+    /// Sets thread `id` to `rec` unconditionally.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn set_thread(&mut self, id: &str, rec: &ThreadRecord) -> Result<()> {
+        self.tx
+            .open_table(THREADS)?
+            .insert(id, enc(rec).as_slice())?;
+        Ok(())
+    }
+
+    /// Removes thread `id` from the active threads; returns its record.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn remove_thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+        let mut t = self.tx.open_table(THREADS)?;
+        let old = t
+            .remove(id)?
+            .map(|v| dec(v.value(), "thread"))
+            .transpose()?;
+        Ok(old)
+    }
+
+    /// Merges an imported thread head: new names are inserted; a different existing head is
+    /// kept unless `overwrite`.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn merge_thread(&mut self, id: &str, rec: &ThreadRecord, overwrite: bool) -> Result<Merge> {
+        match self.thread(id)? {
+            None => {
+                self.set_thread(id, rec)?;
+                Ok(Merge::Inserted)
+            }
+            Some(old) if old.head == rec.head => Ok(Merge::Same),
+            Some(_) if overwrite => {
+                self.set_thread(id, rec)?;
+                Ok(Merge::Overwritten)
+            }
+            Some(_) => Ok(Merge::Kept),
+        }
+    }
+
+    /// The registered workflow of `name`.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        Ok(self
+            .tx
+            .open_table(REGISTRY)?
+            .get(name)?
+            .map(|v| NodeId(v.value())))
+    }
+
+    /// Registers `workflow` under `name` and records the version with its time.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
+        self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
+        let seq = self.next("next_registry_seq")?;
+        let e = RegistryEntry { workflow, time_ms };
+        self.tx
+            .open_table(REGISTRY_HISTORY)?
+            .insert((name, seq), enc(&e).as_slice())?;
+        Ok(())
+    }
+
+    /// Merges an imported registry name, like [`Writer::merge_thread`].
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn merge_registry(
+        &mut self,
+        name: &str,
+        workflow: NodeId,
+        time_ms: u64,
+        overwrite: bool,
+    ) -> Result<Merge> {
+        match self.registry_get(name)? {
+            None => {
+                self.registry_set(name, workflow, time_ms)?;
+                Ok(Merge::Inserted)
+            }
+            Some(old) if old == workflow => Ok(Merge::Same),
+            Some(_) if overwrite => {
+                self.registry_set(name, workflow, time_ms)?;
+                Ok(Merge::Overwritten)
+            }
+            Some(_) => Ok(Merge::Kept),
+        }
+    }
+
+    /// Appends a finished thread to the history.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        let seq = self.next("next_history_seq")?;
+        self.tx
+            .open_table(HISTORY)?
+            .insert(seq, enc(e).as_slice())?;
+        self.tx
+            .open_table(HISTORY_BY_THREAD)?
+            .insert(e.thread.as_str(), seq)?;
+        Ok(())
+    }
+
+    /// Whether an identical history entry is already recorded for its thread.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
+        let h = self.tx.open_table(HISTORY)?;
+        // Entries of one thread are few; scan from its latest backwards is not possible without
+        // an index of all of them, so compare with the latest and fall back to a scan.
+        if let Some(seq) = self
+            .tx
+            .open_table(HISTORY_BY_THREAD)?
+            .get(e.thread.as_str())?
+        {
+            if let Some(v) = h.get(seq.value())?
+                && dec::<HistoryEntry>(v.value(), "history")? == *e
+            {
+                return Ok(true);
+            }
+        } else {
+            return Ok(false);
+        }
+        for x in h.iter()? {
+            if dec::<HistoryEntry>(x?.1.value(), "history")? == *e {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn next(&mut self, key: &str) -> Result<u64> {
+        let mut m = self.tx.open_table(META_TABLE)?;
+        let n = m.get(key)?.map_or(0, |v| v.value());
+        m.insert(key, n + 1)?;
+        Ok(n)
+    }
+}
