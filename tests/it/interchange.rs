@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use uwf::interchange::yaml;
 
-fn fixture(rel: &str) -> PathBuf {
+pub(crate) fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(rel)
@@ -73,7 +73,7 @@ use uwf::interchange::history::{HistoryLine, HistoryReader};
 use uwf::interchange::layout::{self, Layout, ScanItem, Scanner};
 
 /// Copies a directory tree (regular files and directories only).
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for e in fs::read_dir(from).unwrap() {
         let e = e.unwrap();
@@ -359,7 +359,7 @@ fn export_writer_many_index_files() {
     assert!(!tmp.path().join("cas/_index.staging").exists());
 }
 
-fn ts_root() -> PathBuf {
+pub(crate) fn ts_root() -> PathBuf {
     fixture("ts-root-small")
 }
 
@@ -469,7 +469,7 @@ fn ts_root_small_scans_and_exports_byte_identical() {
 }
 
 /// `ciborium` as an independent decoder of uwf's export.
-fn from_ciborium(v: &ciborium::Value) -> Value {
+pub(crate) fn from_ciborium(v: &ciborium::Value) -> Value {
     use ciborium::Value as C;
     match v {
         C::Null => Value::Null,

@@ -5,4 +5,5 @@ mod common;
 mod interchange;
 mod props;
 mod store;
+mod transfer;
 mod vectors;

@@ -1,0 +1,470 @@
+//! `uwf export` and `uwf import` end to end: the TypeScript fixture root, idempotence,
+//! conflicts, the automatic first-use import, bad input, and a 100k-node round trip.
+
+use crate::common::{TestEnv, json};
+use crate::interchange::{copy_tree, from_ciborium, ts_root};
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use uwf::cas::{NodeId, Value, cbor};
+use uwf::interchange::transfer::{self, ImportOptions};
+use uwf::store::{HistoryEntry, Store, ThreadRecord};
+
+/// Every file under `dir` with its BLAKE3, by relative path.
+fn tree(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let ft = e.file_type().unwrap();
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if ft.is_dir() {
+                stack.push(e.path());
+            } else if ft.is_symlink() {
+                out.insert(
+                    rel,
+                    format!("-> {}", fs::read_link(e.path()).unwrap().display()),
+                );
+            } else {
+                let h = fs::read(e.path()).map(|b| blake3::hash(&b).to_hex().to_string());
+                out.insert(rel, h.unwrap_or_else(|e| format!("unreadable: {e}")));
+            }
+        }
+    }
+    out
+}
+
+fn sorted_lines(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn ts_root_small_imports_and_exports_byte_identical() {
+    let env = TestEnv::new();
+    let src = ts_root();
+    let before = tree(&src);
+    let r = env.run(&["import", src.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rep = json(&r.stdout);
+    let nodes = rep.get("nodes").unwrap();
+    let n = |k: &str| nodes.get(k).unwrap().as_f64().unwrap();
+    assert_eq!(n("imported") + n("present"), 199.0);
+    assert_eq!(n("skipped"), 0.0);
+    assert_eq!(
+        rep.get("threads")
+            .unwrap()
+            .get("imported")
+            .unwrap()
+            .as_f64(),
+        Some(3.0)
+    );
+    assert_eq!(
+        rep.get("registry")
+            .unwrap()
+            .get("imported")
+            .unwrap()
+            .as_f64(),
+        Some(2.0)
+    );
+    assert_eq!(
+        rep.get("history")
+            .unwrap()
+            .get("imported")
+            .unwrap()
+            .as_f64(),
+        Some(2.0)
+    );
+    assert_eq!(tree(&src), before, "import only reads");
+    assert_eq!(
+        json(&env.ok(&["cas", "verify"]))
+            .get("status")
+            .unwrap()
+            .as_str(),
+        Some("ok")
+    );
+
+    let out = env.root().join("export");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let mut bins = 0;
+    for e in fs::read_dir(src.join("cas")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "bin") {
+            let name = p.file_name().unwrap();
+            let ours = fs::read(out.join("cas").join(name)).unwrap();
+            assert_eq!(ours, fs::read(&p).unwrap(), "{}", p.display());
+            // An independent decoder sees exactly {type, payload, timestamp}.
+            let v: ciborium::Value = ciborium::from_reader(ours.as_slice()).unwrap();
+            let m = v.as_map().unwrap();
+            let keys: Vec<&str> = m.iter().map(|(k, _)| k.as_text().unwrap()).collect();
+            assert_eq!(keys, ["type", "payload", "timestamp"]);
+            let ts = u64::try_from(m[2].1.as_integer().unwrap()).unwrap();
+            let payload = from_ciborium(&m[1].1);
+            assert_eq!(
+                cbor::encode_node(m[0].1.as_text().unwrap(), &cbor::encode(&payload), ts),
+                ours
+            );
+            bins += 1;
+        }
+    }
+    assert_eq!(bins, 199);
+    for f in ["threads.yaml", "workflows.yaml", "history.jsonl"] {
+        assert_eq!(
+            fs::read(out.join(f)).unwrap(),
+            fs::read(src.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert_eq!(
+        fs::read(out.join("registry.yaml")).unwrap(),
+        fs::read(src.join("workflows.yaml")).unwrap()
+    );
+    for e in fs::read_dir(src.join("cas/_index")).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap();
+        assert_eq!(
+            sorted_lines(&out.join("cas/_index").join(name)),
+            sorted_lines(&p),
+            "{}",
+            p.display()
+        );
+    }
+    assert_eq!(
+        fs::read_dir(src.join("cas/_index")).unwrap().count(),
+        fs::read_dir(out.join("cas/_index")).unwrap().count()
+    );
+
+    // Incremental: a second export rewrites no node file.
+    let again = json(&env.ok(&["export", out.to_str().unwrap()]));
+    assert_eq!(again.get("written").unwrap().as_f64(), Some(0.0));
+    assert_eq!(again.get("unchanged").unwrap().as_f64(), Some(199.0));
+
+    // Idempotent: a second import changes nothing.
+    let db_nodes = json(&env.ok(&["cas", "verify"]))
+        .get("nodes")
+        .unwrap()
+        .as_f64();
+    let rep = json(&env.ok(&["import", src.to_str().unwrap()]));
+    for k in ["nodes", "threads", "registry", "history"] {
+        assert_eq!(
+            rep.get(k).unwrap().get("imported").unwrap().as_f64(),
+            Some(0.0),
+            "{k}"
+        );
+    }
+    assert_eq!(
+        json(&env.ok(&["cas", "verify"]))
+            .get("nodes")
+            .unwrap()
+            .as_f64(),
+        db_nodes
+    );
+}
+
+#[test]
+fn first_use_imports_the_layout_and_leaves_files_alone() {
+    let env = TestEnv::new();
+    copy_tree(&ts_root(), env.root());
+    let before = tree(env.root());
+    let r = env.run(&["cas", "has", "DDY7SM1N7BV4G"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("imported the file layout"),
+        "{}",
+        r.stderr
+    );
+    let mut after = tree(env.root());
+    after.remove("uwf.redb");
+    assert_eq!(after, before);
+    // Only once.
+    let r = env.run(&["cas", "has", "DDY7SM1N7BV4G"]);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    let s = Store::open_read_only(&env.db()).unwrap();
+    assert_eq!(s.threads().unwrap().len(), 3);
+    assert_eq!(s.registry().unwrap().len(), 2);
+}
+
+#[test]
+fn conflicting_names_are_kept_unless_overwrite() {
+    let env = TestEnv::new();
+    let src = tempfile::tempdir().unwrap();
+    copy_tree(&ts_root(), src.path());
+    env.ok(&["import", src.path().to_str().unwrap()]);
+    let s = Store::open_read_only(&env.db()).unwrap();
+    let (thread, rec) = s.threads().unwrap().into_iter().next().unwrap();
+    let (name, wf) = s.registry().unwrap().into_iter().next().unwrap();
+    drop(s);
+    // Point the thread at another StartNode and the name at another workflow.
+    let other_start = "2B77HPWKR4V3V";
+    env.ok(&[
+        "cas",
+        "put",
+        "44P8EP6N3NXZ5",
+        r#"{"workflow":"DDY7SM1N7BV4G","prompt":"Is Rust better than Go?","cwd":"/tmp/x"}"#,
+    ]);
+    let other_wf = fs::read_to_string(src.path().join("workflows.yaml")).unwrap();
+    let other_wf_id = other_wf
+        .lines()
+        .map(|l| l.split(": ").nth(1).unwrap().to_string())
+        .find(|h| *h != wf.to_wire())
+        .unwrap();
+    fs::write(
+        src.path().join("threads.yaml"),
+        format!("{thread}: {other_start}\n"),
+    )
+    .unwrap();
+    fs::write(
+        src.path().join("workflows.yaml"),
+        format!("{name}: {other_wf_id}\n"),
+    )
+    .unwrap();
+    fs::remove_file(src.path().join("history.jsonl")).unwrap();
+
+    let r = env.run(&["import", src.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("thread {thread} exists with another head; kept")),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains(&format!("workflow \"{name}\" exists with another id; kept")),
+        "{}",
+        r.stderr
+    );
+    let s = Store::open_read_only(&env.db()).unwrap();
+    assert_eq!(s.thread(&thread).unwrap().unwrap().head, rec.head);
+    drop(s);
+
+    env.ok(&["import", "--overwrite", src.path().to_str().unwrap()]);
+    let s = Store::open_read_only(&env.db()).unwrap();
+    assert_eq!(
+        s.thread(&thread).unwrap().unwrap().head.to_wire(),
+        other_start
+    );
+    let reg: BTreeMap<_, _> = s.registry().unwrap().into_iter().collect();
+    assert_eq!(reg[&name].to_wire(), other_wf_id);
+    assert_eq!(
+        s.registry_history(&name).unwrap().len(),
+        2,
+        "both versions are kept"
+    );
+}
+
+#[test]
+fn bad_layout_is_reported_and_nothing_escapes() {
+    let env = TestEnv::new();
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("layout");
+    copy_tree(&crate::interchange::fixture("interchange/bad"), &dir);
+    // Cases made at test time: symlinks out of DIR, a directory named like a node file.
+    let outside = work.path().join("outside.bin");
+    fs::write(&outside, b"secret").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("cas/5555555555555.bin")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.join("threads-link.yaml")).unwrap();
+    fs::create_dir_all(dir.join("cas/6666666666666.bin")).unwrap();
+    let dir_before = tree(&dir);
+    let work_before = tree(work.path());
+
+    let r = env.run(&["import", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.stdout);
+    let problems = json(&r.stdout)
+        .get("problems")
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(problems.len() >= 8, "{problems:?}");
+    for p in &problems {
+        let p = p.as_str().unwrap();
+        assert!(!p.contains('\n'), "one line: {p:?}");
+        assert!(r.stderr.contains(p), "{p} on stderr");
+    }
+    let all = r.stderr.clone();
+    for needle in [
+        "5555555555555.bin",
+        "6666666666666.bin",
+        "not-an-id.bin",
+        "1111111111111.bin",
+        "history.jsonl",
+    ] {
+        assert!(all.contains(needle), "{needle} reported in {all}");
+    }
+    assert!(all.contains("import finished with"), "{all}");
+    assert_eq!(tree(&dir), dir_before, "the layout is only read");
+    assert_eq!(tree(work.path()), work_before, "nothing written beside it");
+    // The good nodes of the corpus are in, and the store is sound.
+    assert_eq!(
+        json(&env.ok(&["cas", "verify"]))
+            .get("status")
+            .unwrap()
+            .as_str(),
+        Some("ok")
+    );
+}
+
+#[test]
+fn oversized_node_is_skipped_without_reading_it() {
+    let env = TestEnv::new();
+    let work = tempfile::tempdir().unwrap();
+    fs::create_dir_all(work.path().join("cas")).unwrap();
+    let big = fs::File::create(work.path().join("cas/7777777777777.bin")).unwrap();
+    big.set_len(100 << 20).unwrap();
+    let r = env.run(&["import", work.path().to_str().unwrap()]);
+    assert_eq!(r.code, 1);
+    assert!(r.stderr.contains("7777777777777.bin"), "{}", r.stderr);
+    assert!(
+        r.stderr.to_lowercase().contains("larger") || r.stderr.contains("limit"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Writes `n` nodes as thread-like chains, with threads, registry entries and history.
+fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
+    let text = NodeId::parse("7VQ43ZSJTEWA7").unwrap();
+    let start_t = NodeId::parse("44P8EP6N3NXZ5").unwrap();
+    let step_t = NodeId::parse("108DB063KRQWW").unwrap();
+    let wf_t = NodeId::parse("AZF3FA1TN3D4A").unwrap();
+    let wf = s
+        .prepare(
+            wf_t,
+            &Value::from_json_str(r#"{"name":"wf","description":"d","roles":{},"graph":{}}"#)
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    s.put(std::slice::from_ref(&wf), 1).unwrap();
+    let mut threads = Vec::new();
+    let mut written = 1;
+    let mut t = 0u64;
+    while written < n {
+        let mut batch = Vec::new();
+        let start = s
+            .prepare(
+                start_t,
+                &Value::from_json_str(&format!(
+                    r#"{{"workflow":"{}","prompt":"task {t}","cwd":"/w"}}"#,
+                    wf.id
+                ))
+                .unwrap(),
+                true,
+            )
+            .unwrap();
+        let mut prev = "null".to_string();
+        let mut head = start.id;
+        batch.push(start.clone());
+        for i in 0..48 {
+            let out = s
+                .prepare(
+                    text,
+                    &Value::str(format!("thread {t} step {i} {}", "o".repeat(200))),
+                    true,
+                )
+                .unwrap();
+            let step = s
+                .prepare(step_t, &Value::from_json_str(&format!(
+                    r#"{{"start":"{}","prev":{prev},"role":"r{}","output":"{}","detail":"{}","agent":"a","startedAtMs":{i},"completedAtMs":{},"cwd":"/w"}}"#,
+                    start.id, i % 3, out.id, out.id, i + 1
+                )).unwrap(), true)
+                .unwrap();
+            prev = format!("\"{}\"", step.id);
+            head = step.id;
+            batch.push(out);
+            batch.push(step);
+        }
+        written += batch.len();
+        s.put(&batch, 1_700_000_000_000 + t).unwrap();
+        let id = format!("06F8B8A800{:016}", t);
+        s.write(|w| {
+            if t % 4 == 0 {
+                w.append_history(&HistoryEntry {
+                    thread: id.clone(),
+                    workflow: wf.id.to_wire(),
+                    head: head.to_wire(),
+                    completed_at: 5 + t,
+                    reason: "completed".into(),
+                })
+            } else {
+                w.set_thread(
+                    &id,
+                    &ThreadRecord {
+                        head,
+                        workflow: Some(wf.id),
+                        updated_ms: 0,
+                    },
+                )
+            }
+        })
+        .unwrap();
+        threads.push(id);
+        t += 1;
+    }
+    s.write(|w| w.registry_set("wf", wf.id, 9)).unwrap();
+    (threads, written)
+}
+
+/// Export of a 100k-node store imported into an empty one: the same ids, bytes, heads,
+/// registry and history.
+#[test]
+fn round_trip_100k_nodes() {
+    let work = tempfile::tempdir().unwrap();
+    let a = Store::open(&work.path().join("a.redb")).unwrap();
+    let (_, written) = populate(&a, 100_000);
+    assert!(written >= 100_000);
+    let out = work.path().join("layout");
+    let rep = transfer::export(&a, &out, &|_, _, _| {}).unwrap();
+    assert_eq!(rep.nodes, a.node_count().unwrap());
+
+    let b = Store::open(&work.path().join("b.redb")).unwrap();
+    let r = transfer::import(&b, &out, ImportOptions::default(), &|_, _, _| {}).unwrap();
+    assert!(
+        r.problems.is_empty(),
+        "{:?}",
+        &r.problems[..r.problems.len().min(5)]
+    );
+    assert_eq!(r.nodes.imported + r.nodes.present, rep.nodes);
+
+    let mut na = Vec::new();
+    a.for_each_node::<uwf::store::StoreError>(|n| {
+        na.push((n.id, n.type_id, n.timestamp, n.digest));
+        Ok(())
+    })
+    .unwrap();
+    let mut nb = Vec::new();
+    b.for_each_node::<uwf::store::StoreError>(|n| {
+        nb.push((n.id, n.type_id, n.timestamp, n.digest));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(na.len(), nb.len());
+    assert!(na == nb, "same ids, types, timestamps and bytes");
+    let heads = |s: &Store| {
+        s.threads()
+            .unwrap()
+            .into_iter()
+            .map(|(t, r)| (t, r.head))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(heads(&a), heads(&b));
+    assert_eq!(a.registry().unwrap(), b.registry().unwrap());
+    let hist = |s: &Store| {
+        let mut v = Vec::new();
+        s.for_each_history::<uwf::store::StoreError>(|e| {
+            v.push(e);
+            Ok(())
+        })
+        .unwrap();
+        v
+    };
+    assert_eq!(hist(&a), hist(&b));
+    assert!(b.verify(&|_, _| {}).unwrap().is_clean());
+}
