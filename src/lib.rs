@@ -10,3 +10,4 @@
 pub mod cas;
 pub mod cli;
 pub mod store;
+pub mod workflow;

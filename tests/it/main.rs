@@ -5,3 +5,4 @@ mod common;
 mod props;
 mod store;
 mod vectors;
+mod workflow;
