@@ -80,7 +80,7 @@ pub fn titled_schema(workflow: &str, role: &str, schema: &Value) -> Value {
 
 /// Turns a parsed workflow into the nodes to store.
 ///
-/// The caller should have validated it ([`super::validate`]); this checks only what storing
+/// The caller should have validated it ([`super::validate()`]); this checks only what storing
 /// needs: that every role schema passes the ocas meta-schema rules.
 ///
 /// # Errors

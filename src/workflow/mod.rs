@@ -97,7 +97,7 @@ pub enum WorkflowError {
 
 /// Parses workflow YAML text; `base_dir` resolves `!include` (refused when `None`).
 ///
-/// Checks the shape only; call [`validate`] for the semantic checks.
+/// Checks the shape only; call [`validate()`] for the semantic checks.
 ///
 /// # Errors
 /// [`WorkflowError::Yaml`], [`WorkflowError::Include`] or [`WorkflowError::Shape`].
