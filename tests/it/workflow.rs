@@ -652,3 +652,46 @@ fn graphs_render() {
     );
     assert!(dot.trim_end().ends_with('}'));
 }
+
+// ---- every invalid fixture, walked ----
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml") {
+            out.push(p);
+        }
+    }
+}
+
+/// Each invalid fixture whose first line is `# expect: <text>` fails to load with an error
+/// containing that text (files without the line are only included by others).
+#[test]
+fn invalid_fixtures_fail_as_expected() {
+    let mut files = Vec::new();
+    yaml_files(&fixture("invalid"), &mut files);
+    files.sort();
+    let mut checked = 0;
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let Some(expect) = text
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# expect: "))
+        else {
+            continue;
+        };
+        match workflow::load_file(&f, &Jsonata::default()) {
+            Ok(_) => panic!("{} loaded but should fail with {expect:?}", f.display()),
+            Err(e) => assert!(
+                e.to_string().contains(expect),
+                "{}: {e:?} does not contain {expect:?}",
+                f.display()
+            ),
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 13);
+}
