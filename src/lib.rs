@@ -7,7 +7,9 @@
 //! assert_eq!(hash::node_id(text, &cbor::encode(&payload)).to_string(), "95ST8MZ0QTKP9");
 //! ```
 
+pub mod agent;
 pub mod cas;
 pub mod cli;
 pub mod interchange;
 pub mod store;
+pub mod workflow;

@@ -7,3 +7,4 @@ mod props;
 mod store;
 mod transfer;
 mod vectors;
+mod workflow;

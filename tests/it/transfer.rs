@@ -385,7 +385,7 @@ fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
         s.put(&batch, 1_700_000_000_000 + t).unwrap();
         let id = format!("06F8B8A800{:016}", t);
         s.write(|w| {
-            if t % 4 == 0 {
+            if t.is_multiple_of(4) {
                 w.append_history(&HistoryEntry {
                     thread: id.clone(),
                     workflow: wf.id.to_wire(),
