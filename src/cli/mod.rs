@@ -4,6 +4,7 @@
 mod cas;
 mod interchange;
 mod output;
+pub mod workflow;
 
 pub use output::Format;
 
@@ -65,6 +66,9 @@ enum Command {
     /// The content-addressed store.
     #[command(subcommand)]
     Cas(cas::CasCommand),
+    /// Workflows: register, show, list, validate, history, rollback.
+    #[command(subcommand)]
+    Workflow(workflow::WorkflowCommand),
     /// Write the store as the TypeScript tool's file layout (cas/, threads.yaml, …).
     Export {
         /// Target directory (may be the storage root itself).
@@ -90,6 +94,8 @@ pub struct Env {
     pub now_ms: u64,
     /// Whether stderr is a terminal (progress bars).
     pub stderr_tty: bool,
+    /// The working directory.
+    pub cwd: PathBuf,
 }
 
 impl Env {
@@ -127,10 +133,19 @@ impl Env {
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
+        Err(e) if e.use_stderr() => {
+            // One line, like every other error; `--help` has the details.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "{}; see \"uwf --help\"",
+                first.trim_start_matches("error: ")
+            );
+            return 1;
+        }
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
             let _ = e.print();
-            return code;
+            return 0;
         }
     };
     let env = Env {
@@ -140,9 +155,11 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         stderr_tty: std::io::stderr().is_terminal(),
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
     };
     let r = match cli.command {
         Command::Cas(c) => cas::run(c, &env),
+        Command::Workflow(c) => workflow::run(c, &env),
         Command::Export { dir } => interchange::export(&env, &dir),
         Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
     };

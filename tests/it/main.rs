@@ -8,3 +8,4 @@ mod store;
 mod transfer;
 mod vectors;
 mod workflow;
+mod workflow_cli;
