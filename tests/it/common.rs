@@ -43,6 +43,20 @@ impl TestEnv {
         c
     }
 
+    /// The same as [`TestEnv::cmd`] as a `std::process::Command`, for processes a test spawns,
+    /// waits on or kills itself (output discarded).
+    pub fn std_cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"));
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("UWF_HOME", self.root())
+            .env("HOME", self.root())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        c
+    }
+
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_stdin(args, "")
     }

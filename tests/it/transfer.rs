@@ -329,7 +329,7 @@ fn oversized_node_is_skipped_without_reading_it() {
 }
 
 /// Writes `n` nodes as thread-like chains, with threads, registry entries and history.
-fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
+pub(crate) fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
     let text = NodeId::parse("7VQ43ZSJTEWA7").unwrap();
     let start_t = NodeId::parse("44P8EP6N3NXZ5").unwrap();
     let step_t = NodeId::parse("108DB063KRQWW").unwrap();
@@ -466,5 +466,67 @@ fn round_trip_100k_nodes() {
         v
     };
     assert_eq!(hist(&a), hist(&b));
+    assert!(b.verify(&|_, _| {}).unwrap().is_clean());
+}
+
+fn bin_files(dir: &Path) -> usize {
+    fs::read_dir(dir.join("cas"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".bin"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// An export killed half way and run again gives the same files as an export never stopped;
+/// an import killed half way and run again gives the whole store.
+#[test]
+fn interrupted_export_and_import_resume() {
+    let env = TestEnv::new();
+    {
+        let s = Store::open(&env.db()).unwrap();
+        populate(&s, 20_000);
+    }
+    let clean = env.root().join("clean");
+    env.ok(&["export", clean.to_str().unwrap()]);
+    let total = bin_files(&clean);
+
+    let out = env.root().join("out");
+    let mut child = env
+        .std_cmd()
+        .args(["export", out.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    while bin_files(&out) < total / 4 {
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("export ended before it could be interrupted: {st}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(bin_files(&out) < total, "killed before the end");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let strip = |mut t: BTreeMap<String, String>| {
+        t.retain(|k, _| !k.ends_with(".tmp"));
+        t
+    };
+    assert_eq!(strip(tree(&out)), strip(tree(&clean)));
+
+    let other = TestEnv::new();
+    let mut child = other
+        .std_cmd()
+        .args(["import", clean.to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    let _ = child.kill();
+    child.wait().unwrap();
+    other.ok(&["import", clean.to_str().unwrap()]);
+    let a = Store::open_read_only(&env.db()).unwrap();
+    let b = Store::open_read_only(&other.db()).unwrap();
+    assert_eq!(a.node_count().unwrap(), b.node_count().unwrap());
+    assert_eq!(a.threads().unwrap().len(), b.threads().unwrap().len());
     assert!(b.verify(&|_, _| {}).unwrap().is_clean());
 }
