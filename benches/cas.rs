@@ -233,8 +233,16 @@ fn generate(store: &Store, n: usize) -> Data {
     }
 }
 
+/// The bulk-load batch: [`BATCH`], or `$UWF_BENCH_BATCH`.
+fn batch() -> usize {
+    std::env::var("UWF_BENCH_BATCH")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(BATCH)
+}
+
 fn load(store: &Store, nodes: &[Prepared]) {
-    for b in nodes.chunks(BATCH) {
+    for b in nodes.chunks(batch()) {
         store.put(b, NOW_MS).expect("put");
     }
 }

@@ -1,3 +1,4 @@
 //! Integration tests: one binary, one module per subsystem.
 
+mod store;
 mod vectors;
