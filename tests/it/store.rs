@@ -49,6 +49,7 @@ fn batch_put_keeps_write_order_and_reports_repeats() {
         s.put(std::slice::from_ref(&old), 5).unwrap(),
         [PutOutcome::Inserted]
     );
+    let stored = s.get(old.id).unwrap().unwrap();
     let texts: Vec<_> = (0..50).map(|i| text(&s, &format!("t{i}"))).collect();
     let mut batch = texts.clone();
     batch.insert(10, old.clone());
@@ -60,7 +61,11 @@ fn batch_put_keeps_write_order_and_reports_repeats() {
     let mut want = vec![old.id];
     want.extend(texts.iter().map(|p| p.id));
     assert_eq!(s.list_by_type(id(ids::TEXT)).unwrap(), want);
-    assert_eq!(s.get(old.id).unwrap().unwrap().timestamp, 5);
+    assert_eq!(
+        s.get(old.id).unwrap().unwrap(),
+        stored,
+        "an existing record is left as it was"
+    );
     assert_eq!(s.get(texts[0].id).unwrap().unwrap().timestamp, 7);
 }
 
