@@ -12,6 +12,7 @@
 mod import;
 mod migrate;
 mod nodes;
+mod refscan;
 mod threads;
 mod verify;
 
@@ -131,6 +132,7 @@ pub(crate) struct TypeInfo {
     pub(crate) schema: Value,
     pub(crate) has_refs: bool,
     validator: OnceLock<std::result::Result<Validator, SchemaError>>,
+    plan: OnceLock<Option<refscan::Plan>>,
 }
 
 impl TypeInfo {
@@ -140,7 +142,15 @@ impl TypeInfo {
             schema,
             has_refs,
             validator: OnceLock::new(),
+            plan: OnceLock::new(),
         }
+    }
+
+    /// The compiled reference plan, when the schema's keywords allow one.
+    pub(crate) fn plan(&self) -> Option<&refscan::Plan> {
+        self.plan
+            .get_or_init(|| refscan::Plan::compile(&self.schema))
+            .as_ref()
     }
 
     pub(crate) fn validator(&self) -> std::result::Result<&Validator, SchemaError> {

@@ -90,10 +90,6 @@ pub(crate) fn encode_record_into(p: &Prepared, timestamp: u64, seq: u64, v: &mut
     v.extend_from_slice(&p.payload_cbor);
 }
 
-pub(crate) fn pack_refs(refs: &[NodeId]) -> Vec<u8> {
-    refs.iter().flat_map(|r| r.0.to_le_bytes()).collect()
-}
-
 pub(crate) fn unpack_refs(b: &[u8]) -> impl Iterator<Item = NodeId> + '_ {
     b.chunks_exact(8)
         .map(|c| NodeId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
@@ -350,49 +346,96 @@ pub fn prepare_unchecked(type_id: NodeId, payload: &Value) -> Prepared {
 }
 
 /// Writes `nodes` inside `tx`; see [`Store::put`].
+///
+/// Sequence numbers follow the order of `nodes` (the type index lists a type's nodes in write
+/// order), but the trees are written in key order: ids are uniformly random, so inserting them
+/// sorted makes consecutive inserts share the B-tree path that is already cached and dirty
+/// instead of jumping across the file for every node.
 pub(crate) fn put_in<'a>(
     tx: &WriteTransaction,
     nodes: impl ExactSizeIterator<Item = (&'a Prepared, u64)>,
 ) -> Result<Vec<PutOutcome>> {
+    let items: Vec<(&Prepared, u64)> = nodes.collect();
     let mut t = tx.open_table(NODES)?;
-    let mut ti = tx.open_table(TYPE_INDEX)?;
-    let mut rt = tx.open_table(REFS)?;
-    let mut mt = tx.open_table(META_TABLE)?;
-    let mut seq = mt.get("next_seq")?.map_or(0, |v| v.value());
-    let mut out = Vec::with_capacity(nodes.len());
-    let mut buf = Vec::new();
-    for (p, now_ms) in nodes {
-        let earlier = match t.get(p.id.0)? {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    // Stable: of two equal ids in one batch, the earlier one is written.
+    order.sort_by_key(|&i| items[i].0.id.0);
+    let mut out = vec![PutOutcome::Existed; items.len()];
+    let mut earlier: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut prev: Option<u64> = None;
+    for &i in &order {
+        let p = items[i].0;
+        if prev == Some(p.id.0) {
+            // A repeat inside the batch: same id, so its bytes must match the first.
+            let first = items[order[order.partition_point(|&j| items[j].0.id.0 < p.id.0)]].0;
+            if first.digest != p.digest {
+                return Err(StoreError::HashCollision(p.id));
+            }
+            continue;
+        }
+        prev = Some(p.id.0);
+        match t.get(p.id.0)? {
             Some(old) => {
                 let b = old.value();
                 if b.len() < HEADER || b[..32] != p.digest {
                     return Err(StoreError::HashCollision(p.id));
                 }
-                let ts = u64::from_le_bytes(b[32..40].try_into().expect("8 bytes"));
                 // The timestamp is the first write's: an import may know an earlier one.
-                (now_ms < ts)
-                    .then(|| {
-                        let mut v = b.to_vec();
-                        v[32..40].copy_from_slice(&now_ms.to_le_bytes());
-                        v
-                    })
-                    .map_or(Some(None), |v| Some(Some(v)))
+                let ts = u64::from_le_bytes(b[32..40].try_into().expect("8 bytes"));
+                if items[i].1 < ts {
+                    let mut v = b.to_vec();
+                    v[32..40].copy_from_slice(&items[i].1.to_le_bytes());
+                    earlier.push((p.id.0, v));
+                }
             }
-            None => None,
-        };
-        if let Some(update) = earlier {
-            if let Some(v) = update {
-                t.insert(p.id.0, v.as_slice())?;
-            }
-            out.push(PutOutcome::Existed);
-            continue;
+            None => out[i] = PutOutcome::Inserted,
         }
-        encode_record_into(p, now_ms, seq, &mut buf);
+    }
+    for (id, v) in earlier {
+        t.insert(id, v.as_slice())?;
+    }
+    let mut mt = tx.open_table(META_TABLE)?;
+    let first_seq = mt.get("next_seq")?.map_or(0, |v| v.value());
+    let mut seqs = vec![0u64; items.len()];
+    let mut seq = first_seq;
+    for (i, o) in out.iter().enumerate() {
+        if *o == PutOutcome::Inserted {
+            seqs[i] = seq;
+            seq += 1;
+        }
+    }
+    if seq == first_seq {
+        return Ok(out);
+    }
+    let inserted = || {
+        order
+            .iter()
+            .copied()
+            .filter(|&i| out[i] == PutOutcome::Inserted)
+    };
+    let mut buf = Vec::new();
+    for i in inserted() {
+        let (p, now_ms) = items[i];
+        encode_record_into(p, now_ms, seqs[i], &mut buf);
         t.insert(p.id.0, buf.as_slice())?;
-        ti.insert((p.type_id.0, seq), p.id.0)?;
-        rt.insert(p.id.0, pack_refs(&p.refs).as_slice())?;
-        seq += 1;
-        out.push(PutOutcome::Inserted);
+    }
+    drop(t);
+    let mut rt = tx.open_table(REFS)?;
+    let mut packed = Vec::new();
+    for i in inserted() {
+        let p = items[i].0;
+        packed.clear();
+        packed.extend(p.refs.iter().flat_map(|r| r.0.to_le_bytes()));
+        rt.insert(p.id.0, packed.as_slice())?;
+    }
+    drop(rt);
+    let mut index: Vec<(u64, u64, u64)> = inserted()
+        .map(|i| (items[i].0.type_id.0, seqs[i], items[i].0.id.0))
+        .collect();
+    index.sort_unstable();
+    let mut ti = tx.open_table(TYPE_INDEX)?;
+    for (ty, s, id) in index {
+        ti.insert((ty, s), id)?;
     }
     mt.insert("next_seq", seq)?;
     Ok(out)

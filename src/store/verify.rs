@@ -1,6 +1,6 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
-use super::nodes::{StoredNode, pack_refs, refs_of, unpack_refs};
+use super::nodes::{BuildU64, HEADER, StoredNode, refs_of, unpack_refs};
 use super::{NODES, REFS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, cbor, hash};
@@ -117,26 +117,40 @@ impl Store {
             let total = nodes.len()?;
             let mut refs = tx.open_table(REFS)?;
             let mut index: Vec<(u64, u64, u64)> = Vec::with_capacity(total as usize);
-            let mut types: HashMap<NodeId, Arc<super::TypeInfo>> = HashMap::new();
+            let mut types: HashMap<u64, Arc<super::TypeInfo>, BuildU64> =
+                HashMap::with_hasher(BuildU64);
             let mut packed = Vec::new();
+            let mut found = Vec::new();
             for e in nodes.iter()? {
                 let (k, v) = e?;
                 let id = NodeId(k.value());
-                let n = StoredNode::decode(id, v.value())?;
-                index.push((n.type_id.0, n.seq, id.0));
+                let b = v.value();
+                if b.len() < HEADER {
+                    return Err(StoreError::Corrupt(id));
+                }
+                let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+                let (type_id, seq) = (NodeId(u(40)), u(48));
+                index.push((type_id.0, seq, id.0));
                 packed.clear();
-                if n.type_id != META && n.type_id != id {
-                    let info = match types.get(&n.type_id) {
-                        Some(i) => i.clone(),
+                if type_id != META && type_id != id {
+                    let info = match types.get(&type_id.0) {
+                        Some(i) => i,
                         None => {
-                            let i = self.type_info_in(&nodes, n.type_id)?;
-                            types.insert(n.type_id, i.clone());
-                            i
+                            let i = self.type_info_in(&nodes, type_id)?;
+                            types.entry(type_id.0).or_insert(i)
                         }
                     };
                     if info.has_refs {
-                        let payload = n.payload()?;
-                        packed = pack_refs(&refs_of(&info.schema, &payload));
+                        let payload = &b[HEADER..];
+                        found.clear();
+                        let fast = info
+                            .plan()
+                            .is_some_and(|p| p.scan(payload, &mut found).is_some());
+                        if !fast {
+                            let v = cbor::decode(payload).map_err(|_| StoreError::Corrupt(id))?;
+                            found = refs_of(&info.schema, &v);
+                        }
+                        packed.extend(found.iter().flat_map(|r| r.0.to_le_bytes()));
                     }
                 }
                 refs.insert(id.0, packed.as_slice())?;

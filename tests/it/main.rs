@@ -5,6 +5,7 @@ mod common;
 mod interchange;
 mod props;
 mod store;
+mod store_batch;
 mod transfer;
 mod vectors;
 mod workflow;

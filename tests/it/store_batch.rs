@@ -1,0 +1,130 @@
+//! Store behaviour the batch write path and the reindex scanner must keep.
+
+use uwf::cas::bootstrap::ids;
+use uwf::cas::{NodeId, Value};
+use uwf::store::{PutOutcome, Store, StoreError};
+
+fn id(s: &str) -> NodeId {
+    NodeId::parse(s).unwrap()
+}
+
+fn text(s: &Store, t: &str) -> uwf::store::Prepared {
+    s.prepare(id(ids::TEXT), &Value::str(t), true).unwrap()
+}
+
+fn step(s: &Store, start: NodeId, prev: Option<NodeId>, out: NodeId) -> uwf::store::Prepared {
+    let prev = prev.map_or("null".to_string(), |p| format!("\"{p}\""));
+    let v = Value::from_json_str(&format!(
+        r#"{{"start":"{start}","prev":{prev},"role":"r","output":"{out}","detail":"{out}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#
+    ))
+    .unwrap();
+    s.prepare(id(ids::STEP_NODE), &v, true).unwrap()
+}
+
+/// Per type, its ids in write order; per node, its references.
+type Derived = (Vec<Vec<NodeId>>, Vec<(NodeId, Option<Vec<NodeId>>)>);
+
+/// Everything derived, as the public API shows it.
+fn derived(s: &Store) -> Derived {
+    let types = [ids::TEXT, ids::STEP_NODE, ids::START_NODE, "CTS5P6RD8HMCS"];
+    let lists = types
+        .iter()
+        .map(|t| s.list_by_type(id(t)).unwrap())
+        .collect();
+    let mut all = Vec::new();
+    s.for_each_node::<StoreError>(|n| {
+        all.push((n.id, s.refs(n.id).unwrap()));
+        Ok(())
+    })
+    .unwrap();
+    (lists, all)
+}
+
+#[test]
+fn batch_put_keeps_write_order_and_reports_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let old = text(&s, "already there");
+    assert_eq!(
+        s.put(std::slice::from_ref(&old), 5).unwrap(),
+        [PutOutcome::Inserted]
+    );
+    let stored = s.get(old.id).unwrap().unwrap();
+    let texts: Vec<_> = (0..50).map(|i| text(&s, &format!("t{i}"))).collect();
+    let mut batch = texts.clone();
+    batch.insert(10, old.clone());
+    batch.push(texts[3].clone());
+    let out = s.put(&batch, 7).unwrap();
+    assert_eq!(out.iter().filter(|o| **o == PutOutcome::Existed).count(), 2);
+    assert_eq!(out[10], PutOutcome::Existed);
+    assert_eq!(out[51], PutOutcome::Existed);
+    let mut want = vec![old.id];
+    want.extend(texts.iter().map(|p| p.id));
+    assert_eq!(s.list_by_type(id(ids::TEXT)).unwrap(), want);
+    assert_eq!(
+        s.get(old.id).unwrap().unwrap(),
+        stored,
+        "an existing record is left as it was"
+    );
+    assert_eq!(s.get(texts[0].id).unwrap().unwrap().timestamp, 7);
+}
+
+#[test]
+fn collision_inside_a_batch_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let a = text(&s, "a");
+    let mut forged = text(&s, "b");
+    forged.id = a.id;
+    let before = s.node_count().unwrap();
+    let e = s.put(&[text(&s, "c"), a.clone(), forged], 1).unwrap_err();
+    assert!(matches!(e, StoreError::HashCollision(i) if i == a.id));
+    assert_eq!(s.node_count().unwrap(), before);
+}
+
+#[test]
+fn reindex_rebuilds_what_puts_maintain() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let wf = s
+        .prepare(
+            id(ids::WORKFLOW),
+            &Value::from_json_str(r#"{"name":"w","description":"d","roles":{},"graph":{}}"#)
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    let start = s
+        .prepare(
+            id(ids::START_NODE),
+            &Value::from_json_str(&format!(
+                r#"{{"workflow":"{}","prompt":"p","cwd":"/"}}"#,
+                wf.id
+            ))
+            .unwrap(),
+            true,
+        )
+        .unwrap();
+    s.put(&[wf.clone(), start.clone()], 1).unwrap();
+    let mut prev = None;
+    for b in 0..3 {
+        let mut batch = Vec::new();
+        for i in 0..20 {
+            let out = text(&s, &format!("output {b} {i}"));
+            let st = step(&s, start.id, prev, out.id);
+            prev = Some(st.id);
+            batch.push(out);
+            batch.push(st);
+        }
+        s.put(&batch, 2 + b).unwrap();
+    }
+    let head = s.refs(prev.unwrap()).unwrap().unwrap();
+    assert_eq!(head.len(), 4, "start, prev, output, detail");
+    let incremental = derived(&s);
+    assert_eq!(s.reindex(&|_, _| {}).unwrap(), s.node_count().unwrap());
+    assert_eq!(derived(&s), incremental);
+    assert!(s.verify(&|_, _| {}).unwrap().is_clean());
+    let mut visited = 0;
+    s.walk(prev.unwrap(), |_| visited += 1).unwrap();
+    assert_eq!(visited, 3 * 20 * 2 + 2, "steps, outputs, start, workflow");
+}
