@@ -1,9 +1,11 @@
 //! The command line: argument parsing, output formats, errors and exit codes. Only this module
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
+mod agent;
 mod cas;
 mod interchange;
 mod output;
+mod thread;
 
 pub use output::Format;
 
@@ -78,6 +80,15 @@ enum Command {
         #[arg(long)]
         overwrite: bool,
     },
+    /// Threads: start, step, show, list, read, fork, kill.
+    #[command(subcommand)]
+    Thread(thread::ThreadCommand),
+    /// Steps of a thread (the TypeScript tool's later names).
+    #[command(subcommand)]
+    Step(thread::StepCommand),
+    /// The agent kit and the built-in scripted agent.
+    #[command(subcommand)]
+    Agent(agent::AgentCmd),
 }
 
 /// What a command needs from its surroundings.
@@ -145,6 +156,9 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Cas(c) => cas::run(c, &env),
         Command::Export { dir } => interchange::export(&env, &dir),
         Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
+        Command::Thread(c) => thread::run(c, &env),
+        Command::Step(c) => thread::run_step(c, &env),
+        Command::Agent(c) => agent::run(c, &env),
     };
     match r {
         Ok(()) => 0,
