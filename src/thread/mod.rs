@@ -31,7 +31,7 @@ pub use ops::{
     show, start, step_details, steps, store_workflow,
 };
 pub use read::{ReadOptions, read};
-pub use step::{StepOptions, step};
+pub use step::{StepOptions, StepResult, advance, lease_is_live, step};
 
 use crate::cas::NodeId;
 use crate::store::StoreError;

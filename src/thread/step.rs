@@ -262,12 +262,21 @@ fn locked_step(
     let chain = load_chain(&store, head)?;
     let wf_id = chain.workflow_id()?;
     let wf = load_workflow(&store, wf_id)?;
-    let mut history = load_history(&store, &chain)?;
+    let history = load_history(&store, &chain)?;
     let evaluator = Jsonata::default();
     let decision = workflow::next(&wf, &history, &evaluator)?;
     if decision.is_end() {
         // Nothing to run: the thread is finished (e.g. imported at its last step).
-        commit(&store, thread, head, head, wf_id, true, (opts.now)(), me)?;
+        commit(
+            &store,
+            thread,
+            head,
+            head,
+            wf_id,
+            true,
+            (opts.now)(),
+            Some(me),
+        )?;
         return Ok(StepResult {
             output: StepOutput {
                 workflow: wf_id.to_wire(),
@@ -328,32 +337,104 @@ fn locked_step(
     }
     let id = returned_id(&run, &cmd)?;
     let store = Store::open(opts.db_path)?;
-    let p = check_returned(&store, id, chain.start_id, head, &decision.role)?;
+    let output = conclude(
+        &store,
+        thread,
+        &chain,
+        wf_id,
+        &wf,
+        history,
+        &decision.role,
+        id,
+        (opts.now)(),
+        Some(me),
+    )?;
+    Ok(StepResult { output, notes })
+}
+
+/// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
+/// when the moderator then says `$END`).
+#[allow(clippy::too_many_arguments)]
+fn conclude(
+    store: &Store,
+    thread: &str,
+    chain: &super::Chain,
+    wf_id: NodeId,
+    wf: &crate::workflow::StoredWorkflow,
+    mut history: crate::workflow::History,
+    role: &str,
+    id: NodeId,
+    now_ms: u64,
+    me: Option<&Lease>,
+) -> Result<StepOutput> {
+    let head = chain.head();
+    let p = check_returned(store, id, chain.start_id, head, role)?;
     let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     history.steps.push(StepView {
-        role: decision.role.clone(),
-        output: super::chain::expand_output(&store, &field("output"))?,
+        role: role.to_string(),
+        output: super::chain::expand_output(store, &field("output"))?,
         detail: field("detail"),
         agent: field("agent"),
     });
-    let next = workflow::next(&wf, &history, &evaluator);
+    let next = workflow::next(wf, &history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
-    commit(&store, thread, head, id, wf_id, done, (opts.now)(), me)?;
-    Ok(StepResult {
-        output: StepOutput {
-            workflow: wf_id.to_wire(),
-            thread: thread.to_string(),
-            head: id.to_wire(),
-            status: if done {
-                Status::Completed
-            } else {
-                Status::Idle
-            },
-            current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
-            done,
+    commit(store, thread, head, id, wf_id, done, now_ms, me)?;
+    Ok(StepOutput {
+        workflow: wf_id.to_wire(),
+        thread: thread.to_string(),
+        head: id.to_wire(),
+        status: if done {
+            Status::Completed
+        } else {
+            Status::Idle
         },
-        notes,
+        current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
+        done,
     })
+}
+
+/// Moves the head of an active thread to `step`, a StepNode written for its next role (by
+/// [`super::submit`], say): the in-process form of a step, for agents that run inside the
+/// caller. The same checks and the same compare-and-swap as [`step`]; refused while another
+/// process holds the thread's lease.
+///
+/// # Errors
+/// As [`step`], for the checks of the returned node.
+pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result<StepOutput> {
+    let head = match super::ops::find(store, thread)? {
+        super::ops::Found::Active(r) => r.head,
+        super::ops::Found::Finished(h) => {
+            return Err(ThreadError::NotActive {
+                thread: thread.to_string(),
+                reason: h.reason,
+            });
+        }
+    };
+    let chain = load_chain(store, head)?;
+    let wf_id = chain.workflow_id()?;
+    let wf = load_workflow(store, wf_id)?;
+    let history = load_history(store, &chain)?;
+    let decision = workflow::next(&wf, &history, &Jsonata::default())?;
+    conclude(
+        store,
+        thread,
+        &chain,
+        wf_id,
+        &wf,
+        history,
+        &decision.role,
+        step,
+        now_ms,
+        None,
+    )
+}
+
+/// What the compare-and-swap found.
+enum Cas {
+    Done,
+    Gone,
+    Moved(NodeId),
+    Busy(u32),
 }
 
 /// Moves the head from `expected` to `new` by compare-and-swap, releases the lease and, when
@@ -367,19 +448,23 @@ fn commit(
     wf: NodeId,
     done: bool,
     now_ms: u64,
-    me: &Lease,
+    me: Option<&Lease>,
 ) -> Result<()> {
     let outcome = store.write(|w| {
         let Some(mut rec) = w.thread(thread)? else {
-            return Ok(Err(None));
+            return Ok(Cas::Gone);
         };
         if rec.head != expected {
-            return Ok(Err(Some(rec.head)));
+            return Ok(Cas::Moved(rec.head));
         }
-        if let Some(l) = w.lease(thread)?
-            && is_mine(&l, me)
-        {
-            w.remove_lease(thread)?;
+        if let Some(l) = w.lease(thread)? {
+            match me {
+                Some(me) if is_mine(&l, me) => {
+                    w.remove_lease(thread)?;
+                }
+                None if lease_is_live(&l) => return Ok(Cas::Busy(l.pid)),
+                _ => {}
+            }
         }
         if done {
             w.remove_thread(thread)?;
@@ -396,17 +481,21 @@ fn commit(
             rec.updated_ms = now_ms;
             w.set_thread(thread, &rec)?;
         }
-        Ok(Ok(()))
+        Ok(Cas::Done)
     })?;
     match outcome {
-        Ok(()) => Ok(()),
-        Err(Some(found)) => Err(ThreadError::Advanced {
+        Cas::Done => Ok(()),
+        Cas::Busy(pid) => Err(ThreadError::Busy {
+            thread: thread.to_string(),
+            pid,
+        }),
+        Cas::Moved(found) => Err(ThreadError::Advanced {
             thread: thread.to_string(),
             expected: expected.to_wire(),
             found: found.to_wire(),
             kept: new.to_wire(),
         }),
-        Err(None) => Err(ThreadError::Agent(format!(
+        Cas::Gone => Err(ThreadError::Agent(format!(
             "thread {thread} was archived while its step ran; step {new} is kept in the store"
         ))),
     }

@@ -1,10 +1,12 @@
 //! Integration tests: one binary, one module per subsystem.
 
+mod agent;
 mod cas_cli;
 mod common;
 mod interchange;
 mod props;
 mod store;
+mod thread;
 mod transfer;
 mod vectors;
 mod workflow;
