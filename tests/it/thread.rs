@@ -860,3 +860,40 @@ fn typescript_threads_show_read_fork_and_step() {
     assert!(hist.contains(t));
     let _ = NodeId::parse("77PZAJHZM536J").unwrap();
 }
+
+#[test]
+fn head_moved_or_thread_cancelled_during_the_step() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), "q");
+    let start = env.head(&t);
+    // The agent moves the head itself (through an import that overwrites it), then returns
+    // its step: the compare-and-swap sees the moved head.
+    let mover = env.agent(
+        "mover",
+        "id=$(printf -- '---\\n$status: continue\\nargument: x\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\")\nd=$(mktemp -d)\nmkdir -p $d/cas\necho \"$1: $id\" > $d/threads.yaml\n@UWF@ import $d --overwrite > /dev/null 2>&1\necho $id",
+    );
+    let r = env.fails(
+        &["thread", "step", &t, "--agent", &p(&mover)],
+        "thread advanced concurrently",
+    );
+    assert!(
+        r.stderr.contains(&format!("expected {start}")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("is kept in the store"), "{}", r.stderr);
+    // The agent cancels the thread while it runs.
+    let t2 = env.start(&p(&example("debate.yaml")), "q");
+    let killer = env.agent(
+        "killer",
+        &format!(
+            "id=$({} \"$@\")\n@UWF@ thread kill \"$1\" > /dev/null\necho $id",
+            debate_script(&env)
+        ),
+    );
+    env.fails(
+        &["thread", "step", &t2, "--agent", &p(&killer)],
+        "was archived while its step ran",
+    );
+    assert_eq!(env.show(&t2).get("status"), Some(&Value::str("cancelled")));
+}
