@@ -312,7 +312,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
             s.trim()
                 .parse::<f64>()
                 .ok()
-                .filter(|n| *n > 0.0 && n.is_finite())
+                .filter(|n| *n > 0.0 && *n < 1e9)
                 .map(Duration::from_secs_f64)
                 .ok_or_else(|| {
                     CliError::new(format!(

@@ -100,7 +100,7 @@ impl Config {
     pub fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
         match self.doc.get("timeoutSeconds") {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(n)) if *n > 0.0 => Ok(Some(*n)),
+            Some(Value::Number(n)) if *n > 0.0 && *n < 1e9 => Ok(Some(*n)),
             Some(v) => Err(ThreadError::Config(format!(
                 "config.timeoutSeconds must be a positive number, got: {}",
                 v.to_json()
