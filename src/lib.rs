@@ -12,4 +12,5 @@ pub mod cas;
 pub mod cli;
 pub mod interchange;
 pub mod store;
+pub mod thread;
 pub mod workflow;

@@ -1,10 +1,12 @@
 //! The command line: argument parsing, output formats, errors and exit codes. Only this module
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
+mod agent;
 mod cas;
 mod interchange;
 mod output;
 pub mod workflow;
+mod thread;
 
 pub use output::Format;
 
@@ -82,6 +84,15 @@ enum Command {
         #[arg(long)]
         overwrite: bool,
     },
+    /// Threads: start, step, show, list, read, fork, kill.
+    #[command(subcommand)]
+    Thread(thread::ThreadCommand),
+    /// Steps of a thread (the TypeScript tool's later names).
+    #[command(subcommand)]
+    Step(thread::StepCommand),
+    /// The agent kit and the built-in scripted agent.
+    #[command(subcommand)]
+    Agent(agent::AgentCmd),
 }
 
 /// What a command needs from its surroundings.
@@ -162,6 +173,9 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Workflow(c) => workflow::run(c, &env),
         Command::Export { dir } => interchange::export(&env, &dir),
         Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
+        Command::Thread(c) => thread::run(c, &env),
+        Command::Step(c) => thread::run_step(c, &env),
+        Command::Agent(c) => agent::run(c, &env),
     };
     match r {
         Ok(()) => 0,

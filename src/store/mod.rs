@@ -6,16 +6,20 @@
 //! - `type_index` (derived): (type, seq) → id, in write order
 //! - `refs` (derived): id → the ids its payload references, packed u64 LE, in schema order
 //! - `meta`: `format_version`, `next_seq`
+//! - `threads`, `registry`, `registry_history`, `history`, `history_by_thread` (threads.rs)
+//! - `leases`: thread id → the process running a step of it (leases.rs)
 //!
 //! Derived tables are rebuilt from `nodes` by [`Store::reindex`].
 
 mod import;
+mod leases;
 mod migrate;
 mod nodes;
 mod refscan;
 mod threads;
 mod verify;
 
+pub use leases::Lease;
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, prepare_unchecked};
 pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};

@@ -112,3 +112,98 @@ pub fn fingerprint(p: &Path) -> String {
         .to_hex()
         .to_string()
 }
+
+/// The `uwf` binary under test.
+pub fn uwf_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_uwf"))
+}
+
+/// A fixture workflow file.
+pub fn workflow_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/workflows")
+        .join(name)
+}
+
+/// A file under `examples/`.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
+
+impl TestEnv {
+    /// Writes an executable shell script `name` into the root; `@UWF@` in `body` is replaced by
+    /// the path of the binary under test.
+    pub fn agent(&self, name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.root().join(name);
+        let text = format!(
+            "#!/bin/sh\n{}\n",
+            body.replace("@UWF@", &uwf_bin().display().to_string())
+        );
+        std::fs::write(&p, text).expect("write agent");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        p
+    }
+
+    /// The `--agent` value of the scripted agent with `script`.
+    pub fn scripted(&self, script: &Path) -> String {
+        format!(
+            "{} agent scripted --script {}",
+            uwf_bin().display(),
+            script.display()
+        )
+    }
+
+    /// Starts a thread of `workflow` with `--cwd` the root; returns its id.
+    pub fn start(&self, workflow: &str, prompt: &str) -> String {
+        let cwd = self.root().display().to_string();
+        let out = self.ok(&["thread", "start", workflow, "-p", prompt, "--cwd", &cwd]);
+        json(&out)
+            .get("thread")
+            .and_then(|t| t.as_str())
+            .expect("thread id")
+            .to_string()
+    }
+
+    /// `thread show` as JSON.
+    pub fn show(&self, thread: &str) -> uwf::cas::Value {
+        json(&self.ok(&["thread", "show", thread]))
+    }
+
+    /// The head of a thread.
+    pub fn head(&self, thread: &str) -> String {
+        self.show(thread)
+            .get("head")
+            .and_then(|h| h.as_str())
+            .expect("head")
+            .to_string()
+    }
+
+    /// The roles of a thread's steps, oldest first.
+    pub fn roles(&self, thread: &str) -> Vec<String> {
+        let v = json(&self.ok(&["thread", "steps", thread]));
+        v.get("steps")
+            .and_then(|s| s.as_array())
+            .expect("steps")
+            .iter()
+            .skip(1)
+            .map(|s| s.get("role").and_then(|r| r.as_str()).unwrap().to_string())
+            .collect()
+    }
+}
+
+impl TestEnv {
+    /// The binary as a `std::process::Command` (to spawn several at once), with the same
+    /// environment as [`TestEnv::cmd`].
+    pub fn spawn_cmd(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(uwf_bin());
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("UWF_HOME", self.root())
+            .env("HOME", self.root())
+            .stdin(std::process::Stdio::null());
+        c
+    }
+}

@@ -1,0 +1,100 @@
+//! Step leases: which process is running a step of a thread right now.
+//!
+//! Table `leases`: thread id → [`Lease`]. A lease is taken in the same write transaction that
+//! checks the thread's head, and released in the transaction that moves it (or when the step
+//! fails). Whether the owner is still alive is decided by the caller (the thread layer), so this
+//! module stays free of process handling.
+
+use super::threads::{dec, enc};
+use super::{Result, Store, Writer};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+pub(crate) const LEASES: TableDefinition<&str, &[u8]> = TableDefinition::new("leases");
+
+/// The owner of a thread's step lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The owning process.
+    pub pid: u32,
+    /// When it was taken, ms since the epoch.
+    pub since_ms: u64,
+    /// The boot id of the owner's host (empty when unknown): a lease from another boot is stale.
+    pub boot_id: String,
+    /// The owner's process start time in clock ticks since boot (0 when unknown): a reused pid
+    /// has another start time.
+    pub start_ticks: u64,
+}
+
+/// Creates the table of this module (migration and first use).
+pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
+    tx.open_table(LEASES)?;
+    Ok(())
+}
+
+impl Store {
+    /// The lease of thread `id`, if any.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn lease(&self, id: &str) -> Result<Option<Lease>> {
+        let tx = self.begin_read()?;
+        let t = match tx.open_table(LEASES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        t.get(id)?.map(|v| dec(v.value(), "lease")).transpose()
+    }
+
+    /// Every lease, in thread id order.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn leases(&self) -> Result<Vec<(String, Lease)>> {
+        let tx = self.begin_read()?;
+        let t = match tx.open_table(LEASES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            let (k, v) = e?;
+            out.push((k.value().to_string(), dec(v.value(), "lease")?));
+        }
+        Ok(out)
+    }
+}
+
+impl Writer<'_> {
+    /// The lease of thread `id`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn lease(&mut self, id: &str) -> Result<Option<Lease>> {
+        let t = self.tx.open_table(LEASES)?;
+        t.get(id)?.map(|v| dec(v.value(), "lease")).transpose()
+    }
+
+    /// Sets the lease of thread `id`.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn set_lease(&mut self, id: &str, lease: &Lease) -> Result<()> {
+        self.tx
+            .open_table(LEASES)?
+            .insert(id, enc(lease).as_slice())?;
+        Ok(())
+    }
+
+    /// Removes the lease of thread `id`; returns it.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn remove_lease(&mut self, id: &str) -> Result<Option<Lease>> {
+        let mut t = self.tx.open_table(LEASES)?;
+        let old = t.remove(id)?.map(|v| dec(v.value(), "lease")).transpose()?;
+        Ok(old)
+    }
+}

@@ -1,0 +1,228 @@
+//! `config.yaml` (the parts the engine reads) and `.env`.
+//!
+//! The config is the TypeScript tool's (`providers`, `models`, `agents`, `defaultAgent`,
+//! `defaultModel`, `agentOverrides`, `modelOverrides`) plus `timeoutSeconds`, the agent time
+//! limit. Only what choosing an agent needs is checked here; the LLM settings are read where
+//! they are used.
+
+use super::ThreadError;
+use crate::cas::Value;
+use std::path::Path;
+
+/// An agent command: the program and its leading arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentCommand {
+    /// The program.
+    pub command: String,
+    /// Arguments before `<thread-id> <role>`.
+    pub args: Vec<String>,
+}
+
+impl AgentCommand {
+    /// Splits a `--agent` value on whitespace into command and arguments.
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] for an empty value.
+    pub fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
+        let mut parts = s.split_whitespace().map(str::to_string);
+        let command = parts
+            .next()
+            .ok_or_else(|| ThreadError::Config("--agent must not be empty".into()))?;
+        Ok(AgentCommand {
+            command,
+            args: parts.collect(),
+        })
+    }
+
+    /// The command line as one string (for messages).
+    pub fn display(&self) -> String {
+        std::iter::once(self.command.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// The engine's view of `config.yaml`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Config {
+    /// The whole document (empty object when there is no file).
+    pub doc: Value,
+}
+
+impl Config {
+    /// Reads `<root>/config.yaml`; a missing file is an empty config.
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] for unreadable or invalid YAML, or a document that is not a
+    /// mapping.
+    pub fn load(root: &Path) -> Result<Config, ThreadError> {
+        let path = root.join("config.yaml");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Config {
+                    doc: Value::Object(Default::default()),
+                });
+            }
+            Err(e) => {
+                return Err(ThreadError::Config(format!(
+                    "cannot read {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        Config::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses config text; `origin` names it in errors.
+    ///
+    /// # Errors
+    /// As [`Config::load`].
+    pub fn parse(text: &str, origin: &str) -> Result<Config, ThreadError> {
+        let doc = crate::workflow::yaml::parse_str(text, None, origin)
+            .map_err(|e| ThreadError::Config(format!("invalid config {origin}: {e}")))?;
+        match doc {
+            Value::Object(_) => Ok(Config { doc }),
+            Value::Null => Ok(Config {
+                doc: Value::Object(Default::default()),
+            }),
+            _ => Err(ThreadError::Config(format!(
+                "invalid config {origin}: expected a mapping"
+            ))),
+        }
+    }
+
+    /// The agent time limit in seconds, if set.
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] when `timeoutSeconds` is not a positive number.
+    pub fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
+        match self.doc.get("timeoutSeconds") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if *n > 0.0 && *n < 1e9 => Ok(Some(*n)),
+            Some(v) => Err(ThreadError::Config(format!(
+                "config.timeoutSeconds must be a positive number, got: {}",
+                v.to_json()
+            ))),
+        }
+    }
+
+    /// The agent for `role` of workflow `workflow`: `agentOverrides[workflow][role]`, else
+    /// `defaultAgent`, looked up in `agents`.
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`]: no agent configured, an unknown alias, a malformed entry.
+    pub fn agent_for(&self, workflow: &str, role: &str) -> Result<AgentCommand, ThreadError> {
+        let alias = self
+            .doc
+            .get("agentOverrides")
+            .and_then(|o| o.get(workflow))
+            .and_then(|w| w.get(role))
+            .and_then(Value::as_str)
+            .or_else(|| self.doc.get("defaultAgent").and_then(Value::as_str))
+            .ok_or_else(|| {
+                ThreadError::Config(
+                    "no agent for this step: pass --agent CMD or set defaultAgent in config.yaml"
+                        .into(),
+                )
+            })?;
+        let entry = self
+            .doc
+            .get("agents")
+            .and_then(|a| a.get(alias))
+            .ok_or_else(|| {
+                ThreadError::Config(format!("unknown agent alias in config: {alias}"))
+            })?;
+        let command = entry
+            .get("command")
+            .and_then(Value::as_str)
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| {
+                ThreadError::Config(format!("config.agents.{alias} requires a command"))
+            })?;
+        let args = match entry.get("args") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(AgentCommand {
+            command: command.to_string(),
+            args,
+        })
+    }
+}
+
+/// Parses `.env` text: `KEY=VALUE` lines, `export ` prefixes, `#` comments, single or double
+/// quotes around the value.
+pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let v = v.trim();
+        let v = if v.len() >= 2
+            && ((v.starts_with('"') && v.ends_with('"'))
+                || (v.starts_with('\'') && v.ends_with('\'')))
+        {
+            let inner = &v[1..v.len() - 1];
+            if v.starts_with('"') {
+                inner.replace("\\n", "\n")
+            } else {
+                inner.to_string()
+            }
+        } else {
+            v.split(" #").next().unwrap_or("").trim_end().to_string()
+        };
+        out.push((k.to_string(), v));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_resolution_order() {
+        let c = Config::parse(
+            "agents:\n  a: {command: uwf-a, args: [x, 1]}\n  b: {command: uwf-b}\ndefaultAgent: a\nagentOverrides:\n  wf: {r: b}\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(c.agent_for("wf", "other").unwrap().display(), "uwf-a x");
+        assert_eq!(c.agent_for("wf", "r").unwrap().display(), "uwf-b");
+        let c = Config::parse("defaultAgent: zz\n", "t").unwrap();
+        assert_eq!(
+            c.agent_for("wf", "r").unwrap_err().to_string(),
+            "unknown agent alias in config: zz"
+        );
+        assert!(Config::parse("", "t").unwrap().agent_for("w", "r").is_err());
+    }
+
+    #[test]
+    fn dotenv_lines() {
+        let v = parse_dotenv("# c\nA=1\nexport B=\"two words\"\nC='x' \nbad line\nD=v # note\n");
+        assert_eq!(
+            v,
+            [
+                ("A".into(), "1".into()),
+                ("B".into(), "two words".into()),
+                ("C".into(), "x".into()),
+                ("D".into(), "v".into())
+            ]
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! The store side of the agent kit: what an agent is given (`uwf agent context`), turning raw
+//! agent output into a StepNode (`uwf agent submit`), and the scripted agent's replies.
+
+use super::chain::{Chain, load_chain, load_history, load_workflow, step_type, text_type};
+use super::ops::{Found, find};
+use super::{Result, ThreadError};
+use crate::agent::{self, Script};
+use crate::cas::value::Map;
+use crate::cas::{NodeId, Value};
+use crate::store::Store;
+use crate::workflow::{self, Jsonata, Role, StoredWorkflow};
+
+struct Ctx {
+    chain: Chain,
+    wf: StoredWorkflow,
+    role: Role<NodeId>,
+    schema: Value,
+}
+
+fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
+    let head = match find(store, thread)? {
+        Found::Active(r) => r.head,
+        Found::Finished(h) => {
+            return Err(ThreadError::NotActive {
+                thread: thread.to_string(),
+                reason: h.reason,
+            });
+        }
+    };
+    let chain = load_chain(store, head)?;
+    let wf = load_workflow(store, chain.workflow_id()?)?;
+    let r = wf.roles.get(role).cloned().ok_or_else(|| {
+        ThreadError::Invalid(format!(
+            "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
+            wf.name,
+            wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    })?;
+    let schema = store
+        .get(r.schema)?
+        .ok_or_else(|| ThreadError::NodeNotFound(r.schema.to_wire()))?
+        .payload()?;
+    Ok(Ctx {
+        chain,
+        wf,
+        role: r,
+        schema,
+    })
+}
+
+/// `uwf agent context THREAD ROLE`: the start, the steps with expanded outputs, the role, the
+/// output-format instruction and the edge prompt (`edge_prompt` when given, else the
+/// moderator's prompt when it picks `role`).
+///
+/// # Errors
+/// An inactive thread, an unknown role, store failures.
+pub fn agent_context(
+    store: &Store,
+    thread: &str,
+    role: &str,
+    edge_prompt: Option<&str>,
+) -> Result<Value> {
+    let c = load_ctx(store, thread, role)?;
+    let history = load_history(store, &c.chain)?;
+    let edge = match edge_prompt.filter(|e| !e.is_empty()) {
+        Some(e) => Some(e.to_string()),
+        None => workflow::next(&c.wf, &history, &Jsonata::default())
+            .ok()
+            .filter(|d| d.role == role)
+            .and_then(|d| d.prompt),
+    };
+    let mut v = agent::agent_context(&history, role, &c.role, &c.schema, edge.as_deref());
+    if let Value::Object(m) = &mut v {
+        m.insert("thread".into(), Value::str(thread));
+        m.insert("head".into(), Value::str(c.chain.head().to_wire()));
+    }
+    Ok(v)
+}
+
+/// What `uwf agent submit` turns into a StepNode.
+#[derive(Debug, Clone)]
+pub struct SubmitInput<'a> {
+    /// The thread.
+    pub thread: &'a str,
+    /// The role that ran.
+    pub role: &'a str,
+    /// The agent's raw output.
+    pub raw: &'a str,
+    /// The detail text (defaults to the raw output).
+    pub detail: Option<&'a str>,
+    /// The agent's name, recorded in the StepNode.
+    pub agent: &'a str,
+    /// The edge prompt the agent was given.
+    pub edge_prompt: Option<&'a str>,
+    /// The agent's working directory.
+    pub cwd: &'a str,
+    /// When the agent started, ms since the epoch.
+    pub started_ms: u64,
+    /// Now, ms since the epoch.
+    pub now_ms: u64,
+}
+
+/// Extracts the role's output from raw agent output (frontmatter fast path) and writes the
+/// output node, the detail node and the StepNode (prev = the current head). Returns the
+/// StepNode id; the head is not moved (the step that ran the agent does that).
+///
+/// # Errors
+/// [`ThreadError::Extract`] naming the missing or invalid fields, with the id of the text node
+/// that keeps the raw output; an inactive thread; an unknown role.
+pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
+    let c = load_ctx(store, input.thread, input.role)?;
+    let text = text_type();
+    let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
+        Ok(o) => o.output,
+        Err(e) => {
+            let raw = store.prepare(text, &Value::str(input.raw), false)?;
+            let id = raw.id;
+            store.put(&[raw], input.now_ms)?;
+            return Err(ThreadError::Extract {
+                role: input.role.to_string(),
+                message: e.to_string().replace('\n', " "),
+                raw: id,
+            });
+        }
+    };
+    let output = store.prepare(c.role.schema, &out, true)?;
+    let detail = store.prepare(text, &Value::str(input.detail.unwrap_or(input.raw)), false)?;
+    let head = c.chain.head();
+    let mut m = Map::new();
+    m.insert("start".into(), Value::str(c.chain.start_id.to_wire()));
+    m.insert(
+        "prev".into(),
+        if head == c.chain.start_id {
+            Value::Null
+        } else {
+            Value::str(head.to_wire())
+        },
+    );
+    m.insert("role".into(), Value::str(input.role));
+    m.insert("output".into(), Value::str(output.id.to_wire()));
+    m.insert("detail".into(), Value::str(detail.id.to_wire()));
+    m.insert("agent".into(), Value::str(input.agent));
+    if let Some(e) = input.edge_prompt.filter(|e| !e.is_empty()) {
+        m.insert("edgePrompt".into(), Value::str(e));
+    }
+    m.insert(
+        "startedAtMs".into(),
+        Value::Number(input.started_ms.min(input.now_ms) as f64),
+    );
+    m.insert("completedAtMs".into(), Value::Number(input.now_ms as f64));
+    m.insert("cwd".into(), Value::str(input.cwd));
+    m.insert("assembledPrompt".into(), Value::Null);
+    let step = store.prepare(step_type(), &Value::Object(m), true)?;
+    let id = step.id;
+    store.put(&[output, detail, step], input.now_ms)?;
+    Ok(id)
+}
+
+/// The scripted agent's raw output for `role` in `thread`: its n-th reply for the n-th run of
+/// the role in the thread.
+///
+/// # Errors
+/// A script without a reply for this run, an inactive thread, store failures.
+pub fn scripted_reply(store: &Store, thread: &str, role: &str, script: &Script) -> Result<String> {
+    let c = load_ctx(store, thread, role)?;
+    let visit = c
+        .chain
+        .steps
+        .iter()
+        .filter(|s| s.field("role") == role)
+        .count();
+    script
+        .reply(role, visit)
+        .map(|r| r.to_raw())
+        .map_err(|e| ThreadError::Invalid(e.to_string()))
+}

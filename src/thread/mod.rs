@@ -1,0 +1,140 @@
+//! Threads as functions over the store: start, step, fork, kill, show, list, steps, read, and
+//! the store side of the agent kit (context, submit, the scripted agent).
+//!
+//! Nothing here reads the environment or the clock: the CLI passes the time, the working
+//! directory and the agent settings in as values. The store is never held open while an agent
+//! runs: [`step`] takes the store's path and opens it only for short transactions.
+//!
+//! Invariants:
+//! - a head moves only by compare-and-swap inside one write transaction; a step that finds the
+//!   head moved fails with [`ThreadError::Advanced`], and the node it produced stays stored;
+//! - a thread has at most one live step lease; a lease whose owner process is gone is taken over;
+//! - the last head move of a thread, its removal from the active threads and its history record
+//!   are written in the same transaction.
+
+mod chain;
+pub mod config;
+mod id;
+mod kit;
+mod ops;
+pub mod process;
+mod read;
+mod step;
+pub mod time;
+
+pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow};
+pub use config::{AgentCommand, Config};
+pub use id::{THREAD_ID_LEN, ThreadId, time_of};
+pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
+pub use ops::{
+    ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_workflow, resolve_step,
+    show, start, step_details, steps, store_workflow,
+};
+pub use read::{ReadOptions, read};
+pub use step::{StepOptions, StepResult, advance, lease_is_live, step};
+
+use crate::cas::NodeId;
+use crate::store::StoreError;
+use crate::workflow::{ModeratorError, WorkflowError};
+
+/// Errors of the thread layer. Every message is one line naming the thread, node or value.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadError {
+    /// A store failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A workflow that cannot be read.
+    #[error("{}", .0.to_string().replace('\n', " "))]
+    Workflow(#[from] WorkflowError),
+    /// The moderator could not decide.
+    #[error(transparent)]
+    Moderator(#[from] ModeratorError),
+    /// No active or finished thread has this id.
+    #[error("thread not found: {0}")]
+    NotFound(String),
+    /// The thread is finished.
+    #[error("thread not active: {thread} ({reason})")]
+    NotActive {
+        /// The thread.
+        thread: String,
+        /// `completed` or `cancelled`.
+        reason: String,
+    },
+    /// `thread start` could not find the workflow.
+    #[error("workflow not found: {0}; run \"uwf workflow list\" to see registered names")]
+    WorkflowNotFound(String),
+    /// A node that should be a Workflow is not one.
+    #[error("node {id} is not a Workflow (type {type_id})")]
+    NotWorkflow {
+        /// The node.
+        id: NodeId,
+        /// Its type.
+        type_id: NodeId,
+    },
+    /// A node that is not stored.
+    #[error("CAS node not found: {0}")]
+    NodeNotFound(String),
+    /// A node of the wrong type for the command.
+    #[error("node {id} is not a {expected}")]
+    WrongType {
+        /// The node.
+        id: NodeId,
+        /// What it should be.
+        expected: &'static str,
+    },
+    /// A thread whose chain of nodes is broken.
+    #[error("thread chain broken at {node}: {problem}")]
+    Chain {
+        /// The node where the chain breaks.
+        node: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// Another live process is running a step of the thread.
+    #[error("thread {thread} is busy: step in progress by pid {pid}")]
+    Busy {
+        /// The thread.
+        thread: String,
+        /// The lease owner.
+        pid: u32,
+    },
+    /// The head moved between the start and the end of a step.
+    #[error(
+        "thread advanced concurrently: {thread} head is {found}, expected {expected}; step {kept} is kept in the store"
+    )]
+    Advanced {
+        /// The thread.
+        thread: String,
+        /// The head the step started from.
+        expected: String,
+        /// The head found at the end.
+        found: String,
+        /// The node the step produced.
+        kept: String,
+    },
+    /// The agent failed or returned something unusable.
+    #[error("{0}")]
+    Agent(String),
+    /// `config.yaml` problems.
+    #[error("{0}")]
+    Config(String),
+    /// An agent's output could not be turned into the role's output.
+    #[error(
+        "cannot extract output for role \"{role}\": {message}; the raw output is kept as text node {raw}"
+    )]
+    Extract {
+        /// The role.
+        role: String,
+        /// What is missing or invalid.
+        message: String,
+        /// The text node holding the raw output.
+        raw: NodeId,
+    },
+    /// A bad argument value.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Result alias of the thread layer.
+pub type Result<T, E = ThreadError> = std::result::Result<T, E>;

@@ -1,0 +1,678 @@
+//! Thread commands other than the step itself: start, fork, kill, show, list, steps and step
+//! details, and storing workflows.
+
+use super::chain::{
+    Chain, expand_output, load_chain, load_history, load_workflow, start_type, step_type,
+};
+use super::id::{ThreadId, time_of};
+use super::step::lease_is_live;
+use super::{Result, ThreadError};
+use crate::cas::bootstrap::META;
+use crate::cas::value::Map;
+use crate::cas::{NodeId, Value};
+use crate::store::{HistoryEntry, Store, ThreadRecord};
+use crate::workflow::materialize::is_workflow_type;
+use crate::workflow::{self, Jsonata, Materialized, WorkflowDef, WorkflowError};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A thread's lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Active, no step running.
+    Idle,
+    /// Active, a live process holds its step lease.
+    Running,
+    /// Finished by reaching `$END`.
+    Completed,
+    /// Finished by `thread kill`.
+    Cancelled,
+}
+
+impl Status {
+    /// The name printed and accepted by `--status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Idle => "idle",
+            Status::Running => "running",
+            Status::Completed => "completed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parses a comma list of statuses; `active` means idle and running.
+    ///
+    /// # Errors
+    /// [`ThreadError::Invalid`] naming an unknown status.
+    pub fn parse_list(s: &str) -> Result<Vec<Status>> {
+        let mut out = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "idle" => out.push(Status::Idle),
+                "running" => out.push(Status::Running),
+                "completed" => out.push(Status::Completed),
+                "cancelled" => out.push(Status::Cancelled),
+                "active" => out.extend([Status::Idle, Status::Running]),
+                other => {
+                    return Err(ThreadError::Invalid(format!(
+                        "invalid status \"{other}\": expected idle, running, completed, cancelled or active"
+                    )));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn from_reason(reason: &str) -> Status {
+        if reason == "cancelled" {
+            Status::Cancelled
+        } else {
+            Status::Completed
+        }
+    }
+}
+
+/// What `thread show` and `thread step` print for one thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepOutput {
+    /// The workflow id.
+    pub workflow: String,
+    /// The thread id.
+    pub thread: String,
+    /// The head node id.
+    pub head: String,
+    /// The lifecycle state.
+    pub status: Status,
+    /// The role that runs next (`None` when finished or undecidable).
+    pub current_role: Option<String>,
+    /// True when the thread is finished.
+    pub done: bool,
+}
+
+impl StepOutput {
+    /// `{"workflow","thread","head","status","currentRole","done","background":null}`.
+    pub fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("workflow".into(), Value::str(&self.workflow));
+        m.insert("thread".into(), Value::str(&self.thread));
+        m.insert("head".into(), Value::str(&self.head));
+        m.insert("status".into(), Value::str(self.status.as_str()));
+        m.insert(
+            "currentRole".into(),
+            self.current_role.as_deref().map_or(Value::Null, Value::str),
+        );
+        m.insert("done".into(), Value::Bool(self.done));
+        m.insert("background".into(), Value::Null);
+        Value::Object(m)
+    }
+}
+
+/// Stores a parsed workflow: its schema nodes, then the workflow node. Returns what was stored.
+///
+/// # Errors
+/// A role schema the store refuses, or a store failure.
+pub fn store_workflow(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<Materialized> {
+    let m = workflow::materialize(def)?;
+    let schemas = m
+        .schemas
+        .iter()
+        .map(|s| store.prepare(META, &s.payload, false))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    store.put(&schemas, now_ms)?;
+    let wf = store.prepare(m.workflow_type, &m.workflow, true)?;
+    debug_assert_eq!(wf.id, m.workflow_id);
+    store.put(&[wf], now_ms)?;
+    Ok(m)
+}
+
+/// Loads, checks and stores the workflow file at `path` and registers it under its name (a
+/// new registry version only when the id changed). Returns the name and the workflow id.
+///
+/// # Errors
+/// Any [`WorkflowError`] of the file, or a store failure.
+pub fn register_workflow(store: &Store, path: &Path, now_ms: u64) -> Result<(String, NodeId)> {
+    let def = workflow::load_file(path, &Jsonata::default())?;
+    let m = store_workflow(store, &def, now_ms)?;
+    let (name, id) = (def.name.clone(), m.workflow_id);
+    store.write(|w| {
+        if w.registry_get(&name)? != Some(id) {
+            w.registry_set(&name, id, now_ms)?;
+        }
+        Ok(())
+    })?;
+    Ok((name, id))
+}
+
+/// What `thread start` needs.
+#[derive(Debug, Clone)]
+pub struct StartInput<'a> {
+    /// A workflow id, file path, local workflow name or registered name.
+    pub workflow: &'a str,
+    /// The task.
+    pub prompt: &'a str,
+    /// The thread's working directory (absolute).
+    pub cwd: &'a str,
+    /// Where relative paths and `.workflow/` directories are looked up from.
+    pub search_from: &'a Path,
+    /// The new thread's id.
+    pub thread: ThreadId,
+    /// The time, ms since the epoch.
+    pub now_ms: u64,
+}
+
+fn looks_like_path(s: &str) -> bool {
+    s.contains('/') || s.contains('\\') || s.ends_with(".yaml") || s.ends_with(".yml")
+}
+
+fn local_workflow(from: &Path, name: &str) -> Option<PathBuf> {
+    if name.is_empty() || name.starts_with('.') {
+        return None;
+    }
+    let mut dir = Some(from);
+    while let Some(d) = dir {
+        for sub in [".workflow", ".workflows"] {
+            let base = d.join(sub);
+            for cand in [
+                base.join(format!("{name}.yaml")),
+                base.join(format!("{name}.yml")),
+                base.join(name).join("index.yaml"),
+                base.join(name).join("index.yml"),
+            ] {
+                if cand.is_file() {
+                    return Some(cand);
+                }
+            }
+        }
+        dir = d.parent();
+    }
+    None
+}
+
+/// Finds the workflow `spec` names, in the TypeScript tool's order: a 13-character id, a file
+/// path, a `.workflow/` or `.workflows/` directory in `from` or a parent, the registry. Files
+/// are stored (not registered).
+///
+/// # Errors
+/// [`ThreadError::WorkflowNotFound`], [`ThreadError::NotWorkflow`], or the file's
+/// [`WorkflowError`].
+pub fn resolve_workflow(store: &Store, spec: &str, from: &Path, now_ms: u64) -> Result<NodeId> {
+    if let Some(id) = NodeId::parse_strict(spec).filter(|_| spec.len() == 13) {
+        let node = store
+            .get(id)?
+            .ok_or_else(|| ThreadError::WorkflowNotFound(spec.to_string()))?;
+        if !is_workflow_type(node.type_id) {
+            return Err(ThreadError::NotWorkflow {
+                id,
+                type_id: node.type_id,
+            });
+        }
+        return Ok(id);
+    }
+    let file = if looks_like_path(spec) {
+        let p = from.join(spec);
+        if !p.exists() {
+            return Err(WorkflowError::FileNotFound(spec.to_string()).into());
+        }
+        Some(p)
+    } else {
+        local_workflow(from, spec)
+    };
+    if let Some(path) = file {
+        let def = workflow::load_file(&path, &Jsonata::default())?;
+        return Ok(store_workflow(store, &def, now_ms)?.workflow_id);
+    }
+    store
+        .registry()?
+        .into_iter()
+        .find(|(n, _)| n == spec)
+        .map(|(_, id)| id)
+        .ok_or_else(|| ThreadError::WorkflowNotFound(spec.to_string()))
+}
+
+/// Starts a thread: resolves the workflow, writes the StartNode and makes it the head.
+/// Returns the workflow id.
+///
+/// # Errors
+/// `cwd must be an absolute path`, workflow resolution errors, store failures.
+pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
+    if !Path::new(input.cwd).is_absolute() {
+        return Err(ThreadError::Invalid(format!(
+            "cwd must be an absolute path, got: {}",
+            input.cwd
+        )));
+    }
+    let wf = resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
+    let mut m = Map::new();
+    m.insert("workflow".into(), Value::str(wf.to_wire()));
+    m.insert("prompt".into(), Value::str(input.prompt));
+    m.insert("cwd".into(), Value::str(input.cwd));
+    let node = store.prepare(start_type(), &Value::Object(m), true)?;
+    let head = node.id;
+    let thread = input.thread.as_str();
+    store.write(|w| {
+        if w.thread(thread)?.is_some() {
+            return Err(crate::store::StoreError::Db(format!(
+                "thread id {thread} is already in use"
+            )));
+        }
+        w.put(&[node], input.now_ms)?;
+        w.set_thread(
+            thread,
+            &ThreadRecord {
+                head,
+                workflow: Some(wf),
+                updated_ms: input.now_ms,
+            },
+        )
+    })?;
+    Ok(wf)
+}
+
+/// Resolves a node id or unique prefix given on the command line.
+///
+/// # Errors
+/// [`ThreadError::NodeNotFound`] or an ambiguous/invalid prefix.
+pub fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
+    let id = store.resolve(s).map_err(|e| match e {
+        crate::store::StoreError::NoMatch(_) => ThreadError::NodeNotFound(s.to_string()),
+        e => e.into(),
+    })?;
+    if !store.has(id)? {
+        return Err(ThreadError::NodeNotFound(id.to_wire()));
+    }
+    Ok(id)
+}
+
+/// Forks a new thread whose head is `node` (a StartNode or StepNode).
+///
+/// # Errors
+/// [`ThreadError::WrongType`] for other nodes, a broken chain, store failures.
+pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Result<()> {
+    let n = store
+        .get(node)?
+        .ok_or_else(|| ThreadError::NodeNotFound(node.to_wire()))?;
+    if n.type_id != start_type() && n.type_id != step_type() {
+        return Err(ThreadError::WrongType {
+            id: node,
+            expected: "StartNode or StepNode",
+        });
+    }
+    let chain = load_chain(store, node)?;
+    let wf = chain.workflow_id()?;
+    store.write(|w| {
+        w.set_thread(
+            thread.as_str(),
+            &ThreadRecord {
+                head: node,
+                workflow: Some(wf),
+                updated_ms: now_ms,
+            },
+        )
+    })?;
+    Ok(())
+}
+
+/// Where a thread is: active, or finished.
+pub(crate) enum Found {
+    Active(ThreadRecord),
+    Finished(HistoryEntry),
+}
+
+pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
+    if let Some(r) = store.thread(thread)? {
+        return Ok(Found::Active(r));
+    }
+    match store.history_of(thread)? {
+        Some(h) => Ok(Found::Finished(h)),
+        None => Err(ThreadError::NotFound(thread.to_string())),
+    }
+}
+
+/// The head of a thread, active or finished.
+pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
+    match find(store, thread)? {
+        Found::Active(r) => Ok(r.head),
+        Found::Finished(h) => {
+            NodeId::parse_strict(&h.head).ok_or_else(|| ThreadError::NodeNotFound(h.head.clone()))
+        }
+    }
+}
+
+/// Cancels an active thread: removes it and its lease and records it in the history with
+/// reason `cancelled`, in one transaction.
+///
+/// # Errors
+/// [`ThreadError::NotActive`], [`ThreadError::NotFound`], store failures.
+pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
+    let rec = match find(store, thread)? {
+        Found::Active(r) => r,
+        Found::Finished(h) => {
+            return Err(ThreadError::NotActive {
+                thread: thread.to_string(),
+                reason: h.reason,
+            });
+        }
+    };
+    let wf = match rec.workflow {
+        Some(w) => w.to_wire(),
+        None => load_chain(store, rec.head)?.workflow_id()?.to_wire(),
+    };
+    let archived = store.write(|w| {
+        let Some(cur) = w.remove_thread(thread)? else {
+            return Ok(false);
+        };
+        w.remove_lease(thread)?;
+        w.append_history(&HistoryEntry {
+            thread: thread.to_string(),
+            workflow: cur.workflow.map_or(wf.clone(), |x| x.to_wire()),
+            head: cur.head.to_wire(),
+            completed_at: now_ms,
+            reason: "cancelled".into(),
+        })?;
+        Ok(true)
+    })?;
+    if !archived {
+        return Err(ThreadError::NotActive {
+            thread: thread.to_string(),
+            reason: "finished meanwhile".into(),
+        });
+    }
+    Ok(())
+}
+
+/// The next role of the thread at `chain`, or `None` at `$END` or when undecidable.
+pub(crate) fn current_role(store: &Store, chain: &Chain) -> Option<String> {
+    let wf = load_workflow(store, chain.workflow_id().ok()?).ok()?;
+    let history = load_history(store, chain).ok()?;
+    let d = workflow::next(&wf, &history, &Jsonata::default()).ok()?;
+    (!d.is_end()).then_some(d.role)
+}
+
+fn active_status(store: &Store, thread: &str) -> Result<Status> {
+    Ok(match store.lease(thread)? {
+        Some(l) if lease_is_live(&l) => Status::Running,
+        _ => Status::Idle,
+    })
+}
+
+/// `thread show`: the state of a thread.
+///
+/// # Errors
+/// [`ThreadError::NotFound`], a broken chain, store failures.
+pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
+    match find(store, thread)? {
+        Found::Active(r) => {
+            let chain = load_chain(store, r.head)?;
+            Ok(StepOutput {
+                workflow: chain.workflow_id()?.to_wire(),
+                thread: thread.to_string(),
+                head: r.head.to_wire(),
+                status: active_status(store, thread)?,
+                current_role: current_role(store, &chain),
+                done: false,
+            })
+        }
+        Found::Finished(h) => Ok(StepOutput {
+            workflow: h.workflow,
+            thread: thread.to_string(),
+            head: h.head,
+            status: Status::from_reason(&h.reason),
+            current_role: None,
+            done: true,
+        }),
+    }
+}
+
+/// Filters and paging of `thread list`.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Statuses to keep; `None` keeps active threads (and finished ones with `all`).
+    pub statuses: Option<Vec<Status>>,
+    /// Include finished threads when no status filter is given.
+    pub all: bool,
+    /// Keep threads whose id time is strictly after this (ms).
+    pub after: Option<u64>,
+    /// Keep threads whose id time is strictly before this (ms).
+    pub before: Option<u64>,
+    /// Rows to skip.
+    pub skip: usize,
+    /// Rows to keep at most.
+    pub take: Option<usize>,
+}
+
+struct Row {
+    thread: String,
+    workflow: Option<String>,
+    head: NodeId,
+    head_text: String,
+    status: Status,
+    time: Option<u64>,
+}
+
+/// `thread list`: `[{"thread","workflow","head","status","currentRole"}]`, newest first.
+///
+/// # Errors
+/// Store failures.
+pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
+    let wants = |s: Status| f.statuses.as_ref().is_none_or(|v| v.contains(&s));
+    let with_finished = match &f.statuses {
+        Some(v) => v.contains(&Status::Completed) || v.contains(&Status::Cancelled),
+        None => f.all,
+    };
+    let leases: HashMap<String, bool> = store
+        .leases()?
+        .into_iter()
+        .map(|(t, l)| (t, lease_is_live(&l)))
+        .collect();
+    let mut rows = Vec::new();
+    let active = store.threads()?;
+    let active_ids: std::collections::HashSet<String> =
+        active.iter().map(|(t, _)| t.clone()).collect();
+    for (t, r) in active {
+        let status = if leases.get(&t).copied().unwrap_or(false) {
+            Status::Running
+        } else {
+            Status::Idle
+        };
+        rows.push(Row {
+            time: time_of(&t),
+            workflow: r.workflow.map(|w| w.to_wire()),
+            head_text: r.head.to_wire(),
+            head: r.head,
+            thread: t,
+            status,
+        });
+    }
+    if with_finished {
+        let mut last: indexmap::IndexMap<String, HistoryEntry> = indexmap::IndexMap::new();
+        store.for_each_history(|h| -> Result<()> {
+            if !active_ids.contains(&h.thread) {
+                last.insert(h.thread.clone(), h);
+            }
+            Ok(())
+        })?;
+        for (t, h) in last {
+            rows.push(Row {
+                time: time_of(&t),
+                workflow: Some(h.workflow),
+                head: NodeId::parse_strict(&h.head).unwrap_or(NodeId(0)),
+                head_text: h.head,
+                status: Status::from_reason(&h.reason),
+                thread: t,
+            });
+        }
+    }
+    rows.retain(|r| wants(r.status));
+    if f.after.is_some() || f.before.is_some() {
+        rows.retain(|r| {
+            r.time
+                .is_some_and(|t| f.after.is_none_or(|a| t > a) && f.before.is_none_or(|b| t < b))
+        });
+    }
+    rows.sort_by_key(|r| std::cmp::Reverse(r.time.unwrap_or(0)));
+    let take = f.take.unwrap_or(usize::MAX);
+    let mut out = Vec::new();
+    for r in rows.into_iter().skip(f.skip).take(take) {
+        let active = matches!(r.status, Status::Idle | Status::Running);
+        let chain = if active {
+            load_chain(store, r.head).ok()
+        } else {
+            None
+        };
+        let workflow = r
+            .workflow
+            .or_else(|| {
+                chain
+                    .as_ref()
+                    .and_then(|c| c.workflow_id().ok())
+                    .map(|w| w.to_wire())
+            })
+            .map_or(Value::Null, Value::str);
+        let role = chain.as_ref().and_then(|c| current_role(store, c));
+        let mut m = Map::new();
+        m.insert("thread".into(), Value::str(r.thread));
+        m.insert("workflow".into(), workflow);
+        m.insert("head".into(), Value::str(r.head_text));
+        m.insert("status".into(), Value::str(r.status.as_str()));
+        m.insert("currentRole".into(), role.map_or(Value::Null, Value::str));
+        out.push(Value::Object(m));
+    }
+    Ok(out)
+}
+
+fn num(n: u64) -> Value {
+    Value::Number(n as f64)
+}
+
+/// `thread steps`: `{"thread","workflow","steps":[start, step…]}` with each output expanded and
+/// each step's `durationMs`.
+///
+/// # Errors
+/// [`ThreadError::NotFound`], a broken chain, store failures.
+pub fn steps(store: &Store, thread: &str) -> Result<Value> {
+    let chain = load_chain(store, head_of(store, thread)?)?;
+    let wf = chain.workflow_id()?.to_wire();
+    let mut list = Vec::with_capacity(chain.steps.len() + 1);
+    let mut s = Map::new();
+    s.insert("hash".into(), Value::str(chain.start_id.to_wire()));
+    s.insert("workflow".into(), Value::str(&wf));
+    s.insert("prompt".into(), Value::str(chain.prompt()));
+    s.insert("timestamp".into(), num(chain.start_timestamp));
+    list.push(Value::Object(s));
+    for st in &chain.steps {
+        let mut m = Map::new();
+        m.insert("hash".into(), Value::str(st.id.to_wire()));
+        m.insert("role".into(), Value::str(st.field("role")));
+        m.insert("output".into(), expand_output(store, st.field("output"))?);
+        m.insert("detail".into(), Value::str(st.field("detail")));
+        m.insert("agent".into(), Value::str(st.field("agent")));
+        m.insert("timestamp".into(), num(st.timestamp));
+        let d = match (st.number("startedAtMs"), st.number("completedAtMs")) {
+            (Some(a), Some(b)) => Value::Number(b as f64 - a as f64),
+            _ => Value::Null,
+        };
+        m.insert("durationMs".into(), d);
+        list.push(Value::Object(m));
+    }
+    let mut out = Map::new();
+    out.insert("thread".into(), Value::str(thread));
+    out.insert("workflow".into(), Value::str(wf));
+    out.insert("steps".into(), Value::Array(list));
+    Ok(Value::Object(out))
+}
+
+/// `thread step-details`: the step's detail node, deep-expanded: every `ocas_ref` string is
+/// replaced by the payload it names, recursively; cycles and missing nodes keep the id.
+///
+/// # Errors
+/// [`ThreadError::WrongType`] for a node that is not a StepNode, `step H has no detail`.
+pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
+    let n = store
+        .get(step)?
+        .ok_or_else(|| ThreadError::NodeNotFound(step.to_wire()))?;
+    if n.type_id != step_type() {
+        return Err(ThreadError::WrongType {
+            id: step,
+            expected: "StepNode",
+        });
+    }
+    let p = n.payload()?;
+    let detail = p
+        .get("detail")
+        .and_then(Value::as_str)
+        .and_then(NodeId::parse_strict)
+        .ok_or_else(|| ThreadError::Invalid(format!("step {step} has no detail")))?;
+    let mut stack = Vec::new();
+    Ok(expand_node(store, detail, &mut stack)?.unwrap_or_else(|| Value::str(detail.to_wire())))
+}
+
+fn expand_node(store: &Store, id: NodeId, stack: &mut Vec<NodeId>) -> Result<Option<Value>> {
+    if stack.contains(&id) || stack.len() > 64 {
+        return Ok(None);
+    }
+    let Some(n) = store.get(id)? else {
+        return Ok(None);
+    };
+    let payload = n.payload()?;
+    if n.type_id == META || n.type_id == id {
+        return Ok(Some(payload));
+    }
+    let schema = store.type_info(n.type_id)?.schema.clone();
+    stack.push(id);
+    let out = expand(store, &schema, &payload, stack)?;
+    stack.pop();
+    Ok(Some(out))
+}
+
+fn expand(store: &Store, schema: &Value, v: &Value, stack: &mut Vec<NodeId>) -> Result<Value> {
+    if schema.get("format").and_then(Value::as_str) == Some("ocas_ref")
+        && let Value::String(s) = v
+    {
+        if let Some(id) = NodeId::parse_strict(s)
+            && let Some(x) = expand_node(store, id, stack)?
+        {
+            return Ok(x);
+        }
+        return Ok(v.clone());
+    }
+    if let Some(Value::Array(branches)) = schema.get("anyOf") {
+        for b in branches {
+            let x = expand(store, b, v, stack)?;
+            if x != *v {
+                return Ok(x);
+            }
+        }
+        return Ok(v.clone());
+    }
+    match v {
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                return items
+                    .iter()
+                    .map(|i| expand(store, item_schema, i, stack))
+                    .collect::<Result<Vec<_>>>()
+                    .map(Value::Array);
+            }
+            Ok(v.clone())
+        }
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let extra = schema
+                .get("additionalProperties")
+                .filter(|a| a.as_object().is_some());
+            let mut out = Map::new();
+            for (k, x) in m {
+                let s = props.and_then(|p| p.get(k)).or(extra);
+                out.insert(
+                    k.clone(),
+                    match s {
+                        Some(s) => expand(store, s, x, stack)?,
+                        None => x.clone(),
+                    },
+                );
+            }
+            Ok(Value::Object(out))
+        }
+        _ => Ok(v.clone()),
+    }
+}

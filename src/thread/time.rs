@@ -1,0 +1,173 @@
+//! Times on the command line and in markdown: `7d`/`24h`/`30m` relative to now, ISO dates,
+//! UTC formatting and short durations.
+
+use super::{Result, ThreadError};
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+fn num(s: &str) -> Option<i64> {
+    (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| s.parse().ok())
+        .flatten()
+}
+
+fn parse_iso(s: &str) -> Option<i64> {
+    let (date, rest) = match s.find(['T', ' ']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let mut parts = date.split('-');
+    let (y, m, d) = (
+        num(parts.next()?)?,
+        num(parts.next()?)?,
+        num(parts.next()?)?,
+    );
+    if parts.next().is_some() || !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    let mut ms = days_from_civil(y, m, d) * 86_400_000;
+    let Some(rest) = rest else {
+        return Some(ms);
+    };
+    let (time, offset) = if let Some(t) = rest.strip_suffix('Z') {
+        (t, 0)
+    } else if let Some(i) = rest.rfind(['+', '-']) {
+        let (t, o) = rest.split_at(i);
+        let sign = if o.starts_with('-') { -1 } else { 1 };
+        let (oh, om) = o[1..].split_once(':').unwrap_or((&o[1..], "0"));
+        (t, sign * (num(oh)? * 60 + num(om)?) * 60_000)
+    } else {
+        (rest, 0)
+    };
+    let mut tp = time.split(':');
+    let h = num(tp.next()?)?;
+    let mi = num(tp.next()?)?;
+    let (sec, frac) = match tp.next() {
+        Some(s) => match s.split_once('.') {
+            Some((a, b)) => (num(a)?, {
+                let b3: String = b.chars().chain("000".chars()).take(3).collect();
+                num(&b3)?
+            }),
+            None => (num(s)?, 0),
+        },
+        None => (0, 0),
+    };
+    if h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    ms += ((h * 60 + mi) * 60 + sec) * 1000 + frac - offset;
+    Some(ms)
+}
+
+/// Parses a `--after`/`--before` value: `<n>d`, `<n>h`, `<n>m` before `now_ms`, an ISO date or
+/// date-time (UTC unless it has an offset), or milliseconds since the epoch.
+///
+/// # Errors
+/// `invalid time format: <value>`.
+pub fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
+    let bad = || ThreadError::Invalid(format!("invalid time format: {s}"));
+    let t = s.trim();
+    if let Some(unit) = t.chars().last()
+        && let Some(n) = num(&t[..t.len() - 1])
+    {
+        let per = match unit {
+            'd' => 86_400_000,
+            'h' => 3_600_000,
+            'm' => 60_000,
+            _ => 0,
+        };
+        if per > 0 {
+            return Ok(now_ms.saturating_sub(n as u64 * per));
+        }
+    }
+    if let Some(n) = num(t)
+        && t.len() > 8
+    {
+        return Ok(n as u64);
+    }
+    parse_iso(t)
+        .filter(|ms| *ms >= 0)
+        .map(|ms| ms as u64)
+        .ok_or_else(bad)
+}
+
+/// `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn format_utc(ms: u64) -> String {
+    let secs = (ms / 1000) as i64;
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        s / 3600,
+        (s / 60) % 60,
+        s % 60
+    )
+}
+
+/// `<ms>ms` below a second, `<s.s>s` below a minute, else `<m>m<s>s`.
+pub fn format_duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_and_absolute() {
+        let now = 1_767_225_600_000;
+        assert_eq!(parse_time("7d", now).unwrap(), now - 7 * 86_400_000);
+        assert_eq!(parse_time("24h", now).unwrap(), now - 86_400_000);
+        assert_eq!(parse_time("30m", now).unwrap(), now - 1_800_000);
+        assert_eq!(parse_time("2026-01-01", 0).unwrap(), 1_767_225_600_000);
+        assert_eq!(
+            parse_time("2026-01-01T01:00:00Z", 0).unwrap(),
+            1_767_225_600_000 + 3_600_000
+        );
+        assert_eq!(
+            parse_time("2026-01-01T01:00:00+01:00", 0).unwrap(),
+            1_767_225_600_000
+        );
+        assert_eq!(
+            parse_time("soon", 0).unwrap_err().to_string(),
+            "invalid time format: soon"
+        );
+        assert!(parse_time("2026-13-01", 0).is_err());
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(format_utc(1_767_225_600_000), "2026-01-01 00:00:00 UTC");
+        assert_eq!(format_utc(1_767_225_661_000), "2026-01-01 00:01:01 UTC");
+        assert_eq!(format_duration(999), "999ms");
+        assert_eq!(format_duration(15_293), "15.3s");
+        assert_eq!(format_duration(125_000), "2m5s");
+    }
+}

@@ -1,0 +1,167 @@
+//! The agent kit through the binary: context, submit (and its extraction errors), the scripted
+//! agent, and the examples run to `$END`.
+
+use crate::common::{TestEnv, example, json};
+use uwf::cas::Value;
+
+fn p(path: &std::path::Path) -> String {
+    path.display().to_string()
+}
+
+#[test]
+fn examples_run_to_end() {
+    for (wf, script, roles) in [
+        (
+            "solve-issue.yaml",
+            "solve-issue.script.yaml",
+            &["planner", "developer", "reviewer", "developer", "reviewer"][..],
+        ),
+        (
+            "debate.yaml",
+            "debate.script.yaml",
+            &["against", "for", "against"][..],
+        ),
+    ] {
+        let env = TestEnv::new();
+        let t = env.start(&p(&example(wf)), "Is Rust better than Go?");
+        let agent = env.scripted(&example(script));
+        let out = json(&env.ok(&["thread", "step", &t, "-c", "50", "--agent", &agent]));
+        let last = out.as_array().unwrap().last().unwrap();
+        assert_eq!(last.get("done"), Some(&Value::Bool(true)), "{wf}");
+        assert_eq!(env.roles(&t), roles, "{wf}");
+    }
+}
+
+#[test]
+fn context_has_start_steps_role_format_and_edge_prompt() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
+    env.ok(&[
+        "thread",
+        "step",
+        &t,
+        "--agent",
+        &env.scripted(&example("debate.script.yaml")),
+    ]);
+    let c = json(&env.ok(&["agent", "context", &t, "for"]));
+    assert_eq!(
+        c.get("start").unwrap().get("prompt"),
+        Some(&Value::str("Is Rust better than Go?"))
+    );
+    let steps = c.get("steps").unwrap().as_array().unwrap();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(
+        steps[0].get("output").unwrap().get("argument"),
+        Some(&Value::str(
+            "Go compiles faster and its tooling is simpler."
+        ))
+    );
+    assert!(
+        c.get("role")
+            .unwrap()
+            .get("goal")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("FOR")
+    );
+    assert!(
+        c.get("outputFormat")
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .contains("## Deliverable Format")
+    );
+    assert_eq!(
+        c.get("edgePrompt"),
+        Some(&Value::str(
+            "Counter the opposing argument: Go compiles faster and its tooling is simpler."
+        ))
+    );
+    env.fails(
+        &["agent", "context", &t, "judge"],
+        "unknown role \"judge\" in workflow \"debate\"",
+    );
+}
+
+#[test]
+fn submit_writes_a_step_on_the_head_or_keeps_the_raw_output() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("solve-issue.yaml")), "issue");
+    let head = env.head(&t);
+    // Missing a required field: the error names it and the raw output is kept.
+    let r = env.run_stdin(
+        &["agent", "submit", &t, "planner"],
+        "---\nplan: p\n---\nbody\n",
+    );
+    assert_ne!(r.code, 0);
+    assert_eq!(r.stderr.trim_end().lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("cannot extract output for role \"planner\""),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("missing fields: steps"), "{}", r.stderr);
+    let raw = r.stderr.trim_end().rsplit(' ').next().unwrap().to_string();
+    assert_eq!(
+        json(&env.ok(&["cas", "get", &raw])).get("payload"),
+        Some(&Value::str("---\nplan: p\n---\nbody\n"))
+    );
+    let r = env.run_stdin(&["agent", "submit", &t, "planner"], "no frontmatter at all");
+    assert!(
+        r.stderr
+            .contains("does not begin with a YAML frontmatter block"),
+        "{}",
+        r.stderr
+    );
+    // A good output: output, detail (from --detail) and StepNode on the head; the head itself
+    // does not move.
+    let detail = env.root().join("transcript.txt");
+    std::fs::write(&detail, "the whole transcript").unwrap();
+    let r = env.run_stdin(
+        &["agent", "submit", &t, "planner", "--detail", &p(&detail)],
+        "---\nplan: p\nsteps: [a, b]\n---\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let id = r.stdout.trim();
+    let node = json(&env.ok(&["cas", "get", id]));
+    assert_eq!(node.get("type"), Some(&Value::str("108DB063KRQWW")));
+    let pl = node.get("payload").unwrap();
+    assert_eq!(pl.get("prev"), Some(&Value::Null));
+    assert_eq!(pl.get("start"), Some(&Value::str(&head)));
+    assert_eq!(pl.get("role"), Some(&Value::str("planner")));
+    assert_eq!(pl.get("agent"), Some(&Value::str("uwf-agent")));
+    assert_eq!(pl.get("assembledPrompt"), Some(&Value::Null));
+    let d = pl.get("detail").unwrap().as_str().unwrap();
+    assert_eq!(
+        json(&env.ok(&["cas", "get", d])).get("payload"),
+        Some(&Value::str("the whole transcript"))
+    );
+    assert_eq!(env.head(&t), head);
+    env.fails(
+        &["agent", "submit", "06H01H81R5YCT74RZ86VBY5KNC", "planner"],
+        "thread not found",
+    );
+}
+
+#[test]
+fn scripted_agent_reports_an_exhausted_script() {
+    let env = TestEnv::new();
+    let script = env.root().join("short.script.yaml");
+    std::fs::write(&script, "against:\n  - {$status: continue, argument: a}\nfor:\n  - {$status: continue, argument: b}\n").unwrap();
+    let t = env.start(&p(&example("debate.yaml")), "q");
+    let agent = env.scripted(&script);
+    env.ok(&["thread", "step", &t, "-c", "2", "--agent", &agent]);
+    let head = env.head(&t);
+    env.fails(
+        &["thread", "step", &t, "--agent", &agent],
+        "script has 1 replies for role \"against\" but reply 2 was asked for",
+    );
+    assert_eq!(env.head(&t), head);
+    std::fs::write(&script, "against: [1]\n").unwrap();
+    env.fails(
+        &["agent", "scripted", "--script", &p(&script), &t, "against"],
+        "invalid script",
+    );
+}
