@@ -5,8 +5,8 @@ mod agent;
 mod cas;
 mod interchange;
 mod output;
-pub mod workflow;
 mod thread;
+pub mod workflow;
 
 pub use output::Format;
 

@@ -32,6 +32,26 @@ pub(crate) enum ThreadCommand {
     /// Run the next step(s): moderator, agent, head move.
     #[command(visible_alias = "exec")]
     Step(StepArgs),
+    /// Start a thread and step it until the workflow ends; prints each step's state.
+    Run {
+        /// The workflow.
+        workflow: String,
+        /// The task.
+        #[arg(short = 'p', long)]
+        prompt: String,
+        /// The thread's working directory (absolute; default: the current directory).
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Agent command (split on whitespace); overrides config.yaml.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Most steps to run.
+        #[arg(long, default_value = "100")]
+        max_steps: String,
+        /// Agent time limit in seconds; overrides config.yaml timeoutSeconds (default 600).
+        #[arg(long)]
+        timeout: Option<String>,
+    },
     /// A thread's state.
     Show {
         /// Thread id.
@@ -143,8 +163,37 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             workflow,
             prompt,
             cwd,
-        } => start(env, &workflow, &prompt, cwd),
+        } => {
+            let (wf, t) = start_thread(env, &workflow, &prompt, cwd)?;
+            print(
+                env.format,
+                &obj([
+                    ("workflow", Value::str(wf.to_wire())),
+                    ("thread", Value::str(t.as_str())),
+                ]),
+            )
+        }
         ThreadCommand::Step(a) => step(env, a),
+        ThreadCommand::Run {
+            workflow,
+            prompt,
+            cwd,
+            agent,
+            max_steps,
+            timeout,
+        } => {
+            let (_, t) = start_thread(env, &workflow, &prompt, cwd)?;
+            eprintln!("started thread {}", t.as_str());
+            step(
+                env,
+                StepArgs {
+                    thread: t.as_str().to_string(),
+                    agent,
+                    count: max_steps,
+                    timeout,
+                },
+            )
+        }
         ThreadCommand::Show { thread } => {
             let t = thread_id(&thread)?;
             let s = env.open_ro()?;
@@ -251,7 +300,12 @@ fn fork(env: &Env, step: &str) -> CliResult {
     )
 }
 
-fn start(env: &Env, workflow: &str, prompt: &str, cwd: Option<String>) -> CliResult {
+fn start_thread(
+    env: &Env,
+    workflow: &str,
+    prompt: &str,
+    cwd: Option<String>,
+) -> CliResult<(crate::cas::NodeId, ThreadId)> {
     let here = std::env::current_dir()?;
     let cwd = cwd.unwrap_or_else(|| here.display().to_string());
     let s = env.open_rw()?;
@@ -267,13 +321,7 @@ fn start(env: &Env, workflow: &str, prompt: &str, cwd: Option<String>) -> CliRes
             now_ms: env.now_ms,
         },
     )?;
-    print(
-        env.format,
-        &obj([
-            ("workflow", Value::str(wf.to_wire())),
-            ("thread", Value::str(t.as_str())),
-        ]),
-    )
+    Ok((wf, t))
 }
 
 fn now_ms() -> u64 {
@@ -336,6 +384,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         fallback_cwd: std::env::current_dir()?,
         pid: std::process::id(),
         now: &now_ms,
+        self_exe: std::env::current_exe().ok(),
     };
     let mut outs = Vec::new();
     let mut failure = None;

@@ -48,9 +48,11 @@ pub(crate) enum WorkflowCommand {
 pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
     match c {
         WorkflowCommand::Put { file } => {
-            let (m, name) = load(&file)?;
+            // Check the file before the store is opened (or created).
+            load(&file)?;
             let s = env.open_rw()?;
-            let id = register(&s, &m, &name, env.now_ms)?;
+            let (name, id) = crate::thread::register_workflow(&s, &file, env.now_ms)
+                .map_err(|e| CliError::new(e.to_string()))?;
             print(
                 env.format,
                 &obj([
@@ -209,32 +211,6 @@ fn load(file: &Path) -> CliResult<(Materialized, String)> {
     let name = def.name.clone();
     let m = materialize(&def).map_err(|e| CliError::new(e.to_string()))?;
     Ok((m, name))
-}
-
-/// Stores a materialised workflow (schemas, then the workflow node) and registers it under
-/// `name`, keeping the previous versions in the registry history.
-///
-/// # Errors
-/// A store failure or a workflow payload its schema refuses.
-pub fn register(s: &Store, m: &Materialized, name: &str, now_ms: u64) -> CliResult<NodeId> {
-    let schemas = m
-        .schemas
-        .iter()
-        .map(|n| s.prepare_schema(&n.payload))
-        .collect::<Result<Vec<_>, _>>()?;
-    s.put(&schemas, now_ms)?;
-    let node = s
-        .prepare(m.workflow_type, &m.workflow, true)
-        .map_err(|e| CliError::new(format!("stored workflow failed schema validation: {e}")))?;
-    debug_assert_eq!(node.id, m.workflow_id);
-    s.write(|w| {
-        w.put(std::slice::from_ref(&node), now_ms)?;
-        if w.registry_get(name)? != Some(node.id) {
-            w.registry_set(name, node.id, now_ms)?;
-        }
-        Ok(())
-    })?;
-    Ok(node.id)
 }
 
 /// A workflow by registry name, else by id or prefix; with its registry name when it has one.

@@ -40,6 +40,9 @@ pub struct StepOptions<'a> {
     pub pid: u32,
     /// The clock, ms since the epoch.
     pub now: &'a dyn Fn() -> u64,
+    /// This program: an agent command named `uwf` runs it, so the built-in agents work
+    /// without `uwf` on `PATH`.
+    pub self_exe: Option<PathBuf>,
 }
 
 /// The result of one step, and notes for stderr.
@@ -313,6 +316,12 @@ fn locked_step(
     ]);
     let cmd = agent.display();
     drop(store);
+    let mut agent = agent;
+    if agent.command == "uwf"
+        && let Some(exe) = &opts.self_exe
+    {
+        agent.command = exe.display().to_string();
+    }
     let run = process::run_agent(&agent, &[thread, &decision.role], &cwd, &env, timeout)
         .map_err(|e| ThreadError::Agent(e.to_string()))?;
     if run.timed_out {

@@ -32,6 +32,46 @@ fn examples_run_to_end() {
     }
 }
 
+/// `thread run` starts and steps to the end in one command, with the agent named `uwf` run as
+/// this binary even when `uwf` is not on `PATH` (the README's first command).
+#[test]
+fn thread_run_goes_to_end_without_uwf_on_path() {
+    let env = TestEnv::new();
+    let agent = format!(
+        "uwf agent scripted --script {}",
+        p(&example("solve-issue.script.yaml"))
+    );
+    let out = env
+        .cmd()
+        .env("PATH", "/usr/bin:/bin")
+        .args([
+            "thread",
+            "run",
+            &p(&example("solve-issue.yaml")),
+            "-p",
+            "fix it",
+            "--agent",
+            &agent,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let steps = json(&String::from_utf8(out.stdout).unwrap());
+    let steps = steps.as_array().unwrap();
+    assert_eq!(steps.len(), 5);
+    let last = steps.last().unwrap();
+    assert_eq!(last.get("status").unwrap().as_str(), Some("completed"));
+    let t = last.get("thread").unwrap().as_str().unwrap().to_string();
+    assert_eq!(
+        env.roles(&t),
+        ["planner", "developer", "reviewer", "developer", "reviewer"]
+    );
+}
+
 #[test]
 fn context_has_start_steps_role_format_and_edge_prompt() {
     let env = TestEnv::new();
