@@ -372,7 +372,9 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     let agent = a.agent.as_deref().map(AgentCommand::parse).transpose()?;
     let config = Config::load(&env.root)?;
     // Create (or import) the store before the step opens it by path.
-    drop(env.open_rw()?);
+    if !env.db_path().exists() {
+        drop(env.open_rw()?);
+    }
     let opts = StepOptions {
         db_path: &env.db_path(),
         root: &env.root,

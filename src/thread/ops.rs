@@ -382,9 +382,23 @@ pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
 
 /// The next role of the thread at `chain`, or `None` at `$END` or when undecidable.
 pub(crate) fn current_role(store: &Store, chain: &Chain) -> Option<String> {
-    let wf = load_workflow(store, chain.workflow_id().ok()?).ok()?;
+    current_role_cached(store, chain, &mut HashMap::new(), &Jsonata::default())
+}
+
+/// [`current_role`] with workflows parsed once per listing.
+fn current_role_cached(
+    store: &Store,
+    chain: &Chain,
+    workflows: &mut HashMap<NodeId, Option<std::rc::Rc<crate::workflow::StoredWorkflow>>>,
+    evaluator: &Jsonata,
+) -> Option<String> {
+    let id = chain.workflow_id().ok()?;
+    let wf = workflows
+        .entry(id)
+        .or_insert_with(|| load_workflow(store, id).ok().map(std::rc::Rc::new))
+        .clone()?;
     let history = load_history(store, chain).ok()?;
-    let d = workflow::next(&wf, &history, &Jsonata::default()).ok()?;
+    let d = workflow::next(&wf, &history, evaluator).ok()?;
     (!d.is_end()).then_some(d.role)
 }
 
@@ -512,6 +526,8 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     rows.sort_by_key(|r| std::cmp::Reverse(r.time.unwrap_or(0)));
     let take = f.take.unwrap_or(usize::MAX);
     let mut out = Vec::new();
+    let mut workflows = HashMap::new();
+    let evaluator = Jsonata::default();
     for r in rows.into_iter().skip(f.skip).take(take) {
         let active = matches!(r.status, Status::Idle | Status::Running);
         let chain = if active {
@@ -528,7 +544,9 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
                     .map(|w| w.to_wire())
             })
             .map_or(Value::Null, Value::str);
-        let role = chain.as_ref().and_then(|c| current_role(store, c));
+        let role = chain
+            .as_ref()
+            .and_then(|c| current_role_cached(store, c, &mut workflows, &evaluator));
         let mut m = Map::new();
         m.insert("thread".into(), Value::str(r.thread));
         m.insert("workflow".into(), workflow);
