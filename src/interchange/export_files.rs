@@ -292,8 +292,16 @@ impl ExportWriter {
             }
         }
         let tmp = self.cas.join(tmp_file_name(id));
-        ensure_file_or_absent(&tmp)?;
-        fs::write(&tmp, &bytes).map_err(io_err("write", &tmp))?;
+        // O_CREAT|O_EXCL never follows a link; whatever is in the way is looked at only then.
+        let f = match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                ensure_file_or_absent(&tmp)?;
+                File::create(&tmp)
+            }
+            r => r,
+        };
+        f.and_then(|mut f| f.write_all(&bytes))
+            .map_err(io_err("write", &tmp))?;
         fs::rename(&tmp, &path).map_err(io_err("rename", &tmp))?;
         if existing.is_some() {
             self.summary.replaced += 1;

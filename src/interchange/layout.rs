@@ -290,14 +290,21 @@ impl Scanner {
         }
     }
 
-    fn entry(&mut self, path: PathBuf, name: &OsStr, layout: Layout) -> Option<ScanItem> {
-        let meta = match fs::symlink_metadata(&path) {
-            Ok(m) => m,
+    /// Classifies one directory entry. `ft` is the entry's own type (links not followed), as
+    /// the directory listing gives it, so a good node file costs one open and one read.
+    fn entry(
+        &mut self,
+        path: PathBuf,
+        name: &OsStr,
+        ft: io::Result<fs::FileType>,
+        layout: Layout,
+    ) -> Option<ScanItem> {
+        let ft = match ft {
+            Ok(ft) => ft,
             Err(source) => {
                 return Some(ScanItem::Problem(ScanProblem::Unreadable { path, source }));
             }
         };
-        let ft = meta.file_type();
         if ft.is_symlink() {
             return Some(ScanItem::Problem(ScanProblem::Symlink { path }));
         }
@@ -330,13 +337,6 @@ impl Scanner {
             };
             return Some(ScanItem::Problem(ScanProblem::NotAFile { path, kind }));
         }
-        if meta.len() > self.max_file_size {
-            return Some(ScanItem::Problem(ScanProblem::TooLarge {
-                path,
-                size: meta.len(),
-                limit: self.max_file_size,
-            }));
-        }
         Some(
             match read_node_file(&path, id, layout, self.max_file_size) {
                 Ok(n) => ScanItem::Node(Box::new(n)),
@@ -366,6 +366,13 @@ pub fn read_node_file(
         return Err(ScanProblem::NotAFile {
             path: path.to_path_buf(),
             kind: "not a regular file when opened",
+        });
+    }
+    if meta.len() > max_size {
+        return Err(ScanProblem::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            limit: max_size,
         });
     }
     let mut bytes = Vec::with_capacity(meta.len().min(max_size) as usize);
@@ -472,7 +479,8 @@ impl Iterator for Scanner {
                 }
                 Some(Ok(entry)) => {
                     let name = entry.file_name();
-                    if let Some(item) = self.entry(entry.path(), &name, layout) {
+                    let ft = entry.file_type();
+                    if let Some(item) = self.entry(entry.path(), &name, ft, layout) {
                         return Some(item);
                     }
                 }

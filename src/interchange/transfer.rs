@@ -199,39 +199,31 @@ pub fn import(
     let mut seen = 0u64;
     // Schema nodes waiting in the current batch (a node typed by one flushes the batch first).
     let mut pending_schemas = std::collections::HashSet::new();
-    for item in Scanner::new(dir).max_file_size(opts.max_file_size) {
-        match item {
-            ScanItem::Ignored(_) => {}
-            ScanItem::Problem(p) => {
-                r.nodes.skipped += 1;
-                r.problems.push(format!("skipped {p}"));
-            }
-            ScanItem::Node(n) => {
-                seen += 1;
-                if seen.is_multiple_of(4096) {
-                    progress("import nodes", seen, 0);
-                }
-                if pending_schemas.contains(&n.type_id) {
-                    flush(store, &mut batch, &mut r)?;
-                    pending_schemas.clear();
-                }
-                let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
-                if !type_known {
-                    deferred.push((n.id, n.layout));
-                    continue;
-                }
-                if n.type_id == META {
-                    pending_schemas.insert(n.id);
-                }
-                let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
-                batch.push((p, n.timestamp));
-                if batch.len() >= opts.batch {
-                    flush(store, &mut batch, &mut r)?;
-                    pending_schemas.clear();
+    // Reading, decoding and re-hashing the files runs on a second thread, ahead of the writes
+    // by at most SCAN_AHEAD items (bounded memory); the items arrive in scan order.
+    let (tx, rx) = std::sync::mpsc::sync_channel(SCAN_AHEAD);
+    let scanner = Scanner::new(dir).max_file_size(opts.max_file_size);
+    std::thread::scope(|scope| -> Result<(), TransferError> {
+        scope.spawn(move || {
+            for item in scanner {
+                // The receiver is gone when the import stopped on an error.
+                if tx.send(item).is_err() {
+                    break;
                 }
             }
-        }
-    }
+        });
+        scan_nodes(
+            store,
+            rx,
+            opts,
+            progress,
+            &mut r,
+            &mut batch,
+            &mut deferred,
+            &mut seen,
+            &mut pending_schemas,
+        )
+    })?;
     flush(store, &mut batch, &mut r)?;
     // Schemas are all in now; a deferred node whose type is still unknown is refused.
     let mut rounds = 0;
@@ -278,6 +270,59 @@ pub fn import(
     import_registry(store, dir, opts, &mut r)?;
     import_history(store, dir, &mut r)?;
     Ok(r)
+}
+
+/// Scanned items waiting for the importer, at most.
+const SCAN_AHEAD: usize = 1024;
+
+/// The node part of [`import`]: puts the scanned nodes in batches, deferring those whose type
+/// is not a schema yet.
+#[allow(clippy::too_many_arguments)]
+fn scan_nodes(
+    store: &Store,
+    rx: std::sync::mpsc::Receiver<ScanItem>,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+    r: &mut ImportReport,
+    batch: &mut Vec<(Prepared, u64)>,
+    deferred: &mut Vec<(NodeId, Layout)>,
+    seen: &mut u64,
+    pending_schemas: &mut std::collections::HashSet<NodeId>,
+) -> Result<(), TransferError> {
+    for item in rx {
+        match item {
+            ScanItem::Ignored(_) => {}
+            ScanItem::Problem(p) => {
+                r.nodes.skipped += 1;
+                r.problems.push(format!("skipped {p}"));
+            }
+            ScanItem::Node(n) => {
+                *seen += 1;
+                if seen.is_multiple_of(4096) {
+                    progress("import nodes", *seen, 0);
+                }
+                if pending_schemas.contains(&n.type_id) {
+                    flush(store, batch, r)?;
+                    pending_schemas.clear();
+                }
+                let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
+                if !type_known {
+                    deferred.push((n.id, n.layout));
+                    continue;
+                }
+                if n.type_id == META {
+                    pending_schemas.insert(n.id);
+                }
+                let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
+                batch.push((p, n.timestamp));
+                if batch.len() >= opts.batch {
+                    flush(store, batch, r)?;
+                    pending_schemas.clear();
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
