@@ -97,6 +97,47 @@ fn ensure_file_or_absent(path: &Path) -> Result<Option<fs::Metadata>, ExportErro
     }
 }
 
+/// Writes `cas/<id>.bin` holding `bytes` (the node file), unless a file with the same bytes is
+/// there: `<id>.tmp` first, then renamed over the name. Returns what was done and whether
+/// another file was replaced. `buf` is scratch space. Safe to call from several threads for
+/// different ids.
+///
+/// # Errors
+/// An I/O error, or [`ExportError::InTheWay`] when a link or directory has the file's name.
+pub fn write_node_file(
+    cas: &Path,
+    id: NodeId,
+    bytes: &[u8],
+    buf: &mut Vec<u8>,
+) -> Result<(Written, bool), ExportError> {
+    let path = cas.join(node_file_name(id));
+    let existing = ensure_file_or_absent(&path)?;
+    if let Some(m) = &existing
+        && m.len() == bytes.len() as u64
+    {
+        buf.clear();
+        File::open(&path)
+            .and_then(|f| f.take(bytes.len() as u64 + 1).read_to_end(buf))
+            .map_err(io_err("read", &path))?;
+        if buf.as_slice() == bytes {
+            return Ok((Written::Skipped, false));
+        }
+    }
+    let tmp = cas.join(tmp_file_name(id));
+    // O_CREAT|O_EXCL never follows a link; whatever is in the way is looked at only then.
+    let f = match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            ensure_file_or_absent(&tmp)?;
+            File::create(&tmp)
+        }
+        r => r,
+    };
+    f.and_then(|mut f| f.write_all(bytes))
+        .map_err(io_err("write", &tmp))?;
+    fs::rename(&tmp, &path).map_err(io_err("rename", &tmp))?;
+    Ok((Written::Written, existing.is_some()))
+}
+
 /// Creates `path` as a directory if absent; refuses a link or a file in its place.
 fn ensure_dir(path: &Path) -> Result<(), ExportError> {
     match fs::symlink_metadata(path) {
@@ -277,38 +318,23 @@ impl ExportWriter {
         timestamp: u64,
     ) -> Result<Written, ExportError> {
         let bytes = cbor::encode_node(&type_id.to_wire(), payload_cbor, timestamp);
-        let path = self.cas.join(node_file_name(id));
-        let existing = ensure_file_or_absent(&path)?;
-        if let Some(m) = &existing
-            && m.len() == bytes.len() as u64
-        {
-            self.buf.clear();
-            File::open(&path)
-                .and_then(|f| f.take(bytes.len() as u64 + 1).read_to_end(&mut self.buf))
-                .map_err(io_err("read", &path))?;
-            if self.buf == bytes {
-                self.summary.skipped += 1;
-                return Ok(Written::Skipped);
-            }
+        let (w, replaced) = write_node_file(&self.cas, id, &bytes, &mut self.buf)?;
+        self.record(w, replaced);
+        Ok(w)
+    }
+
+    /// The `cas/` directory node files go to (for writers running beside this one).
+    pub fn cas_dir(&self) -> &Path {
+        &self.cas
+    }
+
+    /// Counts a node file written by [`write_node_file`] outside this writer.
+    pub fn record(&mut self, w: Written, replaced: bool) {
+        match (w, replaced) {
+            (Written::Skipped, _) => self.summary.skipped += 1,
+            (Written::Written, true) => self.summary.replaced += 1,
+            (Written::Written, false) => self.summary.written += 1,
         }
-        let tmp = self.cas.join(tmp_file_name(id));
-        // O_CREAT|O_EXCL never follows a link; whatever is in the way is looked at only then.
-        let f = match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                ensure_file_or_absent(&tmp)?;
-                File::create(&tmp)
-            }
-            r => r,
-        };
-        f.and_then(|mut f| f.write_all(&bytes))
-            .map_err(io_err("write", &tmp))?;
-        fs::rename(&tmp, &path).map_err(io_err("rename", &tmp))?;
-        if existing.is_some() {
-            self.summary.replaced += 1;
-        } else {
-            self.summary.written += 1;
-        }
-        Ok(Written::Written)
     }
 
     /// Writes a node and records it in the index: `_index/<type>`, and `_index/_meta` for a

@@ -4,7 +4,9 @@
 //! reads one node file at a time and commits in batches, so an interrupted run leaves only
 //! whole batches and a second run finishes the work.
 
-use super::export_files::{AtomicFile, ExportError, ExportSummary, ExportWriter, write_atomic};
+use super::export_files::{
+    AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
+};
 use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
 use super::layout::{
     CAS_DIR, HISTORY_FILE, Layout, NODES_DIR, REGISTRY_FILE, ScanItem, Scanner, THREADS_FILE,
@@ -12,7 +14,7 @@ use super::layout::{
 };
 use super::yaml;
 use crate::cas::bootstrap::{META, ids};
-use crate::cas::{NodeId, Value};
+use crate::cas::{NodeId, Value, cbor};
 use crate::store::{HistoryEntry, Merge, Prepared, Store, StoreError, ThreadRecord};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,9 @@ pub enum TransferError {
         message: String,
     },
 }
+
+/// Threads writing node files during an export.
+const EXPORT_WRITERS: usize = 4;
 
 /// Progress callback: (what, done, total or 0 when unknown).
 pub type Progress<'a> = &'a dyn Fn(&str, u64, u64);
@@ -67,14 +72,50 @@ pub fn export(
     let mut w = ExportWriter::new(dir)?;
     let total = store.node_count()?;
     let mut report = ExportReport::default();
-    store.for_each_node::<TransferError>(|n| {
-        w.write_node(n.id, n.type_id, &n.payload_cbor, n.timestamp)?;
-        report.nodes += 1;
-        if report.nodes.is_multiple_of(4096) {
-            progress("export nodes", report.nodes, total);
+    // Node files are written by a few threads: creating files is bound by the file system's
+    // per-file work, which overlaps across threads; the store is read by this one.
+    let cas = w.cas_dir().to_path_buf();
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(NodeId, Vec<u8>)>(1024);
+    let rx = std::sync::Mutex::new(rx);
+    let outcome = std::thread::scope(|scope| -> Result<Vec<(Written, bool)>, TransferError> {
+        let workers: Vec<_> = (0..EXPORT_WRITERS)
+            .map(|_| {
+                scope.spawn(|| -> Result<Vec<(Written, bool)>, ExportError> {
+                    let mut done = Vec::new();
+                    let mut buf = Vec::new();
+                    loop {
+                        let next = rx.lock().expect("export queue lock").recv();
+                        let Ok((id, bytes)) = next else {
+                            return Ok(done);
+                        };
+                        done.push(write_node_file(&cas, id, &bytes, &mut buf)?);
+                    }
+                })
+            })
+            .collect();
+        let fed = store.for_each_node::<TransferError>(|n| {
+            let bytes = cbor::encode_node(&n.type_id.to_wire(), &n.payload_cbor, n.timestamp);
+            // A closed queue means a writer failed; its error is reported below.
+            if tx.send((n.id, bytes)).is_err() {
+                return Ok(());
+            }
+            report.nodes += 1;
+            if report.nodes.is_multiple_of(4096) {
+                progress("export nodes", report.nodes, total);
+            }
+            Ok(())
+        });
+        drop(tx);
+        let mut all = Vec::new();
+        for h in workers {
+            all.extend(h.join().expect("export writer thread")?);
         }
-        Ok(())
+        fed?;
+        Ok(all)
     })?;
+    for (written, replaced) in outcome {
+        w.record(written, replaced);
+    }
     progress("export nodes", report.nodes, total);
     store.for_each_indexed::<TransferError>(|type_id, id| {
         w.append_index(type_id, id)?;
