@@ -4,7 +4,8 @@
 //! Tables (see ARCHITECTURE.md):
 //! - `nodes`: id → `digest(32) ‖ timestamp(u64 LE) ‖ type(u64 LE) ‖ seq(u64 LE) ‖ refs`, where
 //!   `refs` (derived) are the ids the payload references, packed u64 LE, in schema order
-//! - `payloads`: seq → `id(u64 LE) ‖ payload CBOR`, append-only
+//! - `payloads`: seq of the first entry → `n(u32 LE) ‖ end offsets(u32 LE × n) ‖ entries`, an
+//!   entry being `id(u64 LE) ‖ payload CBOR` for seq, seq+1, …; append-only
 //! - `type_index` (derived): (type, seq) → id, in write order
 //! - `meta`: `format_version`, `next_seq`
 //!
