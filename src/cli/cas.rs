@@ -59,9 +59,9 @@ pub(crate) enum CasCommand {
         /// Node id or prefix.
         id: String,
     },
-    /// Rebuild the type index and the reference table from the nodes.
+    /// Rebuild the type index and the stored references from the nodes and their payloads.
     Reindex,
-    /// Re-hash every node and check the derived tables.
+    /// Re-hash every node and check the derived data (type index, references).
     Verify,
     /// Schemas.
     #[command(subcommand)]

@@ -1,7 +1,7 @@
 //! Helpers for moving nodes in and out in bulk: nodes whose id was computed elsewhere, and
 //! streaming the type index.
 
-use super::nodes::{Prepared, refs_of};
+use super::nodes::{Prepared, refs_in, refs_of};
 use super::{Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value, hash};
@@ -26,11 +26,7 @@ impl Store {
             Vec::new()
         } else {
             let info = self.type_info(type_id)?;
-            if info.has_refs {
-                refs_of(&info.schema, payload)
-            } else {
-                Vec::new()
-            }
+            refs_in(&info, &payload_cbor).unwrap_or_else(|| refs_of(&info.schema, payload))
         };
         Ok(Prepared {
             id,

@@ -4,7 +4,7 @@
 //! refused before anything is written to it.
 
 use super::nodes::{Prepared, put_in};
-use super::{META_TABLE, NODES, REFS, Result, Store, StoreError, TYPE_INDEX};
+use super::{META_TABLE, NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::{self, META};
 use crate::cas::hash;
 use redb::{ReadableTable, WriteTransaction};
@@ -32,8 +32,8 @@ pub static MIGRATIONS: &[Migration] = &[Migration {
 
 fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
     tx.open_table(NODES)?;
+    tx.open_table(PAYLOADS)?;
     tx.open_table(TYPE_INDEX)?;
-    tx.open_table(REFS)?;
     tx.open_table(META_TABLE)?;
     super::threads::create_tables(tx)?;
     super::leases::create_tables(tx)?;
@@ -63,7 +63,17 @@ pub(crate) fn read_version(store: &Store) -> Result<Option<u64>> {
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    Ok(t.get("format_version")?.map(|v| v.value()))
+    let v = t.get("format_version")?.map(|v| v.value());
+    // Builds before the first release wrote version 1 with payloads inside `nodes`.
+    if v == Some(1)
+        && let Err(redb::TableError::TableDoesNotExist(_)) = tx.open_table(PAYLOADS)
+    {
+        return Err(StoreError::Db(
+            "format 1 file from a pre-release build (no payloads table); export it with that build and import it"
+                .into(),
+        ));
+    }
+    Ok(v)
 }
 
 fn version_in(tx: &WriteTransaction) -> Result<u64> {

@@ -1,15 +1,19 @@
-//! The store: every node, the type index, the reference table and the format record in one
-//! redb file. This is the only module that names redb.
+//! The store: every node, its payload, the type index and the format record in one redb file.
+//! This is the only module that names redb.
 //!
 //! Tables (see ARCHITECTURE.md):
-//! - `nodes`: id → `digest(32) ‖ timestamp(u64 LE) ‖ type(u64 LE) ‖ seq(u64 LE) ‖ payload CBOR`
+//! - `nodes`: id → `digest(32) ‖ timestamp(u64 LE) ‖ type(u64 LE) ‖ seq(u64 LE) ‖ refs`, where
+//!   `refs` (derived) are the ids the payload references, packed u64 LE, in schema order
+//! - `payloads`: seq of the first entry → `n(u32 LE) ‖ end offsets(u32 LE × n) ‖ entries`, an
+//!   entry being `id(u64 LE) ‖ payload CBOR` for seq, seq+1, …; append-only
 //! - `type_index` (derived): (type, seq) → id, in write order
-//! - `refs` (derived): id → the ids its payload references, packed u64 LE, in schema order
 //! - `meta`: `format_version`, `next_seq`
 //! - `threads`, `registry`, `registry_history`, `history`, `history_by_thread` (threads.rs)
 //! - `leases`: thread id → the process running a step of it (leases.rs)
 //!
-//! Derived tables are rebuilt from `nodes` by [`Store::reindex`].
+//! Node ids are uniformly random, so a put dirties a random `nodes` leaf; keeping those records
+//! small (about 90 bytes) and appending the payloads under ascending sequence numbers keeps that
+//! cost low. Derived data is rebuilt from `nodes` and `payloads` by [`Store::reindex`].
 
 mod import;
 mod leases;
@@ -38,7 +42,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 pub(crate) const NODES: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
 pub(crate) const TYPE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("type_index");
-pub(crate) const REFS: TableDefinition<u64, &[u8]> = TableDefinition::new("refs");
+pub(crate) const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads");
 pub(crate) const META_TABLE: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// File name of the store inside a storage root.

@@ -1,14 +1,20 @@
 //! Nodes: prepare (hash, check, find refs), put, get, prefix lookup, refs and walk.
 
-use super::{META_TABLE, NODES, REFS, Result, Store, StoreError, TYPE_INDEX};
+use super::{META_TABLE, NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::id::{ID_LEN, digit_value};
 use crate::cas::{NodeId, Value, cbor, hash, refs, schema};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
+/// Length of the fixed part of a `nodes` record: digest, timestamp, type, seq. The packed
+/// references follow it.
 pub(crate) const HEADER: usize = 32 + 8 + 8 + 8;
-
+/// Bytes a payload adds to a `payloads` record: its end offset (u32 LE), the node id (u64 LE).
+const ENTRY_HEAD: usize = 4 + 8;
+/// Most bytes a `payloads` record collects from several payloads: one 16 KiB page minus room
+/// for redb's leaf header. A larger payload gets a record of its own.
+const RECORD_BYTES: usize = 16 * 1024 - 64;
 /// A node ready to be written: hashed, checked, with its references found.
 #[derive(Debug, Clone)]
 pub struct Prepared {
@@ -50,20 +56,165 @@ pub struct StoredNode {
     pub payload_cbor: Vec<u8>,
 }
 
-impl StoredNode {
-    pub(crate) fn decode(id: NodeId, b: &[u8]) -> Result<StoredNode> {
-        if b.len() < HEADER {
-            return Err(StoreError::Corrupt(id));
+/// The fixed part of a `nodes` record, read in place.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Header<'a> {
+    pub(crate) digest: &'a [u8],
+    pub(crate) timestamp: u64,
+    pub(crate) type_id: NodeId,
+    pub(crate) seq: u64,
+    /// The packed references (derived): u64 LE each.
+    pub(crate) refs: &'a [u8],
+}
+
+impl Header<'_> {
+    /// Reads a `nodes` record; `None` when it is too short or its references are not whole ids.
+    pub(crate) fn read(b: &[u8]) -> Option<Header<'_>> {
+        if b.len() < HEADER || !(b.len() - HEADER).is_multiple_of(8) {
+            return None;
         }
         let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        Ok(StoredNode {
-            id,
-            digest: b[..32].try_into().expect("32 bytes"),
+        Some(Header {
+            digest: &b[..32],
             timestamp: u(32),
             type_id: NodeId(u(40)),
             seq: u(48),
-            payload_cbor: b[HEADER..].to_vec(),
+            refs: &b[HEADER..],
         })
+    }
+}
+
+/// The entries of a `payloads` record whose key is `first`: `(seq, id, payload CBOR)` each,
+/// seq counting up from `first`; an `Err(first)` when the record does not parse.
+///
+/// A record is `n (u32 LE) ‖ end offset (u32 LE) × n ‖ entry × n`, an entry being
+/// `id (u64 LE) ‖ payload CBOR` and ending at its offset (counted from the first entry), so one
+/// entry is found without reading the others.
+pub(crate) fn entries(first: u64, b: &[u8]) -> Entries<'_> {
+    Entries {
+        first,
+        rec: Record::read(b),
+        i: 0,
+    }
+}
+
+/// A parsed `payloads` record.
+#[derive(Clone, Copy)]
+struct Record<'a> {
+    ends: &'a [u8],
+    body: &'a [u8],
+}
+
+impl<'a> Record<'a> {
+    fn read(b: &'a [u8]) -> Option<Record<'a>> {
+        let n = u32::from_le_bytes(b.get(..4)?.try_into().expect("4 bytes")) as usize;
+        let ends = b.get(4..4 + 4 * n)?;
+        Some(Record {
+            ends,
+            body: &b[4 + 4 * n..],
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len() / 4
+    }
+
+    fn end(&self, i: usize) -> usize {
+        u32::from_le_bytes(self.ends[4 * i..4 * i + 4].try_into().expect("4 bytes")) as usize
+    }
+
+    /// Entry `i`: the node id and its payload.
+    fn get(&self, i: usize) -> Option<(NodeId, &'a [u8])> {
+        let start = if i == 0 { 0 } else { self.end(i - 1) };
+        let e = self.body.get(start..self.end(i))?;
+        let id = e.get(..8)?;
+        Some((
+            NodeId(u64::from_le_bytes(id.try_into().expect("8 bytes"))),
+            &e[8..],
+        ))
+    }
+}
+
+/// See [`entries`].
+pub(crate) struct Entries<'a> {
+    first: u64,
+    rec: Option<Record<'a>>,
+    i: usize,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = std::result::Result<(u64, NodeId, &'a [u8]), u64>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let seq = self.first + self.i as u64;
+        let Some(rec) = self.rec else {
+            if self.i > 0 {
+                return None;
+            }
+            self.i = 1;
+            return Some(Err(seq));
+        };
+        if self.i >= rec.len() {
+            return None;
+        }
+        match rec.get(self.i) {
+            Some((id, p)) => {
+                self.i += 1;
+                Some(Ok((seq, id, p)))
+            }
+            None => {
+                self.rec = None;
+                self.i = 1;
+                Some(Err(seq))
+            }
+        }
+    }
+}
+
+/// The payload of node `id`, stored under `seq`, or `None` when no record holds it.
+pub(crate) fn find_payload<P>(payloads: &P, id: NodeId, seq: u64) -> Result<Option<Vec<u8>>>
+where
+    P: ReadableTable<u64, &'static [u8]>,
+{
+    let Some(e) = payloads.range(..=seq)?.next_back() else {
+        return Ok(None);
+    };
+    let (k, v) = e?;
+    let (Some(i), Some(rec)) = (seq.checked_sub(k.value()), Record::read(v.value())) else {
+        return Ok(None);
+    };
+    Ok(usize::try_from(i)
+        .ok()
+        .filter(|&i| i < rec.len())
+        .and_then(|i| rec.get(i))
+        .filter(|&(owner, _)| owner == id)
+        .map(|(_, p)| p.to_vec()))
+}
+
+/// Reads node `id`: its `nodes` record, then its payload by sequence number.
+pub(crate) fn read_node<N, P>(nodes: &N, payloads: &P, id: NodeId) -> Result<Option<StoredNode>>
+where
+    N: ReadableTable<u64, &'static [u8]>,
+    P: ReadableTable<u64, &'static [u8]>,
+{
+    let Some(rec) = nodes.get(id.0)? else {
+        return Ok(None);
+    };
+    let h = Header::read(rec.value()).ok_or(StoreError::Corrupt(id))?;
+    let payload = find_payload(payloads, id, h.seq)?.ok_or(StoreError::Corrupt(id))?;
+    Ok(Some(StoredNode::new(id, &h, payload)))
+}
+
+impl StoredNode {
+    pub(crate) fn new(id: NodeId, h: &Header<'_>, payload_cbor: Vec<u8>) -> StoredNode {
+        StoredNode {
+            id,
+            digest: h.digest.try_into().expect("32 bytes"),
+            timestamp: h.timestamp,
+            type_id: h.type_id,
+            seq: h.seq,
+            payload_cbor,
+        }
     }
 
     /// The decoded payload.
@@ -80,19 +231,36 @@ impl StoredNode {
     }
 }
 
+/// The `nodes` record of `p`: digest, timestamp, type, seq, packed references.
 pub(crate) fn encode_record_into(p: &Prepared, timestamp: u64, seq: u64, v: &mut Vec<u8>) {
     v.clear();
-    v.reserve(HEADER + p.payload_cbor.len());
+    v.reserve(HEADER + 8 * p.refs.len());
     v.extend_from_slice(&p.digest);
     v.extend_from_slice(&timestamp.to_le_bytes());
     v.extend_from_slice(&p.type_id.0.to_le_bytes());
     v.extend_from_slice(&seq.to_le_bytes());
-    v.extend_from_slice(&p.payload_cbor);
+    v.extend(p.refs.iter().flat_map(|r| r.0.to_le_bytes()));
 }
 
 pub(crate) fn unpack_refs(b: &[u8]) -> impl Iterator<Item = NodeId> + '_ {
     b.chunks_exact(8)
         .map(|c| NodeId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
+}
+
+/// References of a payload of the type `info` describes, found in its canonical CBOR, so in the
+/// order `reindex` and `verify` find them whatever the key order of the `Value` it came from;
+/// `None` when the bytes do not decode.
+pub(crate) fn refs_in(info: &super::TypeInfo, cbor: &[u8]) -> Option<Vec<NodeId>> {
+    let mut found = Vec::new();
+    if !info.has_refs
+        || info
+            .plan()
+            .is_some_and(|p| p.scan(cbor, &mut found).is_some())
+    {
+        return Some(found);
+    }
+    let v = cbor::decode(cbor).ok()?;
+    Some(refs_of(&info.schema, &v))
 }
 
 /// References of `payload` under `schema`, as ids (strings that are not ids are skipped).
@@ -135,11 +303,7 @@ impl Store {
             info.validator()?.validate(payload, &type_id.to_wire())?;
         }
         let payload_cbor = cbor::encode(payload);
-        let refs = if info.has_refs {
-            refs_of(&info.schema, payload)
-        } else {
-            Vec::new()
-        };
+        let refs = refs_in(&info, &payload_cbor).unwrap_or_else(|| refs_of(&info.schema, payload));
         Ok(Prepared {
             id: hash::node_id(type_id, &payload_cbor),
             digest: hash::digest(type_id, false, &payload_cbor),
@@ -192,10 +356,7 @@ impl Store {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        match t.get(id.0)? {
-            Some(v) => Ok(Some(StoredNode::decode(id, v.value())?)),
-            None => Ok(None),
-        }
+        read_node(&t, &tx.open_table(PAYLOADS)?, id)
     }
 
     /// Whether `id` is stored.
@@ -263,8 +424,12 @@ impl Store {
     /// A redb failure.
     pub fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>> {
         let tx = self.begin_read()?;
-        let t = tx.open_table(REFS)?;
-        Ok(t.get(id.0)?.map(|v| unpack_refs(v.value()).collect()))
+        let t = tx.open_table(NODES)?;
+        let Some(rec) = t.get(id.0)? else {
+            return Ok(None);
+        };
+        let h = Header::read(rec.value()).ok_or(StoreError::Corrupt(id))?;
+        Ok(Some(unpack_refs(h.refs).collect()))
     }
 
     /// Breadth-first walk from `root`, root first, each node once. Missing nodes are reported
@@ -274,7 +439,7 @@ impl Store {
     /// A redb failure.
     pub fn walk(&self, root: NodeId, mut visit: impl FnMut(WalkEvent)) -> Result<WalkStats> {
         let tx = self.begin_read()?;
-        let t = tx.open_table(REFS)?;
+        let t = tx.open_table(NODES)?;
         let mut seen: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
         let mut queue = VecDeque::new();
         let mut stats = WalkStats::default();
@@ -283,9 +448,10 @@ impl Store {
         while let Some(id) = queue.pop_front() {
             match t.get(id.0)? {
                 Some(v) => {
+                    let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
                     stats.visited += 1;
                     visit(WalkEvent::Node(id));
-                    for r in unpack_refs(v.value()) {
+                    for r in unpack_refs(h.refs) {
                         if seen.insert(r.0) {
                             queue.push_back(r);
                         }
@@ -324,9 +490,13 @@ impl Store {
     ) -> std::result::Result<(), E> {
         let tx = self.begin_read()?;
         let t = tx.open_table(NODES).map_err(StoreError::from)?;
+        let payloads = tx.open_table(PAYLOADS).map_err(StoreError::from)?;
         for e in t.iter().map_err(StoreError::from)? {
             let (k, v) = e.map_err(StoreError::from)?;
-            f(StoredNode::decode(NodeId(k.value()), v.value())?)?;
+            let id = NodeId(k.value());
+            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
+            let payload = find_payload(&payloads, id, h.seq)?.ok_or(StoreError::Corrupt(id))?;
+            f(StoredNode::new(id, &h, payload))?;
         }
         Ok(())
     }
@@ -347,10 +517,11 @@ pub fn prepare_unchecked(type_id: NodeId, payload: &Value) -> Prepared {
 
 /// Writes `nodes` inside `tx`; see [`Store::put`].
 ///
-/// Sequence numbers follow the order of `nodes` (the type index lists a type's nodes in write
-/// order), but the trees are written in key order: ids are uniformly random, so inserting them
-/// sorted makes consecutive inserts share the B-tree path that is already cached and dirty
-/// instead of jumping across the file for every node.
+/// Nothing is written until every node has been checked, so a collision leaves `tx` as it was.
+/// Sequence numbers follow the order of `nodes`: payloads are appended under them (ascending
+/// keys, so each leaf is written once, full) and the type index lists a type's nodes in write
+/// order. The small `nodes` records are written in id order: ids are uniformly random, so
+/// sorted inserts make consecutive ones share the B-tree path that is already cached and dirty.
 pub(crate) fn put_in<'a>(
     tx: &WriteTransaction,
     nodes: impl ExactSizeIterator<Item = (&'a Prepared, u64)>,
@@ -407,29 +578,53 @@ pub(crate) fn put_in<'a>(
     if seq == first_seq {
         return Ok(out);
     }
-    let inserted = || {
-        order
-            .iter()
-            .copied()
-            .filter(|&i| out[i] == PutOutcome::Inserted)
-    };
     let mut buf = Vec::new();
-    for i in inserted() {
+    for &i in order.iter().filter(|&&i| out[i] == PutOutcome::Inserted) {
         let (p, now_ms) = items[i];
         encode_record_into(p, now_ms, seqs[i], &mut buf);
         t.insert(p.id.0, buf.as_slice())?;
     }
     drop(t);
-    let mut rt = tx.open_table(REFS)?;
-    let mut packed = Vec::new();
-    for i in inserted() {
-        let p = items[i].0;
-        packed.clear();
-        packed.extend(p.refs.iter().flat_map(|r| r.0.to_le_bytes()));
-        rt.insert(p.id.0, packed.as_slice())?;
+    // Payloads in seq order, packed several to a record (one insert and one page write for
+    // many payloads instead of one each).
+    let mut pt = tx.open_table(PAYLOADS)?;
+    let fresh: Vec<usize> = (0..items.len())
+        .filter(|&i| out[i] == PutOutcome::Inserted)
+        .collect();
+    let mut start = 0;
+    while start < fresh.len() {
+        let mut end = start;
+        let mut len = 0;
+        while end < fresh.len() {
+            let l = ENTRY_HEAD + items[fresh[end]].0.payload_cbor.len();
+            if end > start && len + l > RECORD_BYTES {
+                break;
+            }
+            len += l;
+            end += 1;
+        }
+        let n = end - start;
+        let mut g = pt.insert_reserve(seqs[fresh[start]], 4 + len)?;
+        let m = g.as_mut();
+        let (ends, mut body) = m.split_at_mut(4 + 4 * n);
+        ends[..4].copy_from_slice(&(n as u32).to_le_bytes());
+        let mut off = 0usize;
+        for (k, &i) in fresh[start..end].iter().enumerate() {
+            let p = items[i].0;
+            let l = 8 + p.payload_cbor.len();
+            let (e, rest) = body.split_at_mut(l);
+            e[..8].copy_from_slice(&p.id.0.to_le_bytes());
+            e[8..].copy_from_slice(&p.payload_cbor);
+            body = rest;
+            off += l;
+            let end = u32::try_from(off).map_err(|_| StoreError::Db("payload too large".into()))?;
+            ends[4 + 4 * k..8 + 4 * k].copy_from_slice(&end.to_le_bytes());
+        }
+        start = end;
     }
-    drop(rt);
-    let mut index: Vec<(u64, u64, u64)> = inserted()
+    drop(pt);
+    let mut index: Vec<(u64, u64, u64)> = (0..items.len())
+        .filter(|&i| out[i] == PutOutcome::Inserted)
         .map(|i| (items[i].0.type_id.0, seqs[i], items[i].0.id.0))
         .collect();
     index.sort_unstable();

@@ -1,11 +1,13 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
-use super::nodes::{BuildU64, HEADER, StoredNode, refs_of, unpack_refs};
-use super::{NODES, REFS, Result, Store, StoreError, TYPE_INDEX};
+use super::nodes::{
+    BuildU64, HEADER, Header, entries as entries_of, find_payload, read_node, refs_of, unpack_refs,
+};
+use super::{NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, cbor, hash};
 use redb::{ReadableTable, ReadableTableMetadata};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// One problem `verify` found.
@@ -41,10 +43,19 @@ pub enum Damage {
         /// The id it lists.
         id: NodeId,
     },
-    /// The node has no entry in the reference table.
-    NoRefs(NodeId),
-    /// The reference table has an entry for a node that is not stored.
-    StaleRefs(NodeId),
+    /// The node's stored references differ from those its payload holds.
+    WrongRefs(NodeId),
+    /// The node's payload record is missing or names another node.
+    NoPayload(NodeId),
+    /// A `payloads` record whose entries from this sequence number on do not parse.
+    BrokenPayloads(u64),
+    /// A payload entry whose node is not stored, or is stored with another sequence number.
+    StalePayload {
+        /// The node the record names.
+        id: NodeId,
+        /// The record's key.
+        seq: u64,
+    },
 }
 
 impl std::fmt::Display for Damage {
@@ -62,9 +73,18 @@ impl std::fmt::Display for Damage {
                 f,
                 "{id}: listed under type {type_id} but not stored with that type"
             ),
-            Damage::NoRefs(id) => write!(f, "{id}: missing from the reference table"),
-            Damage::StaleRefs(id) => {
-                write!(f, "{id}: reference entry for a node that is not stored")
+            Damage::WrongRefs(id) => {
+                write!(f, "{id}: stored references differ from the payload's")
+            }
+            Damage::NoPayload(id) => write!(f, "{id}: payload record missing"),
+            Damage::BrokenPayloads(seq) => {
+                write!(f, "payload entries from seq {seq} on do not parse")
+            }
+            Damage::StalePayload { id, seq } => {
+                write!(
+                    f,
+                    "{id}: payload record {seq} for a node not stored with it"
+                )
             }
         }
     }
@@ -101,64 +121,121 @@ impl VerifyReport {
 /// Progress callback: (done, total).
 pub type Progress<'a> = &'a dyn Fn(u64, u64);
 
+/// A node as `reindex` sees it: where it is, and where its stored references are.
+struct Entry {
+    seq: u64,
+    id: u64,
+    type_id: u64,
+    refs_at: usize,
+    refs_len: usize,
+}
+
+/// Schemas by type id, as `reindex` and `verify` meet them.
+type Types = HashMap<u64, Arc<super::TypeInfo>, BuildU64>;
+
 impl Store {
-    /// Rebuilds the type index and the reference table from the nodes, in one transaction.
-    /// Returns the number of nodes indexed.
+    /// Rebuilds the derived data from the nodes and their payloads, in one transaction: the
+    /// references in every `nodes` record (rewriting only records that differ) and the type
+    /// index. Returns the number of nodes indexed.
+    ///
+    /// The `nodes` records are read first (they are small), then the payloads in sequence
+    /// order, which is the order they lie in the file.
     ///
     /// # Errors
     /// A redb failure, or a node whose type schema is missing or whose payload is corrupt.
     pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
         let tx = self.begin_write()?;
         tx.delete_table(TYPE_INDEX)?;
-        tx.delete_table(REFS)?;
         let mut count = 0u64;
         {
-            let nodes = tx.open_table(NODES)?;
+            let mut nodes = tx.open_table(NODES)?;
+            let payloads = tx.open_table(PAYLOADS)?;
             let total = nodes.len()?;
-            let mut refs = tx.open_table(REFS)?;
-            let mut index: Vec<(u64, u64, u64)> = Vec::with_capacity(total as usize);
-            let mut types: HashMap<u64, Arc<super::TypeInfo>, BuildU64> =
-                HashMap::with_hasher(BuildU64);
-            let mut packed = Vec::new();
-            let mut found = Vec::new();
+            let mut nodes_by_seq: Vec<Entry> = Vec::with_capacity(total as usize);
+            let mut stored: Vec<u64> = Vec::new();
             for e in nodes.iter()? {
                 let (k, v) = e?;
                 let id = NodeId(k.value());
-                let b = v.value();
-                if b.len() < HEADER {
-                    return Err(StoreError::Corrupt(id));
-                }
-                let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-                let (type_id, seq) = (NodeId(u(40)), u(48));
-                index.push((type_id.0, seq, id.0));
-                packed.clear();
-                if type_id != META && type_id != id {
-                    let info = match types.get(&type_id.0) {
-                        Some(i) => i,
-                        None => {
-                            let i = self.type_info_in(&nodes, type_id)?;
-                            types.entry(type_id.0).or_insert(i)
-                        }
+                let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
+                let refs_at = stored.len();
+                stored.extend(unpack_refs(h.refs).map(|r| r.0));
+                nodes_by_seq.push(Entry {
+                    seq: h.seq,
+                    id: id.0,
+                    type_id: h.type_id.0,
+                    refs_at,
+                    refs_len: stored.len() - refs_at,
+                });
+            }
+            nodes_by_seq.sort_unstable_by_key(|e| e.seq);
+            let mut types: Types = HashMap::with_hasher(BuildU64);
+            let mut fixes: Vec<(u64, Vec<NodeId>)> = Vec::new();
+            let mut found = Vec::new();
+            // Walk the payload entries in seq order beside the nodes sorted by seq. Entries
+            // without a node are skipped here; `verify` reports them.
+            let mut next = 0usize;
+            for r in payloads.iter()? {
+                let (k, v) = r?;
+                for entry in entries_of(k.value(), v.value()) {
+                    let Ok((seq, owner, payload)) = entry else {
+                        break;
                     };
-                    if info.has_refs {
-                        let payload = &b[HEADER..];
-                        found.clear();
-                        let fast = info
-                            .plan()
-                            .is_some_and(|p| p.scan(payload, &mut found).is_some());
-                        if !fast {
-                            let v = cbor::decode(payload).map_err(|_| StoreError::Corrupt(id))?;
-                            found = refs_of(&info.schema, &v);
+                    let Some(e) = nodes_by_seq.get(next) else {
+                        break;
+                    };
+                    if seq < e.seq {
+                        continue;
+                    }
+                    let id = NodeId(e.id);
+                    if seq > e.seq || owner != id {
+                        return Err(StoreError::Corrupt(id));
+                    }
+                    next += 1;
+                    found.clear();
+                    let type_id = NodeId(e.type_id);
+                    if type_id != META && type_id != id {
+                        let info = match types.get(&type_id.0) {
+                            Some(i) => i,
+                            None => {
+                                let i = self.type_info_in(&nodes, &payloads, type_id)?;
+                                types.entry(type_id.0).or_insert(i)
+                            }
+                        };
+                        if info.has_refs {
+                            let fast = info
+                                .plan()
+                                .is_some_and(|p| p.scan(payload, &mut found).is_some());
+                            if !fast {
+                                let v =
+                                    cbor::decode(payload).map_err(|_| StoreError::Corrupt(id))?;
+                                found = refs_of(&info.schema, &v);
+                            }
                         }
-                        packed.extend(found.iter().flat_map(|r| r.0.to_le_bytes()));
+                    }
+                    let old = &stored[e.refs_at..e.refs_at + e.refs_len];
+                    if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
+                        fixes.push((e.id, found.clone()));
+                    }
+                    count += 1;
+                    if count.is_multiple_of(65536) {
+                        progress(count, total);
                     }
                 }
-                refs.insert(id.0, packed.as_slice())?;
-                count += 1;
-                if count.is_multiple_of(65536) {
-                    progress(count, total);
-                }
             }
+            if let Some(e) = nodes_by_seq.get(next) {
+                return Err(StoreError::Corrupt(NodeId(e.id)));
+            }
+            drop(payloads);
+            for (id, refs) in fixes {
+                let mut rec = nodes.get(id)?.expect("read above").value()[..HEADER].to_vec();
+                rec.extend(refs.iter().flat_map(|r| r.0.to_le_bytes()));
+                nodes.insert(id, rec.as_slice())?;
+            }
+            let mut index: Vec<(u64, u64, u64)> = nodes_by_seq
+                .iter()
+                .map(|e| (e.type_id, e.seq, e.id))
+                .collect();
+            drop(nodes_by_seq);
             index.sort_unstable();
             let mut ti = tx.open_table(TYPE_INDEX)?;
             for (t, s, id) in index {
@@ -170,85 +247,104 @@ impl Store {
         Ok(count)
     }
 
-    fn type_info_in(
+    /// The schema of `type_id`: from the cache, else as stored in the tables given.
+    fn type_info_in<N, P>(
         &self,
-        nodes: &redb::Table<'_, u64, &[u8]>,
+        nodes: &N,
+        payloads: &P,
         type_id: NodeId,
-    ) -> Result<Arc<super::TypeInfo>> {
+    ) -> Result<Arc<super::TypeInfo>>
+    where
+        N: ReadableTable<u64, &'static [u8]>,
+        P: ReadableTable<u64, &'static [u8]>,
+    {
         if let Ok(i) = self.type_info(type_id) {
             return Ok(i);
         }
-        match nodes.get(type_id.0)? {
-            Some(v) => {
-                let n = StoredNode::decode(type_id, v.value())?;
-                Ok(Arc::new(super::TypeInfo::new(n.payload()?)))
-            }
-            None => Err(StoreError::UnknownType(type_id)),
+        match read_node(nodes, payloads, type_id)? {
+            Some(n) if n.type_id == META => Ok(Arc::new(super::TypeInfo::new(n.payload()?))),
+            _ => Err(StoreError::UnknownType(type_id)),
         }
     }
 
-    /// Re-hashes every node, checks its digest and its presence in the derived tables, and
-    /// checks that the derived tables name no missing node.
+    /// Re-hashes every node, checks its digest, recomputes its references and compares them
+    /// with the stored ones, checks its presence in the type index, and checks that no payload
+    /// or index entry names a missing node.
+    ///
+    /// The payloads are read in sequence order (the order they lie in the file); each one's
+    /// `nodes` record is looked up by id.
     ///
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
     pub fn verify(&self, progress: Progress<'_>) -> Result<VerifyReport> {
         let tx = self.begin_read()?;
         let nodes = tx.open_table(NODES)?;
+        let payloads = tx.open_table(PAYLOADS)?;
         let index = tx.open_table(TYPE_INDEX)?;
-        let refs = tx.open_table(REFS)?;
         let total = nodes.len()?;
         let mut report = VerifyReport::default();
-        let mut types_ok: HashMap<u64, bool> = HashMap::new();
-        for e in nodes.iter()? {
-            let (k, v) = e?;
-            let id = NodeId(k.value());
-            report.nodes += 1;
-            if report.nodes.is_multiple_of(65536) {
-                progress(report.nodes, total);
-            }
-            let Ok(n) = StoredNode::decode(id, v.value()) else {
-                report.push(Damage::Unreadable(id));
-                continue;
-            };
-            let self_typed = n.type_id == id;
-            let actual = if self_typed {
-                hash::self_id(&n.payload_cbor)
-            } else {
-                hash::node_id(n.type_id, &n.payload_cbor)
-            };
-            if actual != id {
-                report.push(Damage::WrongId { id, actual });
-            }
-            if hash::digest(n.type_id, self_typed, &n.payload_cbor) != n.digest {
-                report.push(Damage::BadDigest(id));
-            }
-            match cbor::decode(&n.payload_cbor) {
-                Ok(v) if cbor::encode(&v) == n.payload_cbor => {}
-                _ => report.push(Damage::BadPayload(id)),
-            }
-            if !self_typed {
-                let ok = *types_ok.entry(n.type_id.0).or_insert_with(|| {
-                    n.type_id == META
-                        || nodes
-                            .get(n.type_id.0)
-                            .ok()
-                            .flatten()
-                            .and_then(|t| StoredNode::decode(n.type_id, t.value()).ok())
-                            .is_some_and(|t| t.type_id == META)
-                });
-                if !ok {
-                    report.push(Damage::MissingType {
-                        id,
-                        type_id: n.type_id,
-                    });
+        // Per type: whether it is a stored schema, and its schema when that can be read.
+        let mut types: HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64> =
+            HashMap::with_hasher(BuildU64);
+        let mut unreadable: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
+        for r in payloads.iter()? {
+            let (k, v) = r?;
+            for entry in entries_of(k.value(), v.value()) {
+                let (seq, id, payload) = match entry {
+                    Ok(e) => e,
+                    Err(seq) => {
+                        report.push(Damage::BrokenPayloads(seq));
+                        break;
+                    }
+                };
+                let Some(rec) = nodes.get(id.0)? else {
+                    report.push(Damage::StalePayload { id, seq });
+                    continue;
+                };
+                let Some(h) = Header::read(rec.value()) else {
+                    if unreadable.insert(id.0) {
+                        report.nodes += 1;
+                        report.push(Damage::Unreadable(id));
+                    }
+                    continue;
+                };
+                if h.seq != seq {
+                    report.push(Damage::StalePayload { id, seq });
+                    continue;
                 }
+                report.nodes += 1;
+                if report.nodes.is_multiple_of(65536) {
+                    progress(report.nodes, total);
+                }
+                self.check_node(
+                    &mut report,
+                    &nodes,
+                    &payloads,
+                    &index,
+                    &mut types,
+                    id,
+                    &h,
+                    payload,
+                )?;
             }
-            if index.get((n.type_id.0, n.seq))?.map(|g| g.value()) != Some(id.0) {
-                report.push(Damage::NotIndexed(id));
-            }
-            if refs.get(id.0)?.is_none() {
-                report.push(Damage::NoRefs(id));
+        }
+        if report.nodes != total {
+            // Some nodes have no payload record of their own.
+            for e in nodes.iter()? {
+                let (k, v) = e?;
+                let id = NodeId(k.value());
+                let Some(h) = Header::read(v.value()) else {
+                    if unreadable.insert(id.0) {
+                        report.nodes += 1;
+                        report.push(Damage::Unreadable(id));
+                    }
+                    continue;
+                };
+                let own = find_payload(&payloads, id, h.seq)?.is_some();
+                if !own {
+                    report.nodes += 1;
+                    report.push(Damage::NoPayload(id));
+                }
             }
         }
         if index.len()? != report.nodes {
@@ -258,8 +354,8 @@ impl Store {
                 let id = NodeId(v.value());
                 let ok = nodes
                     .get(id.0)?
-                    .and_then(|g| StoredNode::decode(id, g.value()).ok())
-                    .is_some_and(|n| n.type_id.0 == t);
+                    .and_then(|g| Header::read(g.value()).map(|h| h.type_id.0 == t))
+                    .unwrap_or(false);
                 if !ok {
                     report.push(Damage::StaleIndex {
                         type_id: NodeId(t),
@@ -268,16 +364,103 @@ impl Store {
                 }
             }
         }
-        if refs.len()? != report.nodes {
-            for e in refs.iter()? {
-                let (k, v) = e?;
-                let _ = unpack_refs(v.value()).count();
-                if nodes.get(k.value())?.is_none() {
-                    report.push(Damage::StaleRefs(NodeId(k.value())));
-                }
-            }
-        }
         progress(report.nodes, total);
         Ok(report)
+    }
+
+    /// The checks of one node whose `nodes` record `h` and payload were read.
+    #[allow(clippy::too_many_arguments)]
+    fn check_node<N, P, I>(
+        &self,
+        report: &mut VerifyReport,
+        nodes: &N,
+        payloads: &P,
+        index: &I,
+        types: &mut HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64>,
+        id: NodeId,
+        h: &Header<'_>,
+        payload: &[u8],
+    ) -> Result<()>
+    where
+        N: ReadableTable<u64, &'static [u8]>,
+        P: ReadableTable<u64, &'static [u8]>,
+        I: ReadableTable<(u64, u64), u64>,
+    {
+        let seq = h.seq;
+        let mut found = Vec::new();
+        let self_typed = h.type_id == id;
+        let actual = if self_typed {
+            hash::self_id(payload)
+        } else {
+            hash::node_id(h.type_id, payload)
+        };
+        if actual != id {
+            report.push(Damage::WrongId { id, actual });
+        }
+        if hash::digest(h.type_id, self_typed, payload)[..] != *h.digest {
+            report.push(Damage::BadDigest(id));
+        }
+        let value = match cbor::decode(payload) {
+            Ok(v) if cbor::encode(&v) == payload => Some(v),
+            _ => {
+                report.push(Damage::BadPayload(id));
+                None
+            }
+        };
+        let mut info = None;
+        if !self_typed {
+            let (ok, i) = match types.get(&h.type_id.0) {
+                Some(t) => t,
+                None => {
+                    let ok = h.type_id == META
+                        || nodes
+                            .get(h.type_id.0)?
+                            .and_then(|t| Header::read(t.value()).map(|t| t.type_id == META))
+                            .unwrap_or(false);
+                    let i = if ok && h.type_id != META {
+                        self.type_info_in(nodes, payloads, h.type_id).ok()
+                    } else {
+                        None
+                    };
+                    types.entry(h.type_id.0).or_insert((ok, i))
+                }
+            };
+            if !ok {
+                report.push(Damage::MissingType {
+                    id,
+                    type_id: h.type_id,
+                });
+            }
+            info = i.clone();
+        }
+        // Schemas and the meta-schema reference nothing; other nodes what their schema says.
+        let known = match &info {
+            Some(i) if i.has_refs => {
+                let fast = i
+                    .plan()
+                    .is_some_and(|p| p.scan(payload, &mut found).is_some());
+                if !fast {
+                    found.clear();
+                    if let Some(v) = &value {
+                        found = refs_of(&i.schema, v);
+                    }
+                }
+                fast || value.is_some()
+            }
+            Some(_) => true,
+            None => self_typed || h.type_id == META,
+        };
+        if known
+            && !found
+                .iter()
+                .map(|r| r.0)
+                .eq(unpack_refs(h.refs).map(|r| r.0))
+        {
+            report.push(Damage::WrongRefs(id));
+        }
+        if index.get((h.type_id.0, seq))?.map(|g| g.value()) != Some(id.0) {
+            report.push(Damage::NotIndexed(id));
+        }
+        Ok(())
     }
 }

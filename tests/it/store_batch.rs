@@ -128,3 +128,49 @@ fn reindex_rebuilds_what_puts_maintain() {
     s.walk(prev.unwrap(), |_| visited += 1).unwrap();
     assert_eq!(visited, 3 * 20 * 2 + 2, "steps, outputs, start, workflow");
 }
+
+/// The references kept in a `nodes` record are derived: `verify` recomputes them from the
+/// payload and reports a difference, and `reindex` rewrites them.
+#[test]
+fn verify_reports_and_reindex_repairs_stored_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("uwf.redb");
+    let s = Store::open(&path).unwrap();
+    let start = s
+        .prepare(
+            id(ids::START_NODE),
+            &Value::from_json_str(r#"{"workflow":"95ST8MZ0QTKP9","prompt":"p","cwd":"/"}"#)
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    let out = text(&s, "out");
+    let st = step(&s, start.id, None, out.id);
+    s.put(&[start.clone(), out.clone(), st.clone()], 1).unwrap();
+    let want = s.refs(st.id).unwrap().unwrap();
+    drop(s);
+    {
+        // Drop the step's stored references, as a damaged derived part would.
+        let mut b = redb::Database::builder();
+        b.set_concurrency_mode(redb::ConcurrencyMode::MultiWriter);
+        let db = b.create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            use redb::ReadableTable;
+            let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("nodes");
+            let mut t = tx.open_table(def).unwrap();
+            let rec = t.get(st.id.0).unwrap().unwrap().value().to_vec();
+            assert_eq!(rec.len(), 56 + 8 * want.len());
+            t.insert(st.id.0, &rec[..56]).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.refs(st.id).unwrap().unwrap(), []);
+    let r = s.verify(&|_, _| {}).unwrap();
+    assert_eq!(r.damage, [uwf::store::Damage::WrongRefs(st.id)]);
+    s.reindex(&|_, _| {}).unwrap();
+    assert_eq!(s.refs(st.id).unwrap().unwrap(), want);
+    assert!(s.verify(&|_, _| {}).unwrap().is_clean());
+    assert_eq!(s.get(st.id).unwrap().unwrap().payload_cbor, st.payload_cbor);
+}
