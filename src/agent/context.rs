@@ -4,7 +4,7 @@
 use super::instruction::output_format_instruction;
 use crate::cas::Value;
 use crate::cas::value::Map;
-use crate::workflow::{Brief, History, Role};
+use crate::workflow::{History, Role};
 
 /// The agent context as JSON:
 /// `{start, steps: [{role, output, detail, agent}], role: {name, description, goal,
@@ -23,25 +23,7 @@ pub fn agent_context<S>(
     let mut r = Map::new();
     r.insert("name".into(), Value::str(role_name));
     r.insert("description".into(), Value::str(&role.description));
-    match &role.brief {
-        Brief::Charter {
-            goal,
-            capabilities,
-            procedure,
-            output,
-        } => {
-            r.insert("goal".into(), Value::str(goal));
-            r.insert(
-                "capabilities".into(),
-                Value::Array(capabilities.iter().map(Value::str).collect()),
-            );
-            r.insert("procedure".into(), Value::str(procedure));
-            r.insert("output".into(), Value::str(output));
-        }
-        Brief::SystemPrompt(p) => {
-            r.insert("systemPrompt".into(), Value::str(p));
-        }
-    }
+    role.brief.insert_into(&mut r);
     r.insert("outputSchema".into(), schema.clone());
     let mut out = Map::new();
     out.insert(
@@ -67,6 +49,7 @@ pub fn agent_context<S>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workflow::Brief;
     use crate::workflow::StepView;
 
     #[test]

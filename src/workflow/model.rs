@@ -66,6 +66,32 @@ pub enum Brief {
     SystemPrompt(String),
 }
 
+impl Brief {
+    /// Adds the brief's fields to `m` under their YAML names (`goal`, `capabilities`,
+    /// `procedure`, `output`, or `systemPrompt`).
+    pub fn insert_into(&self, m: &mut crate::cas::value::Map) {
+        match self {
+            Brief::Charter {
+                goal,
+                capabilities,
+                procedure,
+                output,
+            } => {
+                m.insert("goal".into(), Value::str(goal));
+                m.insert(
+                    "capabilities".into(),
+                    Value::Array(capabilities.iter().map(Value::str).collect()),
+                );
+                m.insert("procedure".into(), Value::str(procedure));
+                m.insert("output".into(), Value::str(output));
+            }
+            Brief::SystemPrompt(p) => {
+                m.insert("systemPrompt".into(), Value::str(p));
+            }
+        }
+    }
+}
+
 /// A named JSONata condition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Condition {
@@ -363,24 +389,12 @@ impl StoredWorkflow {
         for (name, r) in &self.roles {
             let mut m = Map::new();
             m.insert("description".into(), Value::str(&r.description));
+            r.brief.insert_into(&mut m);
             match &r.brief {
-                Brief::Charter {
-                    goal,
-                    capabilities,
-                    procedure,
-                    output,
-                } => {
-                    m.insert("goal".into(), Value::str(goal));
-                    m.insert(
-                        "capabilities".into(),
-                        Value::Array(capabilities.iter().map(Value::str).collect()),
-                    );
-                    m.insert("procedure".into(), Value::str(procedure));
-                    m.insert("output".into(), Value::str(output));
+                Brief::Charter { .. } => {
                     m.insert("frontmatter".into(), Value::str(r.schema.to_wire()));
                 }
-                Brief::SystemPrompt(p) => {
-                    m.insert("systemPrompt".into(), Value::str(p));
+                Brief::SystemPrompt(_) => {
                     m.insert("outputSchema".into(), Value::str(r.schema.to_wire()));
                 }
             }
