@@ -242,20 +242,32 @@ pub fn import(
     let mut pending_schemas = std::collections::HashSet::new();
     // Reading, decoding and re-hashing the files runs on a second thread, ahead of the writes
     // by at most SCAN_AHEAD items (bounded memory); the items arrive in scan order.
-    let (tx, rx) = std::sync::mpsc::sync_channel(SCAN_AHEAD);
+    // Items travel in chunks, so the two threads do not wake each other for every file.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ScanItem>>(SCAN_AHEAD / SCAN_CHUNK);
     let scanner = Scanner::new(dir).max_file_size(opts.max_file_size);
     std::thread::scope(|scope| -> Result<(), TransferError> {
         scope.spawn(move || {
+            let mut chunk = Vec::with_capacity(SCAN_CHUNK);
             for item in scanner {
-                // The receiver is gone when the import stopped on an error.
-                if tx.send(item).is_err() {
-                    break;
+                chunk.push(item);
+                if chunk.len() == SCAN_CHUNK {
+                    // The receiver is gone when the import stopped on an error.
+                    if tx
+                        .send(std::mem::replace(
+                            &mut chunk,
+                            Vec::with_capacity(SCAN_CHUNK),
+                        ))
+                        .is_err()
+                    {
+                        return;
+                    }
                 }
             }
+            let _ = tx.send(chunk);
         });
         scan_nodes(
             store,
-            rx,
+            rx.into_iter().flatten(),
             opts,
             progress,
             &mut r,
@@ -315,13 +327,15 @@ pub fn import(
 
 /// Scanned items waiting for the importer, at most.
 const SCAN_AHEAD: usize = 1024;
+/// Scanned items sent between the threads at a time.
+const SCAN_CHUNK: usize = 64;
 
 /// The node part of [`import`]: puts the scanned nodes in batches, deferring those whose type
 /// is not a schema yet.
 #[allow(clippy::too_many_arguments)]
 fn scan_nodes(
     store: &Store,
-    rx: std::sync::mpsc::Receiver<ScanItem>,
+    rx: impl Iterator<Item = ScanItem>,
     opts: ImportOptions,
     progress: Progress<'_>,
     r: &mut ImportReport,
