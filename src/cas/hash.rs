@@ -20,6 +20,17 @@ pub fn self_id(payload_cbor: &[u8]) -> NodeId {
     NodeId(XxHash64::oneshot(0, payload_cbor))
 }
 
+/// The id of a node of type `type_id`, or of a self-typed node (the meta-schema, whose type is
+/// its own id) when `self_typed`.
+#[inline]
+pub fn id_for(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> NodeId {
+    if self_typed {
+        self_id(payload_cbor)
+    } else {
+        node_id(type_id, payload_cbor)
+    }
+}
+
 /// BLAKE3 of the same bytes the id hashes (`type id ‖ payload`, or the payload alone for a
 /// self-typed node).
 pub fn digest(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> [u8; 32] {

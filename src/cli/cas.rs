@@ -90,7 +90,10 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             let s = env.open_ro()?;
             let id = s.resolve(&id)?;
             let n = s.get(id)?.ok_or(StoreError::NotFound(id))?;
-            check_node(&n)?;
+            // Refuse a record whose bytes no longer hash to its id or digest (a damaged file).
+            if !n.is_intact() {
+                return Err(StoreError::Corrupt(n.id).into());
+            }
             let mut out = obj([
                 ("type", Value::str(n.type_id.to_wire())),
                 ("payload", n.payload()?),
@@ -281,20 +284,6 @@ fn walk(env: &Env, id: &str) -> CliResult {
         )));
     }
     print(env.format, &out)
-}
-
-/// Refuses a record whose bytes no longer hash to its id or digest (a damaged file).
-fn check_node(n: &crate::store::StoredNode) -> CliResult {
-    let self_typed = n.type_id == n.id;
-    let actual = if self_typed {
-        hash::self_id(&n.payload_cbor)
-    } else {
-        hash::node_id(n.type_id, &n.payload_cbor)
-    };
-    if actual != n.id || hash::digest(n.type_id, self_typed, &n.payload_cbor) != n.digest {
-        return Err(StoreError::Corrupt(n.id).into());
-    }
-    Ok(())
 }
 
 fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult {

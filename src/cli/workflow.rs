@@ -49,9 +49,10 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
     match c {
         WorkflowCommand::Put { file } => {
             // Check the file before the store is opened (or created).
-            load(&file)?;
+            let def = workflow::load_file(&file, &Jsonata::default())
+                .map_err(|e| CliError::new(e.to_string()))?;
             let s = env.open_rw()?;
-            let (name, id) = crate::thread::register_workflow(&s, &file, env.now_ms)
+            let (name, id) = crate::thread::register_def(&s, &def, env.now_ms)
                 .map_err(|e| CliError::new(e.to_string()))?;
             print(
                 env.format,

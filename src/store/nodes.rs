@@ -206,6 +206,13 @@ where
 }
 
 impl StoredNode {
+    /// Whether the stored bytes still hash to the node's id and BLAKE3 digest.
+    pub fn is_intact(&self) -> bool {
+        let self_typed = self.type_id == self.id;
+        hash::id_for(self.type_id, self_typed, &self.payload_cbor) == self.id
+            && hash::digest(self.type_id, self_typed, &self.payload_cbor) == self.digest
+    }
+
     pub(crate) fn new(id: NodeId, h: &Header<'_>, payload_cbor: Vec<u8>) -> StoredNode {
         StoredNode {
             id,

@@ -389,11 +389,7 @@ impl Store {
         let seq = h.seq;
         let mut found = Vec::new();
         let self_typed = h.type_id == id;
-        let actual = if self_typed {
-            hash::self_id(payload)
-        } else {
-            hash::node_id(h.type_id, payload)
-        };
+        let actual = hash::id_for(h.type_id, self_typed, payload);
         if actual != id {
             report.push(Damage::WrongId { id, actual });
         }

@@ -27,8 +27,8 @@ pub use config::{AgentCommand, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
-    ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_workflow, resolve_step,
-    show, start, step_details, steps, store_workflow,
+    ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_def, register_workflow,
+    resolve_step, show, start, step_details, steps, store_workflow,
 };
 pub use read::{ReadOptions, read};
 pub use step::{StepOptions, StepResult, advance, lease_is_live, step};

@@ -132,7 +132,16 @@ pub fn store_workflow(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<M
 /// Any [`WorkflowError`] of the file, or a store failure.
 pub fn register_workflow(store: &Store, path: &Path, now_ms: u64) -> Result<(String, NodeId)> {
     let def = workflow::load_file(path, &Jsonata::default())?;
-    let m = store_workflow(store, &def, now_ms)?;
+    register_def(store, &def, now_ms)
+}
+
+/// Stores a checked workflow and registers it under its name (a new registry version only when
+/// the id changed). Returns the name and the workflow id.
+///
+/// # Errors
+/// A schema the store refuses, or a store failure.
+pub fn register_def(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<(String, NodeId)> {
+    let m = store_workflow(store, def, now_ms)?;
     let (name, id) = (def.name.clone(), m.workflow_id);
     store.write(|w| {
         if w.registry_get(&name)? != Some(id) {
