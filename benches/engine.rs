@@ -1,5 +1,5 @@
 //! Engine benchmarks: the overhead of one `uwf thread step` process (the whole command minus
-//! the agent's own time) with a trivial agent, and `uwf thread show` / `uwf thread list`
+//! the agent's own time, both measured as whole processes) with a trivial agent, and `uwf thread show` / `uwf thread list`
 //! processes against a store holding 10,000 threads.
 //!
 //! ```sh
@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use uwf::store::Store;
-use uwf::thread::{self, StartInput, ThreadId};
+use uwf::thread::{self, StartInput, SubmitInput, ThreadId};
 
 const THREADS: usize = 10_000;
 
@@ -45,67 +45,184 @@ fn run(home: &Path, args: &[&str]) -> Vec<u8> {
 /// A workflow whose one role loops forever, so every step is a real step.
 const LOOP: &str = "name: loop\ndescription: one role, forever\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        note: {type: string}\n      required: [note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker: {_: {role: worker, prompt: again}}\n";
 
-fn setup_step(dir: &Path) -> (PathBuf, String, PathBuf) {
-    let home = dir.join("home");
-    std::fs::create_dir_all(&home).unwrap();
-    let wf = dir.join("loop.yaml");
-    std::fs::write(&wf, LOOP).unwrap();
-    run(&home, &["workflow", "put", wf.to_str().unwrap()]);
-    let out = String::from_utf8(run(
-        &home,
-        &["thread", "start", "loop", "-p", "bench", "--cwd", "/tmp"],
-    ))
-    .unwrap();
-    let t = out.split("\"thread\":\"").nth(1).unwrap()[..26].to_string();
-    // The agent: a shell script that answers through `uwf agent submit` and records its own
-    // start and end (ns), so its time can be taken out of the step's.
-    let times = dir.join("agent-times");
-    let agent = dir.join("agent.sh");
-    std::fs::write(
-        &agent,
-        format!(
-            "#!/bin/sh\nstart=$(date +%s%N)\nprintf -- '---\\nnote: done\\n---\\nok\\n' | {} agent submit \"$1\" \"$2\"\necho \"$start $(date +%s%N)\" > {}\n",
-            uwf_bin().display(),
-            times.display()
-        ),
-    )
-    .unwrap();
-    let mut p = std::fs::metadata(&agent).unwrap().permissions();
+/// Steps a thread takes before the bench starts a fresh one, so every measured step runs on a
+/// chain of a typical length (1–50 steps) however many iterations criterion asks for.
+const STEPS_PER_THREAD: usize = 50;
+
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    let mut p = std::fs::metadata(path).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut p, 0o755);
-    std::fs::set_permissions(&agent, p).unwrap();
-    (home, t, agent)
+    std::fs::set_permissions(path, p).unwrap();
+}
+
+/// One thread of the loop workflow, stepped from a fresh start every `per_thread` steps.
+struct Bench {
+    home: PathBuf,
+    thread: String,
+    steps: usize,
+    per_thread: usize,
+}
+
+impl Bench {
+    fn new(dir: &Path) -> Bench {
+        let home = dir.join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        let wf = dir.join("loop.yaml");
+        std::fs::write(&wf, LOOP).unwrap();
+        run(&home, &["workflow", "put", wf.to_str().unwrap()]);
+        Bench {
+            home,
+            thread: String::new(),
+            steps: STEPS_PER_THREAD,
+            per_thread: STEPS_PER_THREAD,
+        }
+    }
+
+    /// A bench whose one thread already has `n` steps and is never replaced.
+    fn long(dir: &Path, n: usize) -> Bench {
+        let mut b = Bench::new(dir);
+        b.next_thread();
+        b.per_thread = usize::MAX;
+        let store = Store::open(&b.home.join("uwf.redb")).unwrap();
+        for i in 0..n {
+            b.steps = i + 1;
+            let id = b.prepare_step_in(&store);
+            thread::advance(&store, &b.thread, id, 1_767_225_600_000).unwrap();
+        }
+        b
+    }
+
+    /// The thread to step next (outside the timed part).
+    fn next_thread(&mut self) -> &str {
+        if self.steps >= self.per_thread {
+            let out = String::from_utf8(run(
+                &self.home,
+                &["thread", "start", "loop", "-p", "bench", "--cwd", "/tmp"],
+            ))
+            .unwrap();
+            self.thread = out.split("\"thread\":\"").nth(1).unwrap()[..26].to_string();
+            self.steps = 0;
+        }
+        self.steps += 1;
+        &self.thread
+    }
+
+    /// Writes the thread's next StepNode through the library, as an agent would, and returns
+    /// its id.
+    fn prepare_step(&self) -> String {
+        let store = Store::open(&self.home.join("uwf.redb")).unwrap();
+        self.prepare_step_in(&store).to_wire()
+    }
+
+    fn prepare_step_in(&self, store: &Store) -> uwf::cas::NodeId {
+        let now = 1_767_225_600_000 + self.steps as u64;
+        thread::submit(
+            store,
+            &SubmitInput {
+                thread: &self.thread,
+                role: "worker",
+                raw: &format!("---\nnote: step {}\n---\nok\n", self.steps),
+                detail: None,
+                agent: "bench",
+                edge_prompt: None,
+                cwd: "/tmp",
+                started_ms: now,
+                now_ms: now,
+            },
+        )
+        .unwrap()
+    }
+}
+
+fn timed(cmd: &mut Command) -> Duration {
+    let t0 = Instant::now();
+    let out = cmd.output().expect("run");
+    let d = t0.elapsed();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d
+}
+
+/// `iters` steps with the trivial agent, each timed as the whole `uwf thread step` process
+/// minus the agent process run alone just before.
+fn overhead(b: &mut Bench, trivial: &Path, next: &Path, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t = b.next_thread().to_string();
+        std::fs::write(next, b.prepare_step()).unwrap();
+        // The agent's own time: the same process, run alone, as the step runs it.
+        let agent = timed(
+            Command::new(trivial)
+                .args([t.as_str(), "worker"])
+                .current_dir("/tmp"),
+        );
+        let whole = timed(
+            Command::new(uwf_bin())
+                .env("UWF_HOME", &b.home)
+                .args(["thread", "step", &t, "--agent", trivial.to_str().unwrap()]),
+        );
+        total += whole.saturating_sub(agent);
+    }
+    total
 }
 
 fn step_overhead(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let (home, t, agent) = setup_step(dir.path());
-    let times = dir.path().join("agent-times");
+    let mut b = Bench::new(dir.path());
+    // The trivial agent prints the id of the StepNode prepared for it.
+    let next = dir.path().join("next-step");
+    let trivial = dir.path().join("trivial.sh");
+    write_script(&trivial, &format!("#!/bin/sh\ncat {}\n", next.display()));
+    // A realistic agent answers through `uwf agent submit`.
+    let submitting = dir.path().join("submit.sh");
+    write_script(
+        &submitting,
+        &format!(
+            "#!/bin/sh\nprintf -- '---\\nnote: done\\n---\\nok\\n' | {} agent submit \"$1\" \"$2\"\n",
+            uwf_bin().display()
+        ),
+    );
     let mut g = c.benchmark_group("engine");
     g.sample_size(30);
-    g.bench_function("thread_step_overhead", |b| {
-        b.iter_custom(|iters| {
+    g.bench_function("thread_step_overhead", |bch| {
+        bch.iter_custom(|iters| overhead(&mut b, &trivial, &next, iters))
+    });
+    let long_dir = tempfile::tempdir().unwrap();
+    let mut long = Bench::long(long_dir.path(), 1000);
+    g.bench_function("thread_step_overhead_after_1000_steps", |bch| {
+        bch.iter_custom(|iters| overhead(&mut long, &trivial, &next, iters))
+    });
+    g.bench_function("thread_step_trivial_agent_whole", |bch| {
+        bch.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let t0 = Instant::now();
-                run(
-                    &home,
-                    &["thread", "step", &t, "--agent", agent.to_str().unwrap()],
+                let t = b.next_thread().to_string();
+                std::fs::write(&next, b.prepare_step()).unwrap();
+                total += timed(
+                    Command::new(uwf_bin())
+                        .env("UWF_HOME", &b.home)
+                        .args(["thread", "step", &t, "--agent", trivial.to_str().unwrap()]),
                 );
-                let whole = t0.elapsed();
-                let s = std::fs::read_to_string(&times).unwrap();
-                let mut it = s.split_whitespace().map(|x| x.parse::<u64>().unwrap());
-                let (a, z) = (it.next().unwrap(), it.next().unwrap());
-                total += whole.saturating_sub(Duration::from_nanos(z - a));
             }
             total
         })
     });
-    g.bench_function("thread_step_whole", |b| {
-        b.iter(|| {
-            run(
-                &home,
-                &["thread", "step", &t, "--agent", agent.to_str().unwrap()],
-            )
+    g.bench_function("thread_step_submitting_agent_whole", |bch| {
+        bch.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = b.next_thread().to_string();
+                total += timed(
+                    Command::new(uwf_bin())
+                        .env("UWF_HOME", &b.home)
+                        .args(["thread", "step", &t, "--agent", submitting.to_str().unwrap()]),
+                );
+            }
+            total
         })
     });
     g.finish();

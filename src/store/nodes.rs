@@ -39,6 +39,49 @@ pub enum PutOutcome {
     Existed,
 }
 
+/// Node lookup by id: a [`Store`] (a read transaction per call) or a [`Snapshot`] (one for
+/// all calls).
+pub trait GetNode {
+    /// The node `id`, if stored.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>>;
+}
+
+impl GetNode for Store {
+    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        self.get(id)
+    }
+}
+
+impl GetNode for Snapshot {
+    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        self.get(id)
+    }
+}
+
+/// A consistent view of the nodes at one moment: see [`Store::snapshot`].
+pub struct Snapshot {
+    tables: Option<(
+        redb::ReadOnlyTable<u64, &'static [u8]>,
+        redb::ReadOnlyTable<u64, &'static [u8]>,
+    )>,
+}
+
+impl Snapshot {
+    /// The node `id`, if stored.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        match &self.tables {
+            Some((nodes, payloads)) => read_node(nodes, payloads, id),
+            None => Ok(None),
+        }
+    }
+}
+
 /// A node as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredNode {
@@ -357,13 +400,23 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        self.snapshot()?.get(id)
+    }
+
+    /// A read snapshot for many lookups: one read transaction instead of one per
+    /// [`Store::get`] (each costs file locks and a header read when several processes share
+    /// the file). It sees the store as it was when taken.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn snapshot(&self) -> Result<Snapshot> {
         let tx = self.begin_read()?;
-        let t = match tx.open_table(NODES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        let tables = match tx.open_table(NODES) {
+            Ok(t) => Some((t, tx.open_table(PAYLOADS)?)),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
             Err(e) => return Err(e.into()),
         };
-        read_node(&t, &tx.open_table(PAYLOADS)?, id)
+        Ok(Snapshot { tables })
     }
 
     /// Whether `id` is stored.

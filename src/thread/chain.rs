@@ -5,7 +5,7 @@ use super::{Result, ThreadError};
 use crate::cas::bootstrap::ids;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::store::Store;
+use crate::store::{GetNode, Snapshot, Store};
 use crate::workflow::materialize::is_workflow_type;
 use crate::workflow::{History, StepView, StoredWorkflow};
 use std::collections::HashSet;
@@ -113,6 +113,11 @@ fn broken(node: NodeId, problem: impl Into<String>) -> ThreadError {
 /// [`ThreadError::NodeNotFound`] for a missing head, [`ThreadError::Chain`] for a missing or
 /// mistyped node further back, a cycle, or steps of another thread.
 pub fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
+    chain_in(&store.snapshot()?, head)
+}
+
+/// [`load_chain`] in a snapshot.
+pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
     let (start, step) = (start_type(), step_type());
     let mut steps = Vec::new();
     let mut seen = HashSet::new();
@@ -122,7 +127,7 @@ pub fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
         if !seen.insert(cur) {
             return Err(broken(cur, "the prev links form a cycle"));
         }
-        let Some(node) = store.get(cur)? else {
+        let Some(node) = snap.get(cur)? else {
             if cur == head {
                 return Err(ThreadError::NodeNotFound(cur.to_wire()));
             }
@@ -184,9 +189,9 @@ pub fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
 /// # Errors
 /// [`ThreadError::NodeNotFound`], [`ThreadError::NotWorkflow`], or a payload that is not a
 /// workflow.
-pub fn load_workflow(store: &Store, id: NodeId) -> Result<StoredWorkflow> {
+pub fn load_workflow(store: &impl GetNode, id: NodeId) -> Result<StoredWorkflow> {
     let node = store
-        .get(id)?
+        .get_node(id)?
         .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?;
     if !is_workflow_type(node.type_id) {
         return Err(ThreadError::NotWorkflow {
@@ -198,8 +203,8 @@ pub fn load_workflow(store: &Store, id: NodeId) -> Result<StoredWorkflow> {
 }
 
 /// The payload of node `id`, or `None` when it is not stored.
-pub(crate) fn payload_of(store: &Store, id: NodeId) -> Result<Option<Value>> {
-    match store.get(id)? {
+pub(crate) fn payload_of(store: &impl GetNode, id: NodeId) -> Result<Option<Value>> {
+    match store.get_node(id)? {
         Some(n) => Ok(Some(n.payload()?)),
         None => Ok(None),
     }
@@ -207,7 +212,7 @@ pub(crate) fn payload_of(store: &Store, id: NodeId) -> Result<Option<Value>> {
 
 /// The payload a string id names (`{}` when it is not an id or not stored): a step's output as
 /// the moderator sees it.
-pub(crate) fn expand_output(store: &Store, id: &str) -> Result<Value> {
+pub(crate) fn expand_output(store: &impl GetNode, id: &str) -> Result<Value> {
     match NodeId::parse_strict(id) {
         Some(n) => Ok(payload_of(store, n)?.unwrap_or_else(|| Value::Object(Map::new()))),
         None => Ok(Value::Object(Map::new())),
@@ -220,11 +225,16 @@ pub(crate) fn expand_output(store: &Store, id: &str) -> Result<Value> {
 /// # Errors
 /// A store failure.
 pub fn load_history(store: &Store, chain: &Chain) -> Result<History> {
+    history_in(&store.snapshot()?, chain)
+}
+
+/// [`load_history`] in a snapshot.
+pub(crate) fn history_in(snap: &Snapshot, chain: &Chain) -> Result<History> {
     let mut steps = Vec::with_capacity(chain.steps.len());
     for s in &chain.steps {
         steps.push(StepView {
             role: s.field("role").to_string(),
-            output: expand_output(store, s.field("output"))?,
+            output: expand_output(snap, s.field("output"))?,
             detail: s.field("detail").to_string(),
             agent: s.field("agent").to_string(),
         });

@@ -1,7 +1,7 @@
 //! The store side of the agent kit: what an agent is given (`uwf agent context`), turning raw
 //! agent output into a StepNode (`uwf agent submit`), and the scripted agent's replies.
 
-use super::chain::{Chain, load_chain, load_history, load_workflow, step_type, text_type};
+use super::chain::{Chain, chain_in, load_history, load_workflow, step_type, text_type};
 use super::ops::{Found, find};
 use super::{Result, ThreadError};
 use crate::agent::{self, Script};
@@ -27,8 +27,9 @@ fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
             });
         }
     };
-    let chain = load_chain(store, head)?;
-    let wf = load_workflow(store, chain.workflow_id()?)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head)?;
+    let wf = load_workflow(&snap, chain.workflow_id()?)?;
     let r = wf.roles.get(role).cloned().ok_or_else(|| {
         ThreadError::Invalid(format!(
             "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
@@ -36,7 +37,7 @@ fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
             wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
         ))
     })?;
-    let schema = store
+    let schema = snap
         .get(r.schema)?
         .ok_or_else(|| ThreadError::NodeNotFound(r.schema.to_wire()))?
         .payload()?;

@@ -2,7 +2,7 @@
 //! details, and storing workflows.
 
 use super::chain::{
-    Chain, expand_output, load_chain, load_history, load_workflow, start_type, step_type,
+    Chain, chain_in, expand_output, history_in, load_chain, load_workflow, start_type, step_type,
 };
 use super::id::{ThreadId, time_of};
 use super::step::lease_is_live;
@@ -10,7 +10,7 @@ use super::{Result, ThreadError};
 use crate::cas::bootstrap::META;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::store::{HistoryEntry, Store, ThreadRecord};
+use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
 use crate::workflow::materialize::is_workflow_type;
 use crate::workflow::{self, Jsonata, Materialized, WorkflowDef, WorkflowError};
 use std::collections::HashMap;
@@ -390,13 +390,13 @@ pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
 }
 
 /// The next role of the thread at `chain`, or `None` at `$END` or when undecidable.
-pub(crate) fn current_role(store: &Store, chain: &Chain) -> Option<String> {
-    current_role_cached(store, chain, &mut HashMap::new(), &Jsonata::default())
+pub(crate) fn current_role(snap: &Snapshot, chain: &Chain) -> Option<String> {
+    current_role_cached(snap, chain, &mut HashMap::new(), &Jsonata::default())
 }
 
 /// [`current_role`] with workflows parsed once per listing.
 fn current_role_cached(
-    store: &Store,
+    snap: &Snapshot,
     chain: &Chain,
     workflows: &mut HashMap<NodeId, Option<std::rc::Rc<crate::workflow::StoredWorkflow>>>,
     evaluator: &Jsonata,
@@ -404,9 +404,9 @@ fn current_role_cached(
     let id = chain.workflow_id().ok()?;
     let wf = workflows
         .entry(id)
-        .or_insert_with(|| load_workflow(store, id).ok().map(std::rc::Rc::new))
+        .or_insert_with(|| load_workflow(snap, id).ok().map(std::rc::Rc::new))
         .clone()?;
-    let history = load_history(store, chain).ok()?;
+    let history = history_in(snap, chain).ok()?;
     let d = workflow::next(&wf, &history, evaluator).ok()?;
     (!d.is_end()).then_some(d.role)
 }
@@ -425,13 +425,14 @@ fn active_status(store: &Store, thread: &str) -> Result<Status> {
 pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
     match find(store, thread)? {
         Found::Active(r) => {
-            let chain = load_chain(store, r.head)?;
+            let snap = store.snapshot()?;
+            let chain = chain_in(&snap, r.head)?;
             Ok(StepOutput {
                 workflow: chain.workflow_id()?.to_wire(),
                 thread: thread.to_string(),
                 head: r.head.to_wire(),
                 status: active_status(store, thread)?,
-                current_role: current_role(store, &chain),
+                current_role: current_role(&snap, &chain),
                 done: false,
             })
         }
@@ -537,10 +538,11 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     let mut out = Vec::new();
     let mut workflows = HashMap::new();
     let evaluator = Jsonata::default();
+    let snap = store.snapshot()?;
     for r in rows.into_iter().skip(f.skip).take(take) {
         let active = matches!(r.status, Status::Idle | Status::Running);
         let chain = if active {
-            load_chain(store, r.head).ok()
+            chain_in(&snap, r.head).ok()
         } else {
             None
         };
@@ -555,7 +557,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
             .map_or(Value::Null, Value::str);
         let role = chain
             .as_ref()
-            .and_then(|c| current_role_cached(store, c, &mut workflows, &evaluator));
+            .and_then(|c| current_role_cached(&snap, c, &mut workflows, &evaluator));
         let mut m = Map::new();
         m.insert("thread".into(), Value::str(r.thread));
         m.insert("workflow".into(), workflow);
@@ -577,7 +579,8 @@ fn num(n: u64) -> Value {
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
 pub fn steps(store: &Store, thread: &str) -> Result<Value> {
-    let chain = load_chain(store, head_of(store, thread)?)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head_of(store, thread)?)?;
     let wf = chain.workflow_id()?.to_wire();
     let mut list = Vec::with_capacity(chain.steps.len() + 1);
     let mut s = Map::new();
@@ -590,7 +593,7 @@ pub fn steps(store: &Store, thread: &str) -> Result<Value> {
         let mut m = Map::new();
         m.insert("hash".into(), Value::str(st.id.to_wire()));
         m.insert("role".into(), Value::str(st.field("role")));
-        m.insert("output".into(), expand_output(store, st.field("output"))?);
+        m.insert("output".into(), expand_output(&snap, st.field("output"))?);
         m.insert("detail".into(), Value::str(st.field("detail")));
         m.insert("agent".into(), Value::str(st.field("agent")));
         m.insert("timestamp".into(), num(st.timestamp));

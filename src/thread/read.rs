@@ -1,11 +1,11 @@
 //! `thread read`: a thread as markdown (the TypeScript tool's format).
 
-use super::chain::{StepRecord, load_chain, load_workflow, payload_of};
+use super::chain::{StepRecord, chain_in, load_workflow, payload_of};
 use super::ops::head_of;
 use super::time::{format_duration, format_utc};
 use super::{Result, ThreadError};
 use crate::cas::{NodeId, Value};
-use crate::store::Store;
+use crate::store::{Snapshot, Store};
 use crate::workflow::Brief;
 
 /// Options of `thread read`.
@@ -33,7 +33,7 @@ const SEPARATOR: &str = "\n\n---\n\n";
 
 /// The content an agent produced, from a step's detail node: a text node's text, the last
 /// non-empty assistant turn of a turn list, or a `{text}` object's text.
-fn detail_content(store: &Store, detail: &str) -> Result<Option<String>> {
+fn detail_content(store: &Snapshot, detail: &str) -> Result<Option<String>> {
     let Some(id) = NodeId::parse_strict(detail) else {
         return Ok(None);
     };
@@ -93,9 +93,10 @@ fn header(n: usize, s: &StepRecord) -> String {
 /// # Errors
 /// [`ThreadError::NotFound`], `step H not found in thread T`, a broken chain, store failures.
 pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
-    let chain = load_chain(store, head_of(store, thread)?)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head_of(store, thread)?)?;
     let wf_id = chain.workflow_id()?;
-    let wf = load_workflow(store, wf_id).ok();
+    let wf = load_workflow(&snap, wf_id).ok();
     let mut steps: &[StepRecord] = &chain.steps;
     let mut offset = 0;
     if let Some(b) = opts.before {
@@ -124,7 +125,7 @@ pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
     let mut used = 0;
     for (i, s) in steps.iter().enumerate().rev() {
         let mut text = header(i + 1, s);
-        if let Some(c) = detail_content(store, s.field("detail"))? {
+        if let Some(c) = detail_content(&snap, s.field("detail"))? {
             text.push_str(&format!("\n\n<output>\n{c}\n</output>"));
         }
         let cost = text.len() + SEPARATOR.len();

@@ -4,7 +4,7 @@
 //! head) and is closed while the agent runs, so the agent can use the store itself (`uwf agent
 //! submit`) and other commands are never blocked by a slow agent.
 
-use super::chain::{load_chain, load_history, load_workflow, step_type};
+use super::chain::{chain_in, history_in, load_workflow, step_type};
 use super::config::{AgentCommand, Config};
 use super::ops::{Status, StepOutput};
 use super::process::{self, AgentRun};
@@ -262,10 +262,12 @@ fn locked_step(
     me: &Lease,
 ) -> Result<StepResult> {
     let thread = opts.thread;
-    let chain = load_chain(&store, head)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head)?;
     let wf_id = chain.workflow_id()?;
-    let wf = load_workflow(&store, wf_id)?;
-    let history = load_history(&store, &chain)?;
+    let wf = load_workflow(&snap, wf_id)?;
+    let history = history_in(&snap, &chain)?;
+    drop(snap);
     let evaluator = Jsonata::default();
     let decision = workflow::next(&wf, &history, &evaluator)?;
     if decision.is_end() {
@@ -419,10 +421,12 @@ pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result
             });
         }
     };
-    let chain = load_chain(store, head)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head)?;
     let wf_id = chain.workflow_id()?;
-    let wf = load_workflow(store, wf_id)?;
-    let history = load_history(store, &chain)?;
+    let wf = load_workflow(&snap, wf_id)?;
+    let history = history_in(&snap, &chain)?;
+    drop(snap);
     let decision = workflow::next(&wf, &history, &Jsonata::default())?;
     conclude(
         store,
