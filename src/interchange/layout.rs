@@ -113,6 +113,8 @@ pub struct ScannedNode {
     pub payload: Value,
     /// The canonical CBOR of the payload (what the id hashes).
     pub payload_cbor: Vec<u8>,
+    /// BLAKE3 of the hashed bytes (what the store records beside the id).
+    pub digest: [u8; 32],
     /// Milliseconds since the epoch of the first write.
     pub timestamp: u64,
     /// Whether the file is byte-identical to the canonical encoding of the node.
@@ -234,36 +236,37 @@ pub enum ScanItem {
     Ignored(PathBuf),
 }
 
-/// Streams the node files of `DIR/cas/` and then `DIR/cas/nodes/`, one at a time.
+/// One entry of a listing: a node file to read, or an entry settled without reading it.
+#[derive(Debug)]
+pub enum Listed {
+    /// A regular file named `<ID>.bin`, not read yet.
+    File(NodeId, Layout),
+    /// A problem or an ignored entry.
+    Item(ScanItem),
+}
+
+/// Lists the entries of `DIR/cas/` and then `DIR/cas/nodes/` without reading any file: node
+/// file names become [`Listed::File`], everything else is classified on the spot.
 ///
-/// Memory stays bounded by one directory handle and one file, whatever the number of files.
-/// The order is the file system's (not sorted).
-pub struct Scanner {
+/// Memory stays bounded by one directory handle, whatever the number of files. The order is
+/// the file system's (not sorted).
+pub struct Lister {
     cas: PathBuf,
-    max_file_size: u64,
     current: Option<(ReadDir, Layout)>,
     pending_nodes_dir: bool,
     started: bool,
 }
 
-impl Scanner {
-    /// A scanner of the root `dir` (the directory holding `cas/`), with the default size limit.
-    ///
-    /// A root without `cas/` yields nothing.
-    pub fn new(dir: &Path) -> Scanner {
-        Scanner {
+impl Lister {
+    /// A lister of the root `dir` (the directory holding `cas/`). A root without `cas/`
+    /// lists nothing.
+    pub fn new(dir: &Path) -> Lister {
+        Lister {
             cas: dir.join(CAS_DIR),
-            max_file_size: DEFAULT_MAX_FILE_SIZE,
             current: None,
             pending_nodes_dir: false,
             started: false,
         }
-    }
-
-    /// Sets the largest file size read; larger files are reported as [`ScanProblem::TooLarge`].
-    pub fn max_file_size(mut self, bytes: u64) -> Scanner {
-        self.max_file_size = bytes;
-        self
     }
 
     /// Opens a directory of node files, refusing a symbolic link; `Ok(None)` when absent.
@@ -291,26 +294,25 @@ impl Scanner {
     }
 
     /// Classifies one directory entry. `ft` is the entry's own type (links not followed), as
-    /// the directory listing gives it, so a good node file costs one open and one read.
+    /// the directory listing gives it, so a good node file costs no system call here.
     fn entry(
         &mut self,
         path: PathBuf,
         name: &OsStr,
         ft: io::Result<fs::FileType>,
         layout: Layout,
-    ) -> Option<ScanItem> {
+    ) -> Option<Listed> {
+        let problem = |p| Some(Listed::Item(ScanItem::Problem(p)));
         let ft = match ft {
             Ok(ft) => ft,
-            Err(source) => {
-                return Some(ScanItem::Problem(ScanProblem::Unreadable { path, source }));
-            }
+            Err(source) => return problem(ScanProblem::Unreadable { path, source }),
         };
         if ft.is_symlink() {
-            return Some(ScanItem::Problem(ScanProblem::Symlink { path }));
+            return problem(ScanProblem::Symlink { path });
         }
         if layout == Layout::Flat && ft.is_dir() {
             if name == INDEX_DIR || name == INDEX_STAGING_DIR {
-                return Some(ScanItem::Ignored(path));
+                return Some(Listed::Item(ScanItem::Ignored(path)));
             }
             if name == NODES_DIR {
                 self.pending_nodes_dir = true;
@@ -319,15 +321,15 @@ impl Scanner {
         }
         let Some(id) = parse_node_file_name(name) else {
             if name.to_str().is_some_and(|n| n.ends_with(TMP_EXT)) && ft.is_file() {
-                return Some(ScanItem::Ignored(path));
+                return Some(Listed::Item(ScanItem::Ignored(path)));
             }
             if ft.is_dir() {
-                return Some(ScanItem::Problem(ScanProblem::NotAFile {
+                return problem(ScanProblem::NotAFile {
                     path,
                     kind: "unexpected directory",
-                }));
+                });
             }
-            return Some(ScanItem::Problem(ScanProblem::BadName { path }));
+            return problem(ScanProblem::BadName { path });
         };
         if !ft.is_file() {
             let kind = if ft.is_dir() {
@@ -335,14 +337,118 @@ impl Scanner {
             } else {
                 "a device, FIFO or socket"
             };
-            return Some(ScanItem::Problem(ScanProblem::NotAFile { path, kind }));
+            return problem(ScanProblem::NotAFile { path, kind });
         }
-        Some(
-            match read_node_file(&path, id, layout, self.max_file_size) {
-                Ok(n) => ScanItem::Node(Box::new(n)),
-                Err(p) => ScanItem::Problem(p),
-            },
-        )
+        Some(Listed::File(id, layout))
+    }
+}
+
+impl Iterator for Lister {
+    type Item = Listed;
+
+    fn next(&mut self) -> Option<Listed> {
+        loop {
+            if self.current.is_none() {
+                let (path, layout) = if !self.started {
+                    self.started = true;
+                    (self.cas.clone(), Layout::Flat)
+                } else if self.pending_nodes_dir {
+                    self.pending_nodes_dir = false;
+                    (self.cas.join(NODES_DIR), Layout::Nodes)
+                } else {
+                    return None;
+                };
+                match Lister::open_dir(&path) {
+                    Ok(Some(rd)) => self.current = Some((rd, layout)),
+                    Ok(None) => continue,
+                    Err(p) => return Some(Listed::Item(ScanItem::Problem(p))),
+                }
+            }
+            let (rd, layout) = self.current.as_mut().expect("set above");
+            let layout = *layout;
+            match rd.next() {
+                None => self.current = None,
+                Some(Err(source)) => {
+                    let path = if layout == Layout::Flat {
+                        self.cas.clone()
+                    } else {
+                        self.cas.join(NODES_DIR)
+                    };
+                    // A failing directory stream does not recover: stop this directory.
+                    self.current = None;
+                    return Some(Listed::Item(ScanItem::Problem(ScanProblem::ReadDir {
+                        path,
+                        source,
+                    })));
+                }
+                Some(Ok(entry)) => {
+                    let name = entry.file_name();
+                    let ft = entry.file_type();
+                    if let Some(item) = self.entry(entry.path(), &name, ft, layout) {
+                        return Some(item);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The path of node `id`'s file in `layout` under the root `dir`.
+pub fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
+    let cas = dir.join(CAS_DIR);
+    let base = match layout {
+        Layout::Flat => cas,
+        Layout::Nodes => cas.join(NODES_DIR),
+    };
+    base.join(node_file_name(id))
+}
+
+/// Reads and checks the listed file `id` of `layout` under the root `dir`.
+pub fn read_listed(dir: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
+    match read_node_file(&node_path(dir, layout, id), id, layout, max_size) {
+        Ok(n) => ScanItem::Node(Box::new(n)),
+        Err(p) => ScanItem::Problem(p),
+    }
+}
+
+/// Streams the node files of `DIR/cas/` and then `DIR/cas/nodes/`, one at a time: a
+/// [`Lister`] that reads each node file as it is listed.
+///
+/// Memory stays bounded by one directory handle and one file, whatever the number of files.
+/// The order is the file system's (not sorted).
+pub struct Scanner {
+    dir: PathBuf,
+    lister: Lister,
+    max_file_size: u64,
+}
+
+impl Scanner {
+    /// A scanner of the root `dir` (the directory holding `cas/`), with the default size limit.
+    ///
+    /// A root without `cas/` yields nothing.
+    pub fn new(dir: &Path) -> Scanner {
+        Scanner {
+            dir: dir.to_path_buf(),
+            lister: Lister::new(dir),
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+
+    /// Sets the largest file size read; larger files are reported as [`ScanProblem::TooLarge`].
+    pub fn max_file_size(mut self, bytes: u64) -> Scanner {
+        self.max_file_size = bytes;
+        self
+    }
+}
+
+impl Iterator for Scanner {
+    type Item = ScanItem;
+
+    fn next(&mut self) -> Option<ScanItem> {
+        Some(match self.lister.next()? {
+            Listed::File(id, layout) => read_listed(&self.dir, layout, id, self.max_file_size),
+            Listed::Item(item) => item,
+        })
     }
 }
 
@@ -429,6 +535,7 @@ pub fn check_node_bytes(
         });
     }
     let canonical = cbor::encode_node(&parts.type_id, &payload_cbor, parts.timestamp) == bytes;
+    let digest = hash::digest(type_id, self_typed, &payload_cbor);
     Ok(ScannedNode {
         path: path.to_path_buf(),
         layout,
@@ -437,56 +544,10 @@ pub fn check_node_bytes(
         self_typed,
         payload: parts.payload,
         payload_cbor,
+        digest,
         timestamp: parts.timestamp,
         canonical,
     })
-}
-
-impl Iterator for Scanner {
-    type Item = ScanItem;
-
-    fn next(&mut self) -> Option<ScanItem> {
-        loop {
-            if self.current.is_none() {
-                let (path, layout) = if !self.started {
-                    self.started = true;
-                    (self.cas.clone(), Layout::Flat)
-                } else if self.pending_nodes_dir {
-                    self.pending_nodes_dir = false;
-                    (self.cas.join(NODES_DIR), Layout::Nodes)
-                } else {
-                    return None;
-                };
-                match Scanner::open_dir(&path) {
-                    Ok(Some(rd)) => self.current = Some((rd, layout)),
-                    Ok(None) => continue,
-                    Err(p) => return Some(ScanItem::Problem(p)),
-                }
-            }
-            let (rd, layout) = self.current.as_mut().expect("set above");
-            let layout = *layout;
-            match rd.next() {
-                None => self.current = None,
-                Some(Err(source)) => {
-                    let path = if layout == Layout::Flat {
-                        self.cas.clone()
-                    } else {
-                        self.cas.join(NODES_DIR)
-                    };
-                    // A failing directory stream does not recover: stop this directory.
-                    self.current = None;
-                    return Some(ScanItem::Problem(ScanProblem::ReadDir { path, source }));
-                }
-                Some(Ok(entry)) => {
-                    let name = entry.file_name();
-                    let ft = entry.file_type();
-                    if let Some(item) = self.entry(entry.path(), &name, ft, layout) {
-                        return Some(item);
-                    }
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

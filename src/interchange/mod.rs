@@ -2,9 +2,10 @@
 //! path ↔ id rules and the directory scanner ([`layout`]), the file writers
 //! ([`export_files`]), and the formats of the storage root ([`yaml`], [`history`]).
 //!
-//! Nothing here knows the store: the exporter feeds [`export_files::ExportWriter`] node by
-//! node, and the importer consumes [`layout::Scanner`] item by item, so both stream with
-//! bounded memory.
+//! Apart from [`transfer`], nothing here knows the store: the exporter feeds
+//! [`export_files::ExportWriter`] node by node, and the importer takes the names of
+//! [`layout::Lister`] in sorted runs and reads them with [`layout::read_listed`], so both
+//! stream with bounded memory.
 
 pub mod export_files;
 pub mod history;

@@ -1,22 +1,25 @@
 //! Export of a store to the directory layout, and import of that layout into a store.
 //!
 //! Both stream: export walks the store in one read snapshot and writes file by file; import
-//! reads one node file at a time and commits in batches, so an interrupted run leaves only
-//! whole batches and a second run finishes the work.
+//! lists the node files, reads them in runs sorted by id (a few reader threads, a bounded
+//! number of files in flight) and commits in batches, so an interrupted run leaves only whole
+//! batches and a second run finishes the work.
 
 use super::export_files::{
     AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
 };
 use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
 use super::layout::{
-    CAS_DIR, HISTORY_FILE, Layout, NODES_DIR, REGISTRY_FILE, ScanItem, Scanner, THREADS_FILE,
-    WORKFLOWS_FILE, node_file_name, read_node_file,
+    CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE,
+    ScanItem, THREADS_FILE, WORKFLOWS_FILE, node_path, read_listed,
+    read_node_file,
 };
 use super::yaml;
 use crate::cas::bootstrap::{META, ids};
 use crate::cas::{NodeId, Value, cbor};
 use crate::store::{HistoryEntry, Merge, Prepared, Store, StoreError, ThreadRecord};
-use std::io::Write;
+use std::collections::HashSet;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Why an export or import stopped.
@@ -234,51 +237,51 @@ pub fn import(
     progress: Progress<'_>,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
-    let mut batch: Vec<(Prepared, u64)> = Vec::with_capacity(opts.batch);
-    // Nodes whose type is not (yet) a stored schema: their schema may come later in the scan.
-    let mut deferred: Vec<(NodeId, Layout)> = Vec::new();
-    let mut seen = 0u64;
-    // Schema nodes waiting in the current batch (a node typed by one flushes the batch first).
-    let mut pending_schemas = std::collections::HashSet::new();
-    // Reading, decoding and re-hashing the files runs on a second thread, ahead of the writes
-    // by at most SCAN_AHEAD items (bounded memory); the items arrive in scan order.
-    // Items travel in chunks, so the two threads do not wake each other for every file.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ScanItem>>(SCAN_AHEAD / SCAN_CHUNK);
-    let scanner = Scanner::new(dir).max_file_size(opts.max_file_size);
-    std::thread::scope(|scope| -> Result<(), TransferError> {
-        scope.spawn(move || {
-            let mut chunk = Vec::with_capacity(SCAN_CHUNK);
-            for item in scanner {
-                chunk.push(item);
-                if chunk.len() == SCAN_CHUNK {
-                    // The receiver is gone when the import stopped on an error.
-                    if tx
-                        .send(std::mem::replace(
-                            &mut chunk,
-                            Vec::with_capacity(SCAN_CHUNK),
-                        ))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
+    let schemas = schema_hint(dir);
+    // Batches are committed on a second thread while the next one is read and prepared: at
+    // most one batch waits for it and one is being committed.
+    let (to_commit, batches) = std::sync::mpsc::sync_channel::<Vec<(Prepared, u64)>>(1);
+    let (ack, acks) = std::sync::mpsc::channel::<()>();
+    let (deferred, seen, committed) = std::thread::scope(|scope| {
+        let committer = scope.spawn(move || -> Result<ImportReport, TransferError> {
+            let mut done = ImportReport::default();
+            for mut batch in batches {
+                flush(store, &mut batch, &mut done)?;
+                // The importer may have stopped waiting.
+                let _ = ack.send(());
             }
-            let _ = tx.send(chunk);
+            Ok(done)
         });
-        scan_nodes(
+        let mut nodes = NodeImport {
             store,
-            rx.into_iter().flatten(),
             opts,
             progress,
-            &mut r,
-            &mut batch,
-            &mut deferred,
-            &mut seen,
-            &mut pending_schemas,
-        )
+            r: &mut r,
+            batch: Vec::with_capacity(opts.batch),
+            to_commit: Some(to_commit),
+            acks,
+            in_flight: 0,
+            deferred: Vec::new(),
+            seen: 0,
+            pending_schemas: HashSet::new(),
+        };
+        let read = read_all(dir, &schemas, opts, &mut nodes).and_then(|()| nodes.flush());
+        // Closing the queue lets the committer finish what it was given and return.
+        nodes.to_commit = None;
+        let committed = committer.join().expect("the committer does not panic");
+        let (deferred, seen) = (nodes.deferred, nodes.seen);
+        // The committer's error explains a failed hand-over, so it comes first.
+        let committed = committed?;
+        read?;
+        Ok::<_, TransferError>((deferred, seen, committed))
     })?;
-    flush(store, &mut batch, &mut r)?;
+    r.nodes.imported += committed.nodes.imported;
+    r.nodes.present += committed.nodes.present;
+    r.nodes.skipped += committed.nodes.skipped;
+    r.problems.extend(committed.problems);
+    let mut batch = Vec::new();
     // Schemas are all in now; a deferred node whose type is still unknown is refused.
+    let mut deferred = deferred;
     let mut rounds = 0;
     while !deferred.is_empty() && rounds < 64 {
         rounds += 1;
@@ -298,7 +301,13 @@ pub fn import(
                 still.push((id, layout));
                 continue;
             }
-            let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
+            let p = store.prepare_imported(
+                n.id,
+                n.type_id,
+                &n.payload,
+                n.payload_cbor,
+                n.digest,
+            )?;
             batch.push((p, n.timestamp));
             if batch.len() >= opts.batch {
                 flush(store, &mut batch, &mut r)?;
@@ -325,68 +334,210 @@ pub fn import(
     Ok(r)
 }
 
-/// Scanned items waiting for the importer, at most.
-const SCAN_AHEAD: usize = 1024;
-/// Scanned items sent between the threads at a time.
-const SCAN_CHUNK: usize = 64;
-
-/// The node part of [`import`]: puts the scanned nodes in batches, deferring those whose type
-/// is not a schema yet.
-#[allow(clippy::too_many_arguments)]
-fn scan_nodes(
-    store: &Store,
-    rx: impl Iterator<Item = ScanItem>,
+/// Lists the node files under `dir` and hands them, read and checked, to `nodes`: in runs
+/// sorted by id (schemas the layout's index names first), so that each batch writes
+/// neighbouring keys of the `nodes` tree instead of random ones.
+fn read_all(
+    dir: &Path,
+    schemas: &HashSet<NodeId>,
     opts: ImportOptions,
-    progress: Progress<'_>,
-    r: &mut ImportReport,
-    batch: &mut Vec<(Prepared, u64)>,
-    deferred: &mut Vec<(NodeId, Layout)>,
-    seen: &mut u64,
-    pending_schemas: &mut std::collections::HashSet<NodeId>,
+    nodes: &mut NodeImport<'_, '_>,
 ) -> Result<(), TransferError> {
-    for item in rx {
-        match item {
-            ScanItem::Ignored(_) => {}
-            ScanItem::Problem(p) => {
-                r.nodes.skipped += 1;
-                r.problems.push(format!("skipped {p}"));
-            }
-            ScanItem::Node(n) => {
-                *seen += 1;
-                if seen.is_multiple_of(4096) {
-                    progress("import nodes", *seen, 0);
+    let mut lister = Lister::new(dir);
+    loop {
+        let mut run = Vec::new();
+        for listed in lister.by_ref() {
+            match listed {
+                Listed::File(id, layout) => {
+                    run.push((id, layout));
+                    if run.len() == SORT_RUN {
+                        break;
+                    }
                 }
-                if pending_schemas.contains(&n.type_id) {
-                    flush(store, batch, r)?;
-                    pending_schemas.clear();
-                }
-                let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
-                if !type_known {
-                    deferred.push((n.id, n.layout));
-                    continue;
-                }
-                if n.type_id == META {
-                    pending_schemas.insert(n.id);
-                }
-                let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor)?;
-                batch.push((p, n.timestamp));
-                if batch.len() >= opts.batch {
-                    flush(store, batch, r)?;
-                    pending_schemas.clear();
-                }
+                Listed::Item(item) => nodes.take(item)?,
             }
         }
+        if run.is_empty() {
+            return Ok(());
+        }
+        run.sort_unstable_by_key(|&(id, _)| (!schemas.contains(&id), id.0));
+        read_in_order(dir, &run, opts.max_file_size, |item| nodes.take(item))?;
     }
-    Ok(())
 }
 
-fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
-    let cas = dir.join(CAS_DIR);
-    let base = match layout {
-        Layout::Flat => cas,
-        Layout::Nodes => cas.join(NODES_DIR),
-    };
-    base.join(node_file_name(id))
+/// Listed node files sorted and read together, at most: 16 bytes each, so memory stays
+/// bounded (32 MiB) however many files the layout holds; a layout of up to this many files is
+/// written in one id order.
+const SORT_RUN: usize = 1 << 21;
+/// Node files a reader thread reads, decodes and re-hashes at a time.
+const READ_CHUNK: usize = 64;
+/// Chunks each reader thread may have ready ahead of the writer.
+const READ_AHEAD: usize = 2;
+/// Reader threads: mostly waiting for the disk when the files are not cached, so many of them
+/// keep many reads outstanding (100k files not in the page cache: 4 threads 3.3 s, 8 threads
+/// 2.6 s, 16 threads 2.1 s); they decode and hash on the cores the writer leaves.
+const READERS: usize = 16;
+
+/// Reads the node files `run` (in `READERS` threads, each taking every `READERS`-th chunk)
+/// and hands them to `take` in the order of `run`. Memory: at most
+/// `READERS × READ_AHEAD × READ_CHUNK` files in flight.
+fn read_in_order(
+    dir: &Path,
+    run: &[(NodeId, Layout)],
+    max_size: u64,
+    mut take: impl FnMut(ScanItem) -> Result<(), TransferError>,
+) -> Result<(), TransferError> {
+    let chunks: Vec<&[(NodeId, Layout)]> = run.chunks(READ_CHUNK).collect();
+    let readers = READERS.min(chunks.len()).max(1);
+    std::thread::scope(|scope| {
+        let mut queues = Vec::with_capacity(readers);
+        for first in 0..readers {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ScanItem>>(READ_AHEAD);
+            queues.push(rx);
+            let chunks = &chunks;
+            scope.spawn(move || {
+                for chunk in chunks.iter().skip(first).step_by(readers) {
+                    let items = chunk
+                        .iter()
+                        .map(|&(id, layout)| read_listed(dir, layout, id, max_size))
+                        .collect();
+                    // The receiver is gone when the import stopped on an error.
+                    if tx.send(items).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        for k in 0..chunks.len() {
+            // A reader that panicked closes its queue; the scope re-raises its panic.
+            let Ok(items) = queues[k % readers].recv() else {
+                break;
+            };
+            for item in items {
+                take(item)?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Ids the layout's own index lists as schemas (`cas/_index/<meta-schema id>` and
+/// `cas/_index/_meta`): read first, so nodes typed by them need not wait. Only a hint: every
+/// file is still read and checked, and a missing, odd or oversized index gives no hint.
+fn schema_hint(dir: &Path) -> HashSet<NodeId> {
+    const LIMIT: u64 = 16 << 20;
+    let index = dir.join(CAS_DIR).join(INDEX_DIR);
+    let mut ids = HashSet::new();
+    for name in [META.to_wire(), META_INDEX.to_string()] {
+        let path = index.join(name);
+        let Ok(m) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !m.is_file() || m.len() > LIMIT {
+            continue;
+        }
+        let mut text = String::new();
+        if std::fs::File::open(&path)
+            .and_then(|f| f.take(LIMIT).read_to_string(&mut text))
+            .is_err()
+        {
+            continue;
+        }
+        ids.extend(text.lines().filter_map(|l| NodeId::parse_strict(l.trim())));
+    }
+    ids
+}
+
+/// The node part of [`import`]: puts the read nodes in batches, deferring those whose type is
+/// not a schema yet.
+struct NodeImport<'a, 'p> {
+    store: &'a Store,
+    opts: ImportOptions,
+    progress: Progress<'p>,
+    r: &'a mut ImportReport,
+    batch: Vec<(Prepared, u64)>,
+    /// Full batches go to the committer thread.
+    to_commit: Option<std::sync::mpsc::SyncSender<Vec<(Prepared, u64)>>>,
+    /// One message per batch committed.
+    acks: std::sync::mpsc::Receiver<()>,
+    /// Batches handed over and not yet committed.
+    in_flight: usize,
+    /// Nodes whose type is not (yet) a stored schema: their schema may come later.
+    deferred: Vec<(NodeId, Layout)>,
+    seen: u64,
+    /// Schema nodes not yet committed (a node typed by one waits for their commit).
+    pending_schemas: HashSet<NodeId>,
+}
+
+/// The committer thread stopped; its own error says why.
+fn committer_gone() -> TransferError {
+    TransferError::Store(StoreError::Db("the import's commits stopped".into()))
+}
+
+impl NodeImport<'_, '_> {
+    /// Hands the current batch to the committer.
+    fn flush(&mut self) -> Result<(), TransferError> {
+        while self.acks.try_recv().is_ok() {
+            self.in_flight -= 1;
+        }
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.opts.batch));
+        self.to_commit
+            .as_ref()
+            .ok_or_else(committer_gone)?
+            .send(batch)
+            .map_err(|_| committer_gone())?;
+        self.in_flight += 1;
+        Ok(())
+    }
+
+    /// Hands the current batch over and waits until everything handed over is committed.
+    fn commit_all(&mut self) -> Result<(), TransferError> {
+        self.flush()?;
+        while self.in_flight > 0 {
+            self.acks.recv().map_err(|_| committer_gone())?;
+            self.in_flight -= 1;
+        }
+        self.pending_schemas.clear();
+        Ok(())
+    }
+
+    fn take(&mut self, item: ScanItem) -> Result<(), TransferError> {
+        let n = match item {
+            ScanItem::Ignored(_) => return Ok(()),
+            ScanItem::Problem(p) => {
+                self.r.nodes.skipped += 1;
+                self.r.problems.push(format!("skipped {p}"));
+                return Ok(());
+            }
+            ScanItem::Node(n) => n,
+        };
+        self.seen += 1;
+        if self.seen.is_multiple_of(4096) {
+            (self.progress)("import nodes", self.seen, 0);
+        }
+        if self.pending_schemas.contains(&n.type_id) {
+            self.commit_all()?;
+        }
+        let store = self.store;
+        let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
+        if !type_known {
+            self.deferred.push((n.id, n.layout));
+            return Ok(());
+        }
+        if n.type_id == META {
+            self.pending_schemas.insert(n.id);
+        }
+        let n = *n;
+        let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor, n.digest)?;
+        self.batch.push((p, n.timestamp));
+        if self.batch.len() >= self.opts.batch {
+            self.flush()?;
+        }
+        Ok(())
+    }
 }
 
 fn flush(

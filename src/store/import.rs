@@ -4,13 +4,13 @@
 use super::nodes::{Prepared, refs_in, refs_of};
 use super::{Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
-use crate::cas::{NodeId, Value, hash};
+use crate::cas::{NodeId, Value};
 use redb::ReadableTable;
 
 impl Store {
-    /// Prepares a node read from outside (an import) whose id the caller has checked: computes
-    /// its digest and references. The type must be a stored schema unless the node is the
-    /// meta-schema or a schema itself.
+    /// Prepares a node read from outside (an import) whose id and BLAKE3 `digest` the caller
+    /// has computed from `payload_cbor`: finds its references. The type must be a stored schema
+    /// unless the node is the meta-schema or a schema itself.
     ///
     /// # Errors
     /// [`StoreError::UnknownType`] when the type is not a stored schema.
@@ -20,6 +20,7 @@ impl Store {
         type_id: NodeId,
         payload: &Value,
         payload_cbor: Vec<u8>,
+        digest: [u8; 32],
     ) -> Result<Prepared> {
         let self_typed = type_id == id;
         let refs = if self_typed || type_id == META {
@@ -31,7 +32,7 @@ impl Store {
         Ok(Prepared {
             id,
             type_id,
-            digest: hash::digest(type_id, self_typed, &payload_cbor),
+            digest,
             payload_cbor,
             refs,
         })
