@@ -160,11 +160,13 @@ fn overhead(b: &mut Bench, trivial: &Path, next: &Path, iters: u64) -> Duration 
                 .args([t.as_str(), "worker"])
                 .current_dir("/tmp"),
         );
-        let whole = timed(
-            Command::new(uwf_bin())
-                .env("UWF_HOME", &b.home)
-                .args(["thread", "step", &t, "--agent", trivial.to_str().unwrap()]),
-        );
+        let whole = timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
+            "thread",
+            "step",
+            &t,
+            "--agent",
+            trivial.to_str().unwrap(),
+        ]));
         total += whole.saturating_sub(agent);
     }
     total
@@ -202,11 +204,13 @@ fn step_overhead(c: &mut Criterion) {
             for _ in 0..iters {
                 let t = b.next_thread().to_string();
                 std::fs::write(&next, b.prepare_step()).unwrap();
-                total += timed(
-                    Command::new(uwf_bin())
-                        .env("UWF_HOME", &b.home)
-                        .args(["thread", "step", &t, "--agent", trivial.to_str().unwrap()]),
-                );
+                total += timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
+                    "thread",
+                    "step",
+                    &t,
+                    "--agent",
+                    trivial.to_str().unwrap(),
+                ]));
             }
             total
         })
@@ -216,11 +220,13 @@ fn step_overhead(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let t = b.next_thread().to_string();
-                total += timed(
-                    Command::new(uwf_bin())
-                        .env("UWF_HOME", &b.home)
-                        .args(["thread", "step", &t, "--agent", submitting.to_str().unwrap()]),
-                );
+                total += timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
+                    "thread",
+                    "step",
+                    &t,
+                    "--agent",
+                    submitting.to_str().unwrap(),
+                ]));
             }
             total
         })

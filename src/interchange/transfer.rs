@@ -10,9 +10,8 @@ use super::export_files::{
 };
 use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
 use super::layout::{
-    CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE,
-    ScanItem, THREADS_FILE, WORKFLOWS_FILE, node_path, read_listed,
-    read_node_file,
+    CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE, ScanItem,
+    THREADS_FILE, WORKFLOWS_FILE, node_path, read_listed, read_node_file,
 };
 use super::yaml;
 use crate::cas::bootstrap::{META, ids};
@@ -301,13 +300,8 @@ pub fn import(
                 still.push((id, layout));
                 continue;
             }
-            let p = store.prepare_imported(
-                n.id,
-                n.type_id,
-                &n.payload,
-                n.payload_cbor,
-                n.digest,
-            )?;
+            let p =
+                store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor, n.digest)?;
             batch.push((p, n.timestamp));
             if batch.len() >= opts.batch {
                 flush(store, &mut batch, &mut r)?;

@@ -63,11 +63,11 @@ impl GetNode for Snapshot {
 
 /// A consistent view of the nodes at one moment: see [`Store::snapshot`].
 pub struct Snapshot {
-    tables: Option<(
-        redb::ReadOnlyTable<u64, &'static [u8]>,
-        redb::ReadOnlyTable<u64, &'static [u8]>,
-    )>,
+    /// `nodes` and `payloads`; `None` before the first node is stored.
+    tables: Option<(BytesTable, BytesTable)>,
 }
+
+type BytesTable = redb::ReadOnlyTable<u64, &'static [u8]>;
 
 impl Snapshot {
     /// The node `id`, if stored.

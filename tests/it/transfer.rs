@@ -580,3 +580,25 @@ fn nodes_typed_by_imported_schemas_import_in_any_order() {
         }
     }
 }
+
+/// A node file cut short (what a killed export leaves behind) is replaced by the next export,
+/// and a file already right is left alone.
+#[test]
+fn export_repairs_a_partial_node_file() {
+    let env = TestEnv::new();
+    env.ok(&["import", ts_root().to_str().unwrap()]);
+    let out = env.root().join("out");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let clean = tree(&out);
+    let victim = fs::read_dir(out.join("cas"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "bin"))
+        .unwrap();
+    let bytes = fs::read(&victim).unwrap();
+    fs::write(&victim, &bytes[..bytes.len() / 2]).unwrap();
+    let r = json(&env.ok(&["export", out.to_str().unwrap()]));
+    assert_eq!(r.get("written").and_then(Value::as_f64), Some(1.0));
+    assert_eq!(r.get("unchanged").and_then(Value::as_f64), Some(198.0));
+    assert_eq!(tree(&out), clean);
+}
