@@ -337,6 +337,152 @@ pub fn decode_node(b: &[u8]) -> Result<NodeParts, CborError> {
     })
 }
 
+/// The parts of a node file already in canonical form: exactly what [`encode_node`] writes for
+/// a canonical payload. The payload stays as bytes, checked but not decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CanonicalNode<'a> {
+    /// The type id as written.
+    pub type_id: &'a str,
+    /// The payload's canonical CBOR.
+    pub payload_cbor: &'a [u8],
+    /// Milliseconds since the epoch of the first write.
+    pub timestamp: u64,
+}
+
+/// Splits `b` when it is a node file in canonical form, without building the payload's
+/// [`Value`]: `Some` exactly when `decode_node(b)` succeeds and `encode_node` of its parts
+/// gives `b` back. `None` for anything else, canonical or not, which [`decode_node`] then
+/// settles.
+pub fn split_canonical_node(b: &[u8]) -> Option<CanonicalNode<'_>> {
+    let mut c = Canon { b, pos: 0 };
+    c.expect(&[0xa3, 0x64])?;
+    c.expect(b"type")?;
+    let type_id = c.text()?;
+    c.expect(&[0x67])?;
+    c.expect(b"payload")?;
+    let start = c.pos;
+    c.item(0)?;
+    let payload_cbor = &b[start..c.pos];
+    c.expect(&[0x69])?;
+    c.expect(b"timestamp")?;
+    let head = c.byte()?;
+    if head >> 5 != 0 {
+        return None;
+    }
+    let timestamp = c.arg(head & 31)?;
+    // The decoder reads the timestamp as a JavaScript number: beyond 2^53 it may round.
+    (c.pos == b.len() && (timestamp as f64) as u64 == timestamp).then_some(CanonicalNode {
+        type_id,
+        payload_cbor,
+        timestamp,
+    })
+}
+
+/// A reader that accepts only what [`encode_into`] writes.
+struct Canon<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Canon<'a> {
+    fn byte(&mut self) -> Option<u8> {
+        let x = *self.b.get(self.pos)?;
+        self.pos += 1;
+        Some(x)
+    }
+
+    fn take(&mut self, n: u64) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(usize::try_from(n).ok()?)?;
+        let s = self.b.get(self.pos..end)?;
+        self.pos = end;
+        Some(s)
+    }
+
+    fn expect(&mut self, bytes: &[u8]) -> Option<()> {
+        (self.take(bytes.len() as u64)? == bytes).then_some(())
+    }
+
+    /// A head's argument, refused unless in its shortest form.
+    fn arg(&mut self, info: u8) -> Option<u64> {
+        let (n, least) = match info {
+            0..=23 => return Some(u64::from(info)),
+            24 => (u64::from(self.byte()?), 24),
+            25 => (
+                u64::from(u16::from_be_bytes(self.take(2)?.try_into().ok()?)),
+                0x100,
+            ),
+            26 => (
+                u64::from(u32::from_be_bytes(self.take(4)?.try_into().ok()?)),
+                0x1_0000,
+            ),
+            27 => (
+                u64::from_be_bytes(self.take(8)?.try_into().ok()?),
+                0x1_0000_0000,
+            ),
+            _ => return None,
+        };
+        (n >= least).then_some(n)
+    }
+
+    fn text(&mut self) -> Option<&'a str> {
+        let head = self.byte()?;
+        if head >> 5 != 3 {
+            return None;
+        }
+        let n = self.arg(head & 31)?;
+        std::str::from_utf8(self.take(n)?).ok()
+    }
+
+    fn item(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let head = self.byte()?;
+        let info = head & 31;
+        let max_safe = super::value::MAX_SAFE_INTEGER as u64;
+        match head >> 5 {
+            0 => (self.arg(info)? <= max_safe).then_some(()),
+            // -1 - n must be a safe integer.
+            1 => (self.arg(info)? < max_safe).then_some(()),
+            3 => {
+                self.pos -= 1;
+                self.text().map(|_| ())
+            }
+            4 => {
+                let n = self.arg(info)?;
+                for _ in 0..n {
+                    self.item(depth + 1)?;
+                }
+                Some(())
+            }
+            5 => {
+                let n = self.arg(info)?;
+                let mut prev: Option<&str> = None;
+                for _ in 0..n {
+                    let k = self.text()?;
+                    // Strictly increasing (length, bytes): sorted, and no key twice.
+                    if prev.is_some_and(|p| (p.len(), p.as_bytes()) >= (k.len(), k.as_bytes())) {
+                        return None;
+                    }
+                    prev = Some(k);
+                    self.item(depth + 1)?;
+                }
+                Some(())
+            }
+            7 => match info {
+                20..=22 => Some(()),
+                // Integral safe values are written as integers, everything else as float64.
+                27 => {
+                    let f = f64::from_be_bytes(self.take(8)?.try_into().ok()?);
+                    (!super::value::is_safe_integer(f)).then_some(())
+                }
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

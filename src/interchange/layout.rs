@@ -109,8 +109,6 @@ pub struct ScannedNode {
     pub type_id: NodeId,
     /// Whether the node is its own type (the meta-schema).
     pub self_typed: bool,
-    /// The payload.
-    pub payload: Value,
     /// The canonical CBOR of the payload (what the id hashes).
     pub payload_cbor: Vec<u8>,
     /// BLAKE3 of the hashed bytes (what the store records beside the id).
@@ -119,6 +117,13 @@ pub struct ScannedNode {
     pub timestamp: u64,
     /// Whether the file is byte-identical to the canonical encoding of the node.
     pub canonical: bool,
+}
+
+impl ScannedNode {
+    /// The decoded payload.
+    pub fn payload(&self) -> Value {
+        cbor::decode(&self.payload_cbor).expect("checked canonical CBOR decodes")
+    }
 }
 
 /// A file or directory of the layout that is not an acceptable node file.
@@ -506,17 +511,34 @@ pub fn check_node_bytes(
     id: NodeId,
     layout: Layout,
 ) -> Result<ScannedNode, ScanProblem> {
-    let parts = cbor::decode_node(bytes).map_err(|error| ScanProblem::Undecodable {
-        path: path.to_path_buf(),
-        error,
-    })?;
-    let Some(type_id) = NodeId::parse_strict(&parts.type_id) else {
+    // Files in canonical form (all that uwf and the TypeScript tool write) are checked in
+    // place; only others are decoded into a value and encoded again.
+    let (type_text, payload_cbor, timestamp, canonical) = match cbor::split_canonical_node(bytes) {
+        Some(c) => (
+            std::borrow::Cow::Borrowed(c.type_id),
+            c.payload_cbor.to_vec(),
+            c.timestamp,
+            true,
+        ),
+        None => {
+            let parts = cbor::decode_node(bytes).map_err(|error| ScanProblem::Undecodable {
+                path: path.to_path_buf(),
+                error,
+            })?;
+            (
+                std::borrow::Cow::Owned(parts.type_id),
+                cbor::encode(&parts.payload),
+                parts.timestamp,
+                false,
+            )
+        }
+    };
+    let Some(type_id) = NodeId::parse_strict(&type_text) else {
         return Err(ScanProblem::BadType {
             path: path.to_path_buf(),
-            type_id: parts.type_id,
+            type_id: type_text.into_owned(),
         });
     };
-    let payload_cbor = cbor::encode(&parts.payload);
     let mut actual = hash::node_id(type_id, &payload_cbor);
     let mut self_typed = false;
     if actual != id {
@@ -534,7 +556,6 @@ pub fn check_node_bytes(
             actual,
         });
     }
-    let canonical = cbor::encode_node(&parts.type_id, &payload_cbor, parts.timestamp) == bytes;
     let digest = hash::digest(type_id, self_typed, &payload_cbor);
     Ok(ScannedNode {
         path: path.to_path_buf(),
@@ -542,10 +563,9 @@ pub fn check_node_bytes(
         id,
         type_id,
         self_typed,
-        payload: parts.payload,
         payload_cbor,
         digest,
-        timestamp: parts.timestamp,
+        timestamp,
         canonical,
     })
 }

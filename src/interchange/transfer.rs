@@ -300,8 +300,7 @@ pub fn import(
                 still.push((id, layout));
                 continue;
             }
-            let p =
-                store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor, n.digest)?;
+            let p = store.prepare_imported(n.id, n.type_id, n.payload_cbor, n.digest)?;
             batch.push((p, n.timestamp));
             if batch.len() >= opts.batch {
                 flush(store, &mut batch, &mut r)?;
@@ -525,7 +524,7 @@ impl NodeImport<'_, '_> {
             self.pending_schemas.insert(n.id);
         }
         let n = *n;
-        let p = store.prepare_imported(n.id, n.type_id, &n.payload, n.payload_cbor, n.digest)?;
+        let p = store.prepare_imported(n.id, n.type_id, n.payload_cbor, n.digest)?;
         self.batch.push((p, n.timestamp));
         if self.batch.len() >= self.opts.batch {
             self.flush()?;

@@ -1,24 +1,24 @@
 //! Helpers for moving nodes in and out in bulk: nodes whose id was computed elsewhere, and
 //! streaming the type index.
 
-use super::nodes::{Prepared, refs_in, refs_of};
+use super::nodes::{Prepared, refs_in};
 use super::{Result, Store, StoreError, TYPE_INDEX};
+use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
-use crate::cas::{NodeId, Value};
 use redb::ReadableTable;
 
 impl Store {
     /// Prepares a node read from outside (an import) whose id and BLAKE3 `digest` the caller
-    /// has computed from `payload_cbor`: finds its references. The type must be a stored schema
-    /// unless the node is the meta-schema or a schema itself.
+    /// has computed from `payload_cbor` (canonical CBOR): finds its references. The type must
+    /// be a stored schema unless the node is the meta-schema or a schema itself.
     ///
     /// # Errors
-    /// [`StoreError::UnknownType`] when the type is not a stored schema.
+    /// [`StoreError::UnknownType`] when the type is not a stored schema,
+    /// [`StoreError::Corrupt`] when `payload_cbor` does not decode.
     pub fn prepare_imported(
         &self,
         id: NodeId,
         type_id: NodeId,
-        payload: &Value,
         payload_cbor: Vec<u8>,
         digest: [u8; 32],
     ) -> Result<Prepared> {
@@ -27,7 +27,7 @@ impl Store {
             Vec::new()
         } else {
             let info = self.type_info(type_id)?;
-            refs_in(&info, &payload_cbor).unwrap_or_else(|| refs_of(&info.schema, payload))
+            refs_in(&info, &payload_cbor).ok_or(StoreError::Corrupt(id))?
         };
         Ok(Prepared {
             id,

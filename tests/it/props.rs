@@ -100,4 +100,32 @@ proptest! {
         let _ = cbor::decode(&bytes);
         let _ = cbor::decode_node(&bytes);
     }
+
+    /// The in-place check of node files agrees with decoding and encoding again, on canonical
+    /// files and on files changed at one byte (most of which are then not canonical, or not
+    /// CBOR at all).
+    #[test]
+    fn canonical_split_agrees_with_decode_and_encode(
+        v in value(),
+        ts in prop_oneof![any::<u64>(), 0u64..2_000_000_000_000],
+        edit in prop::option::of((any::<prop::sample::Index>(), any::<u8>(), 0u8..3)),
+    ) {
+        let mut bytes = cbor::encode_node("944RT37WX1PQ5", &cbor::encode(&v), ts);
+        if let Some((at, byte, how)) = edit {
+            let i = at.index(bytes.len());
+            match how {
+                0 => bytes[i] = byte,
+                1 => bytes.insert(i, byte),
+                _ => bytes.truncate(i),
+            }
+        }
+        let slow = cbor::decode_node(&bytes).ok().and_then(|p| {
+            let payload = cbor::encode(&p.payload);
+            (cbor::encode_node(&p.type_id, &payload, p.timestamp) == bytes)
+                .then_some((p.type_id, payload, p.timestamp))
+        });
+        let fast = cbor::split_canonical_node(&bytes)
+            .map(|c| (c.type_id.to_string(), c.payload_cbor.to_vec(), c.timestamp));
+        prop_assert_eq!(fast, slow);
+    }
 }
