@@ -579,8 +579,10 @@ fn num(n: u64) -> Value {
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
 pub fn steps(store: &Store, thread: &str) -> Result<Value> {
+    let head = head_of(store, thread)?;
+    // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
-    let chain = chain_in(&snap, head_of(store, thread)?)?;
+    let chain = chain_in(&snap, head)?;
     let wf = chain.workflow_id()?.to_wire();
     let mut list = Vec::with_capacity(chain.steps.len() + 1);
     let mut s = Map::new();

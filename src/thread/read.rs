@@ -93,8 +93,10 @@ fn header(n: usize, s: &StepRecord) -> String {
 /// # Errors
 /// [`ThreadError::NotFound`], `step H not found in thread T`, a broken chain, store failures.
 pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
+    let head = head_of(store, thread)?;
+    // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
-    let chain = chain_in(&snap, head_of(store, thread)?)?;
+    let chain = chain_in(&snap, head)?;
     let wf_id = chain.workflow_id()?;
     let wf = load_workflow(&snap, wf_id).ok();
     let mut steps: &[StepRecord] = &chain.steps;
