@@ -110,6 +110,17 @@ impl Bench {
 
     /// Writes the thread's next StepNode through the library, as an agent would, and returns
     /// its id.
+    /// One `uwf thread step` process of `thread` with `agent`, timed from spawn to exit.
+    fn step(&self, thread: &str, agent: &Path) -> Duration {
+        timed(Command::new(uwf_bin()).env("UWF_HOME", &self.home).args([
+            "thread",
+            "step",
+            thread,
+            "--agent",
+            agent.to_str().unwrap(),
+        ]))
+    }
+
     fn prepare_step(&self) -> String {
         let store = Store::open(&self.home.join("uwf.redb")).unwrap();
         self.prepare_step_in(&store).to_wire()
@@ -160,14 +171,7 @@ fn overhead(b: &mut Bench, trivial: &Path, next: &Path, iters: u64) -> Duration 
                 .args([t.as_str(), "worker"])
                 .current_dir("/tmp"),
         );
-        let whole = timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
-            "thread",
-            "step",
-            &t,
-            "--agent",
-            trivial.to_str().unwrap(),
-        ]));
-        total += whole.saturating_sub(agent);
+        total += b.step(&t, trivial).saturating_sub(agent);
     }
     total
 }
@@ -200,35 +204,23 @@ fn step_overhead(c: &mut Criterion) {
     });
     g.bench_function("thread_step_trivial_agent_whole", |bch| {
         bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let t = b.next_thread().to_string();
-                std::fs::write(&next, b.prepare_step()).unwrap();
-                total += timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
-                    "thread",
-                    "step",
-                    &t,
-                    "--agent",
-                    trivial.to_str().unwrap(),
-                ]));
-            }
-            total
+            (0..iters)
+                .map(|_| {
+                    let t = b.next_thread().to_string();
+                    std::fs::write(&next, b.prepare_step()).unwrap();
+                    b.step(&t, &trivial)
+                })
+                .sum()
         })
     });
     g.bench_function("thread_step_submitting_agent_whole", |bch| {
         bch.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let t = b.next_thread().to_string();
-                total += timed(Command::new(uwf_bin()).env("UWF_HOME", &b.home).args([
-                    "thread",
-                    "step",
-                    &t,
-                    "--agent",
-                    submitting.to_str().unwrap(),
-                ]));
-            }
-            total
+            (0..iters)
+                .map(|_| {
+                    let t = b.next_thread().to_string();
+                    b.step(&t, &submitting)
+                })
+                .sum()
         })
     });
     g.finish();

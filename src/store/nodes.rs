@@ -39,28 +39,6 @@ pub enum PutOutcome {
     Existed,
 }
 
-/// Node lookup by id: a [`Store`] (a read transaction per call) or a [`Snapshot`] (one for
-/// all calls).
-pub trait GetNode {
-    /// The node `id`, if stored.
-    ///
-    /// # Errors
-    /// A redb failure or a corrupt record.
-    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>>;
-}
-
-impl GetNode for Store {
-    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>> {
-        self.get(id)
-    }
-}
-
-impl GetNode for Snapshot {
-    fn get_node(&self, id: NodeId) -> Result<Option<StoredNode>> {
-        self.get(id)
-    }
-}
-
 /// A consistent view of the nodes at one moment: see [`Store::snapshot`].
 pub struct Snapshot {
     /// `nodes` and `payloads`; `None` before the first node is stored.

@@ -5,7 +5,7 @@ use super::{Result, ThreadError};
 use crate::cas::bootstrap::ids;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::store::{GetNode, Snapshot, Store};
+use crate::store::{Snapshot, Store};
 use crate::workflow::materialize::is_workflow_type;
 use crate::workflow::{History, StepView, StoredWorkflow};
 use std::collections::HashSet;
@@ -189,9 +189,9 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
 /// # Errors
 /// [`ThreadError::NodeNotFound`], [`ThreadError::NotWorkflow`], or a payload that is not a
 /// workflow.
-pub fn load_workflow(store: &impl GetNode, id: NodeId) -> Result<StoredWorkflow> {
-    let node = store
-        .get_node(id)?
+pub fn load_workflow(snap: &Snapshot, id: NodeId) -> Result<StoredWorkflow> {
+    let node = snap
+        .get(id)?
         .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?;
     if !is_workflow_type(node.type_id) {
         return Err(ThreadError::NotWorkflow {
@@ -203,8 +203,8 @@ pub fn load_workflow(store: &impl GetNode, id: NodeId) -> Result<StoredWorkflow>
 }
 
 /// The payload of node `id`, or `None` when it is not stored.
-pub(crate) fn payload_of(store: &impl GetNode, id: NodeId) -> Result<Option<Value>> {
-    match store.get_node(id)? {
+pub(crate) fn payload_of(snap: &Snapshot, id: NodeId) -> Result<Option<Value>> {
+    match snap.get(id)? {
         Some(n) => Ok(Some(n.payload()?)),
         None => Ok(None),
     }
@@ -212,9 +212,9 @@ pub(crate) fn payload_of(store: &impl GetNode, id: NodeId) -> Result<Option<Valu
 
 /// The payload a string id names (`{}` when it is not an id or not stored): a step's output as
 /// the moderator sees it.
-pub(crate) fn expand_output(store: &impl GetNode, id: &str) -> Result<Value> {
+pub(crate) fn expand_output(snap: &Snapshot, id: &str) -> Result<Value> {
     match NodeId::parse_strict(id) {
-        Some(n) => Ok(payload_of(store, n)?.unwrap_or_else(|| Value::Object(Map::new()))),
+        Some(n) => Ok(payload_of(snap, n)?.unwrap_or_else(|| Value::Object(Map::new()))),
         None => Ok(Value::Object(Map::new())),
     }
 }
@@ -242,5 +242,35 @@ pub(crate) fn history_in(snap: &Snapshot, chain: &Chain) -> Result<History> {
     Ok(History {
         start: chain.start.clone(),
         steps,
+    })
+}
+
+/// A thread at a head as the moderator sees it: its chain, its workflow and the history.
+pub(crate) struct Moderated {
+    /// The chain from the StartNode to the head.
+    pub(crate) chain: Chain,
+    /// The StartNode's workflow id.
+    pub(crate) wf_id: NodeId,
+    /// That workflow.
+    pub(crate) wf: StoredWorkflow,
+    /// The moderator's history of the chain.
+    pub(crate) history: History,
+}
+
+/// Reads the thread ending at `head` for the moderator, in one snapshot.
+///
+/// # Errors
+/// As [`load_chain`] and [`load_workflow`].
+pub(crate) fn load_moderated(store: &Store, head: NodeId) -> Result<Moderated> {
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, head)?;
+    let wf_id = chain.workflow_id()?;
+    let wf = load_workflow(&snap, wf_id)?;
+    let history = history_in(&snap, &chain)?;
+    Ok(Moderated {
+        chain,
+        wf_id,
+        wf,
+        history,
     })
 }

@@ -2,7 +2,7 @@
 //! agent output into a StepNode (`uwf agent submit`), and the scripted agent's replies.
 
 use super::chain::{Chain, chain_in, load_history, load_workflow, step_type, text_type};
-use super::ops::{Found, find};
+use super::ops::active;
 use super::{Result, ThreadError};
 use crate::agent::{self, Script};
 use crate::cas::value::Map;
@@ -18,15 +18,7 @@ struct Ctx {
 }
 
 fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
-    let head = match find(store, thread)? {
-        Found::Active(r) => r.head,
-        Found::Finished(h) => {
-            return Err(ThreadError::NotActive {
-                thread: thread.to_string(),
-                reason: h.reason,
-            });
-        }
-    };
+    let head = active(store, thread)?.head;
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
     let wf = load_workflow(&snap, chain.workflow_id()?)?;

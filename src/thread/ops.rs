@@ -338,6 +338,17 @@ pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
 }
 
 /// The head of a thread, active or finished.
+/// The record of an active thread; [`ThreadError::NotActive`] for a finished one.
+pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
+    match find(store, thread)? {
+        Found::Active(r) => Ok(r),
+        Found::Finished(h) => Err(ThreadError::NotActive {
+            thread: thread.to_string(),
+            reason: h.reason,
+        }),
+    }
+}
+
 pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r.head),
@@ -353,15 +364,7 @@ pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
 /// # Errors
 /// [`ThreadError::NotActive`], [`ThreadError::NotFound`], store failures.
 pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
-    let rec = match find(store, thread)? {
-        Found::Active(r) => r,
-        Found::Finished(h) => {
-            return Err(ThreadError::NotActive {
-                thread: thread.to_string(),
-                reason: h.reason,
-            });
-        }
-    };
+    let rec = active(store, thread)?;
     let wf = match rec.workflow {
         Some(w) => w.to_wire(),
         None => load_chain(store, rec.head)?.workflow_id()?.to_wire(),

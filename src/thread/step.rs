@@ -4,13 +4,13 @@
 //! head) and is closed while the agent runs, so the agent can use the store itself (`uwf agent
 //! submit`) and other commands are never blocked by a slow agent.
 
-use super::chain::{chain_in, history_in, load_workflow, step_type};
+use super::chain::{Moderated, expand_output, load_moderated, step_type};
 use super::config::{AgentCommand, Config};
 use super::ops::{Status, StepOutput};
 use super::process::{self, AgentRun};
 use super::{Result, ThreadError};
 use crate::cas::{NodeId, Value};
-use crate::store::{HistoryEntry, Lease, Store};
+use crate::store::{HistoryEntry, Lease, Snapshot, Store};
 use crate::workflow::{self, Decision, Jsonata, StepView};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -210,13 +210,13 @@ fn returned_id(run: &AgentRun, cmd: &str) -> Result<NodeId> {
 
 /// Checks that `id` is a StepNode of this thread continuing `head` as `role`.
 fn check_returned(
-    store: &Store,
+    snap: &Snapshot,
     id: NodeId,
     start: NodeId,
     head: NodeId,
     role: &str,
 ) -> Result<Value> {
-    let node = store.get(id)?.ok_or_else(|| {
+    let node = snap.get(id)?.ok_or_else(|| {
         ThreadError::Agent(format!("agent returned {id}, which is not in the store"))
     })?;
     if node.type_id != step_type() {
@@ -262,14 +262,9 @@ fn locked_step(
     me: &Lease,
 ) -> Result<StepResult> {
     let thread = opts.thread;
-    let snap = store.snapshot()?;
-    let chain = chain_in(&snap, head)?;
-    let wf_id = chain.workflow_id()?;
-    let wf = load_workflow(&snap, wf_id)?;
-    let history = history_in(&snap, &chain)?;
-    drop(snap);
-    let evaluator = Jsonata::default();
-    let decision = workflow::next(&wf, &history, &evaluator)?;
+    let m = load_moderated(&store, head)?;
+    let wf_id = m.wf_id;
+    let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
     if decision.is_end() {
         // Nothing to run: the thread is finished (e.g. imported at its last step).
         commit(
@@ -296,7 +291,7 @@ fn locked_step(
     }
     let agent = match &opts.agent {
         Some(a) => a.clone(),
-        None => opts.config.agent_for(&wf.name, &decision.role)?,
+        None => opts.config.agent_for(&m.wf.name, &decision.role)?,
     };
     let timeout = match opts.timeout {
         Some(t) => t,
@@ -305,7 +300,7 @@ fn locked_step(
             .timeout_seconds()?
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
     };
-    let (cwd, notes) = effective_cwd(&decision, chain.cwd(), &opts.fallback_cwd);
+    let (cwd, notes) = effective_cwd(&decision, m.chain.cwd(), &opts.fallback_cwd);
     let edge = decision.prompt.clone().unwrap_or_default();
     let mut env = opts.env.clone();
     env.extend([
@@ -351,10 +346,7 @@ fn locked_step(
     let output = conclude(
         &store,
         thread,
-        &chain,
-        wf_id,
-        &wf,
-        history,
+        m,
         &decision.role,
         id,
         (opts.now)(),
@@ -365,29 +357,33 @@ fn locked_step(
 
 /// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
 /// when the moderator then says `$END`).
-#[allow(clippy::too_many_arguments)]
 fn conclude(
     store: &Store,
     thread: &str,
-    chain: &super::Chain,
-    wf_id: NodeId,
-    wf: &crate::workflow::StoredWorkflow,
-    mut history: crate::workflow::History,
+    m: Moderated,
     role: &str,
     id: NodeId,
     now_ms: u64,
     me: Option<&Lease>,
 ) -> Result<StepOutput> {
+    let Moderated {
+        chain,
+        wf_id,
+        wf,
+        mut history,
+    } = m;
     let head = chain.head();
-    let p = check_returned(store, id, chain.start_id, head, role)?;
+    let snap = store.snapshot()?;
+    let p = check_returned(&snap, id, chain.start_id, head, role)?;
     let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     history.steps.push(StepView {
         role: role.to_string(),
-        output: super::chain::expand_output(store, &field("output"))?,
+        output: expand_output(&snap, &field("output"))?,
         detail: field("detail"),
         agent: field("agent"),
     });
-    let next = workflow::next(wf, &history, &Jsonata::default());
+    drop(snap);
+    let next = workflow::next(&wf, &history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
     commit(store, thread, head, id, wf_id, done, now_ms, me)?;
     Ok(StepOutput {
@@ -412,34 +408,10 @@ fn conclude(
 /// # Errors
 /// As [`step`], for the checks of the returned node.
 pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result<StepOutput> {
-    let head = match super::ops::find(store, thread)? {
-        super::ops::Found::Active(r) => r.head,
-        super::ops::Found::Finished(h) => {
-            return Err(ThreadError::NotActive {
-                thread: thread.to_string(),
-                reason: h.reason,
-            });
-        }
-    };
-    let snap = store.snapshot()?;
-    let chain = chain_in(&snap, head)?;
-    let wf_id = chain.workflow_id()?;
-    let wf = load_workflow(&snap, wf_id)?;
-    let history = history_in(&snap, &chain)?;
-    drop(snap);
-    let decision = workflow::next(&wf, &history, &Jsonata::default())?;
-    conclude(
-        store,
-        thread,
-        &chain,
-        wf_id,
-        &wf,
-        history,
-        &decision.role,
-        step,
-        now_ms,
-        None,
-    )
+    let head = super::ops::active(store, thread)?.head;
+    let m = load_moderated(store, head)?;
+    let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    conclude(store, thread, m, &decision.role, step, now_ms, None)
 }
 
 /// What the compare-and-swap found.
