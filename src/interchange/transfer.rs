@@ -1,9 +1,9 @@
 //! Export of a store to the directory layout, and import of that layout into a store.
 //!
-//! Both stream: export walks the store in one read snapshot and writes file by file; import
-//! lists the node files, reads them in runs sorted by id (a few reader threads, a bounded
-//! number of files in flight) and commits in batches, so an interrupted run leaves only whole
-//! batches and a second run finishes the work.
+//! Both stream: export walks the store in write order in one read snapshot and writes file
+//! by file; import lists the node files, reads them in runs sorted by id (a few reader
+//! threads, a bounded number of files in flight) and commits in batches, so an interrupted run
+//! leaves only whole batches and a second run finishes the work.
 
 use super::export_files::{
     AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
@@ -43,6 +43,10 @@ pub enum TransferError {
 
 /// Threads writing node files during an export.
 const EXPORT_WRITERS: usize = 4;
+/// Node files handed to an export writer at a time (one wake-up per chunk, not per file).
+const EXPORT_CHUNK: usize = 64;
+/// Chunks read from the store ahead of the writers.
+const EXPORT_CHUNKS_AHEAD: usize = 16;
 
 /// Progress callback: (what, done, total or 0 when unknown).
 pub type Progress<'a> = &'a dyn Fn(&str, u64, u64);
@@ -75,9 +79,10 @@ pub fn export(
     let total = store.node_count()?;
     let mut report = ExportReport::default();
     // Node files are written by a few threads: creating files is bound by the file system's
-    // per-file work, which overlaps across threads; the store is read by this one.
+    // per-file work, which overlaps across threads. This one reads the store in write order
+    // (the order the payloads lie in the file) and hands the files over in chunks.
     let cas = w.cas_dir().to_path_buf();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(NodeId, Vec<u8>)>(1024);
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(NodeId, Vec<u8>)>>(EXPORT_CHUNKS_AHEAD);
     let rx = std::sync::Mutex::new(rx);
     let outcome = std::thread::scope(|scope| -> Result<Vec<(Written, bool)>, TransferError> {
         let workers: Vec<_> = (0..EXPORT_WRITERS)
@@ -87,25 +92,41 @@ pub fn export(
                     let mut buf = Vec::new();
                     loop {
                         let next = rx.lock().expect("export queue lock").recv();
-                        let Ok((id, bytes)) = next else {
+                        let Ok(chunk) = next else {
                             return Ok(done);
                         };
-                        done.push(write_node_file(&cas, id, &bytes, &mut buf)?);
+                        for (id, bytes) in chunk {
+                            done.push(write_node_file(&cas, id, &bytes, &mut buf)?);
+                        }
                     }
                 })
             })
             .collect();
-        let fed = store.for_each_node::<TransferError>(|n| {
+        // The queue closes only when every writer has stopped on an error, which is the one
+        // reported below; the walk stops then.
+        let writers_gone = || TransferError::Read {
+            path: cas.clone(),
+            message: "the export writers stopped".into(),
+        };
+        let mut chunk = Vec::with_capacity(EXPORT_CHUNK);
+        let fed = store.for_each_node_in_write_order::<TransferError>(|n| {
             let bytes = cbor::encode_node(&n.type_id.to_wire(), &n.payload_cbor, n.timestamp);
-            // A closed queue means a writer failed; its error is reported below.
-            if tx.send((n.id, bytes)).is_err() {
-                return Ok(());
+            chunk.push((n.id, bytes));
+            if chunk.len() == EXPORT_CHUNK {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(EXPORT_CHUNK));
+                tx.send(full).map_err(|_| writers_gone())?;
             }
             report.nodes += 1;
             if report.nodes.is_multiple_of(4096) {
                 progress("export nodes", report.nodes, total);
             }
             Ok(())
+        });
+        let fed = fed.and_then(|()| {
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            tx.send(chunk).map_err(|_| writers_gone())
         });
         drop(tx);
         let mut all = Vec::new();

@@ -538,7 +538,121 @@ impl Store {
         }
         Ok(())
     }
+
+    /// Visits every stored node in write (sequence) order, in one read snapshot, streaming.
+    ///
+    /// The payloads are read in the order they lie in the file, each record once, where
+    /// [`for_each_node`](Self::for_each_node) looks each one up by its node. The small `nodes`
+    /// records are read in passes: each pass keeps the nodes of one window of 2^19 sequence
+    /// numbers (64 bytes each), so memory stays bounded whatever the store's size.
+    ///
+    /// # Errors
+    /// A redb failure, [`StoreError::Corrupt`] for a node whose payload entry is missing, or
+    /// the first error `f` returns.
+    pub fn for_each_node_in_write_order<E: From<StoreError>>(
+        &self,
+        f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        self.for_each_in_windows(SEQ_WINDOW, f)
+    }
+
+    /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order) with passes of
+    /// `window` sequence numbers.
+    fn for_each_in_windows<E: From<StoreError>>(
+        &self,
+        window_len: u64,
+        mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        /// A node of the current window.
+        struct Slot {
+            seq: u64,
+            id: NodeId,
+            type_id: NodeId,
+            timestamp: u64,
+            digest: [u8; 32],
+        }
+        let tx = self.begin_read()?;
+        let nodes = match tx.open_table(NODES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(StoreError::from(e).into()),
+        };
+        let payloads = tx.open_table(PAYLOADS).map_err(StoreError::from)?;
+        let total = nodes.len().map_err(StoreError::from)?;
+        let mut window: Vec<Slot> = Vec::with_capacity(total.min(window_len) as usize);
+        let mut lo = 0u64;
+        loop {
+            let hi = lo.saturating_add(window_len);
+            // The first sequence number of the next pass: the least one past this window.
+            let mut next: Option<u64> = None;
+            window.clear();
+            for e in nodes.iter().map_err(StoreError::from)? {
+                let (k, v) = e.map_err(StoreError::from)?;
+                let id = NodeId(k.value());
+                let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
+                if h.seq < lo {
+                    continue;
+                }
+                if h.seq >= hi {
+                    next = Some(next.map_or(h.seq, |n| n.min(h.seq)));
+                    continue;
+                }
+                window.push(Slot {
+                    seq: h.seq,
+                    id,
+                    type_id: h.type_id,
+                    timestamp: h.timestamp,
+                    digest: h.digest.try_into().expect("32 bytes"),
+                });
+            }
+            window.sort_unstable_by_key(|s| s.seq);
+            // The record holding `lo` may start before it.
+            let start = match payloads.range(..=lo).map_err(StoreError::from)?.next_back() {
+                Some(e) => e.map_err(StoreError::from)?.0.value(),
+                None => 0,
+            };
+            let mut slots = window.iter().peekable();
+            'records: for r in payloads.range(start..hi).map_err(StoreError::from)? {
+                let (k, v) = r.map_err(StoreError::from)?;
+                for entry in entries(k.value(), v.value()) {
+                    let Some(s) = slots.peek() else {
+                        break 'records;
+                    };
+                    // A broken record: the node it should hold is reported below.
+                    let Ok((seq, owner, payload)) = entry else {
+                        break;
+                    };
+                    // Entries of no stored node are skipped; `verify` reports them.
+                    if seq < s.seq {
+                        continue;
+                    }
+                    if seq > s.seq || owner != s.id {
+                        return Err(StoreError::Corrupt(s.id).into());
+                    }
+                    f(StoredNode {
+                        id: s.id,
+                        type_id: s.type_id,
+                        timestamp: s.timestamp,
+                        seq: s.seq,
+                        digest: s.digest,
+                        payload_cbor: payload.to_vec(),
+                    })?;
+                    slots.next();
+                }
+            }
+            if let Some(s) = slots.next() {
+                return Err(StoreError::Corrupt(s.id).into());
+            }
+            match next {
+                Some(n) => lo = n,
+                None => return Ok(()),
+            }
+        }
+    }
 }
+
+/// Sequence numbers per pass of [`Store::for_each_node_in_write_order`].
+const SEQ_WINDOW: u64 = 1 << 19;
 
 /// Hashes a payload of `type_id` without any check (`type_id == META` makes a schema node;
 /// a self-typed node is not made here).
@@ -700,5 +814,85 @@ impl std::hash::Hasher for U64Hasher {
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::bootstrap::ids;
+
+    fn texts(s: &Store, from: usize, n: usize) -> Vec<Prepared> {
+        let text = NodeId::parse(ids::TEXT).expect("id");
+        (from..from + n)
+            .map(|i| {
+                s.prepare(text, &Value::str(format!("text {i}")), true)
+                    .expect("prepare")
+            })
+            .collect()
+    }
+
+    fn in_windows(s: &Store, window: u64) -> Result<Vec<StoredNode>> {
+        let mut seen = Vec::new();
+        s.for_each_in_windows::<StoreError>(window, |n| {
+            seen.push(n);
+            Ok(())
+        })?;
+        Ok(seen)
+    }
+
+    #[test]
+    fn write_order_walk_gives_every_node_once_in_seq_order_whatever_the_window() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = Store::open(&dir.path().join("uwf.redb")).expect("store");
+        // Batches of several sizes, so payload records straddle the windows.
+        for (i, n) in [(0, 5), (5, 40), (45, 1), (46, 300)] {
+            s.put(&texts(&s, i, n), 7).expect("put");
+        }
+        let mut by_id = Vec::new();
+        s.for_each_node::<StoreError>(|n| {
+            by_id.push(n);
+            Ok(())
+        })
+        .expect("walk");
+        by_id.sort_by_key(|n| n.seq);
+        assert!(by_id.len() > 346, "the bootstrap schemas and the texts");
+        for window in [1, 3, 64, 1 << 19] {
+            assert_eq!(
+                in_windows(&s, window).expect("walk"),
+                by_id,
+                "window {window}"
+            );
+        }
+    }
+
+    #[test]
+    fn write_order_walk_reports_a_node_whose_payload_is_gone() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = Store::open(&dir.path().join("uwf.redb")).expect("store");
+        let batch = texts(&s, 0, 20);
+        s.put(&batch, 7).expect("put");
+        let victim = s.get(batch[10].id).expect("get").expect("stored");
+        // Remove the payload record holding the victim (and its neighbours).
+        let tx = s.begin_write().expect("tx");
+        {
+            let mut p = tx.open_table(PAYLOADS).expect("payloads");
+            let key = p
+                .range(..=victim.seq)
+                .expect("range")
+                .next_back()
+                .expect("a record")
+                .expect("read")
+                .0
+                .value();
+            p.remove(key).expect("remove");
+        }
+        tx.commit().expect("commit");
+        for window in [3, 1 << 19] {
+            match in_windows(&s, window) {
+                Err(StoreError::Corrupt(_)) => {}
+                other => panic!("window {window}: {:?}", other.map(|v| v.len())),
+            }
+        }
     }
 }
