@@ -6,13 +6,16 @@
 //! UWF_BENCH_1M=1 cargo bench --bench interchange       # and 1M nodes (single timed runs)
 //! UWF_BENCH_DIR=/path cargo bench --bench interchange  # keep (and reuse) stores and layouts
 //! UWF_BENCH_PREPARE_ONLY=1                             # build the fixtures, time nothing
+//! UWF_BENCH_SETTLE=61                                  # seconds to wait after deleting outputs
 //! ```
 //!
 //! The data is fixed-seed and thread-like: per thread one StartNode, then StepNodes each
 //! referencing the StartNode, the previous step and a text node (0.2–2 KB), plus the thread
 //! heads, registry names and history lines. The setup checks the round trip (export, import
 //! into an empty store: the same ids, bytes, timestamps, heads, registry and history) before
-//! anything is timed. The medians and ratios are printed at the end and written to
+//! anything is timed. Runs that create the layout's files (export, `cp -r`, `tar xf`) each
+//! write into a new directory; the directories are deleted after the last run of an operation,
+//! followed by a pause before the next one creates files (see `settle_secs`). The medians and ratios are printed at the end and written to
 //! `target/interchange-summary.md`.
 
 use criterion::{Criterion, SamplingMode, Throughput};
@@ -378,18 +381,77 @@ fn clear(p: &Path) {
     } else if p.exists() {
         fs::remove_file(p).expect("remove file");
     }
+    sync();
+}
+
+/// Writes all dirty pages out, so that no run pays for the write-back of an earlier one.
+fn sync() {
     run(&mut Command::new("sync"));
+}
+
+/// Seconds to wait after deleting a run's files before files are created again: ext4 without
+/// a journal skips inodes freed in the last 60 s (300 s more while their inode table block is
+/// dirty) on every inode allocation, which makes the creates after a large deletion several
+/// times slower. `UWF_BENCH_SETTLE` changes it.
+fn settle_secs() -> u64 {
+    std::env::var("UWF_BENCH_SETTLE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(61)
+}
+
+/// Deletes the outputs of `op`'s runs, then waits out [`settle_secs`].
+fn clear_outputs(f: &Fixture, op: &str) {
+    let Some(prefix) = output_prefix(op) else {
+        return;
+    };
+    let mut removed = false;
+    for e in fs::read_dir(&f.root).expect("fixture dir") {
+        let e = e.expect("entry");
+        if e.file_name().to_string_lossy().starts_with(prefix) {
+            fs::remove_dir_all(e.path()).expect("remove outputs");
+            removed = true;
+        }
+    }
+    sync();
+    if removed {
+        std::thread::sleep(Duration::from_secs(settle_secs()));
+    }
+}
+
+/// The name prefix of the directories `op` creates, one per run.
+fn output_prefix(op: &str) -> Option<&'static str> {
+    match op {
+        "uwf export" => Some("out-export-"),
+        "cp -r" => Some("out-cp-"),
+        "tar xf" => Some("out-tar-"),
+        _ => None,
+    }
 }
 
 const OPS: [&str; 5] = ["uwf export", "uwf import", "cp -r", "tar cf", "tar xf"];
 
-/// One timed run of `op` on `f`; the setup (emptying the target) is not timed.
-fn once(op: &str, f: &Fixture) -> Duration {
+/// One timed run of `op` on `f`; the setup is not timed. The operations that create the
+/// layout's files write into a new directory each run (`run` numbers it): nothing is deleted
+/// between runs (see [`settle_secs`]).
+fn once(op: &str, f: &Fixture, run_no: usize) -> Duration {
     let layout = f.layout();
+    let fresh = |op: &str| {
+        let out = f.scratch(&format!(
+            "{}{run_no}",
+            output_prefix(op).expect("creates files")
+        ));
+        assert!(
+            !out.exists(),
+            "{} is left from an earlier run",
+            out.display()
+        );
+        sync();
+        out
+    };
     match op {
         "uwf export" => {
-            let out = f.scratch("out-export");
-            clear(&out);
+            let out = fresh(op);
             let s = Store::open_read_only(&f.store()).expect("store");
             let t = Instant::now();
             transfer::export(&s, &out, &quiet).expect("export");
@@ -409,8 +471,7 @@ fn once(op: &str, f: &Fixture) -> Duration {
             d
         }
         "cp -r" => {
-            let out = f.scratch("out-cp");
-            clear(&out);
+            let out = fresh(op);
             let t = Instant::now();
             run(Command::new("cp").arg("-r").arg(&layout).arg(&out));
             t.elapsed()
@@ -430,10 +491,9 @@ fn once(op: &str, f: &Fixture) -> Duration {
         "tar xf" => {
             let tar = f.scratch("layout.tar");
             if !tar.exists() {
-                once("tar cf", f);
+                once("tar cf", f, run_no);
             }
-            let out = f.scratch("out-tar");
-            clear(&out);
+            let out = fresh(op);
             fs::create_dir(&out).expect("dir");
             let t = Instant::now();
             run(Command::new("tar").arg("xf").arg(&tar).arg("-C").arg(&out));
@@ -535,17 +595,21 @@ fn main() {
                 .measurement_time(Duration::from_secs(1))
                 .throughput(Throughput::Elements(f.nodes));
             for op in OPS {
+                clear_outputs(&f, op);
+                let mut run_no = 0;
                 g.bench_function(op, |b| {
                     b.iter_custom(|iters| {
                         (0..iters)
                             .map(|_| {
-                                let d = once(op, &f);
+                                run_no += 1;
+                                let d = once(op, &f, run_no);
                                 record(op, d);
                                 d
                             })
                             .sum()
                     })
                 });
+                clear_outputs(&f, op);
             }
             g.finish();
         } else {
@@ -555,20 +619,16 @@ fn main() {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(3);
             for op in OPS {
-                for _ in 0..runs {
-                    let d = once(op, &f);
+                clear_outputs(&f, op);
+                for run_no in 1..=runs {
+                    let d = once(op, &f, run_no);
                     eprintln!("{}/{op}: {d:.2?}", label(n));
                     record(op, d);
                 }
+                clear_outputs(&f, op);
             }
         }
-        for p in [
-            "out-export",
-            "out-cp",
-            "out-tar",
-            "layout.tar",
-            "imported.redb",
-        ] {
+        for p in ["layout.tar", "imported.redb"] {
             clear(&f.scratch(p));
         }
     }

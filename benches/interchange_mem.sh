@@ -31,9 +31,21 @@ measure() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+# ext4 without a journal skips inodes freed in the last 60 s on every inode allocation: after
+# deleting a layout, wait before creating files again (UWF_BENCH_SETTLE seconds).
+clear() {
+    if [ -e "$1" ]; then
+        rm -rf "$1"
+        sync
+        sleep "${UWF_BENCH_SETTLE:-61}"
+    fi
+}
+
 for s in $sizes; do
     root=$dir/$s
-    rm -rf "$root/mem-export" "$root/mem-import"
+    clear "$root/mem-export"
+    rm -rf "$root/mem-import"
+    sync
     mkdir -p "$root/mem-import"
     echo "== $s nodes"
     echo "uwf export: $(UWF_HOME=$root measure "$uwf" export "$root/mem-export")"
@@ -42,5 +54,6 @@ for s in $sizes; do
     echo "uwf.redb (after the import): $(stat -c %s "$root/mem-import/uwf.redb") bytes"
     echo "layout du -sb: $(du -sb "$root/layout" | cut -f1) bytes (apparent size)"
     echo "layout du -sh: $(du -sh "$root/layout" | cut -f1) ($(du -sB1 "$root/layout" | cut -f1) bytes of blocks)"
-    rm -rf "$root/mem-export" "$root/mem-import"
+    clear "$root/mem-export"
+    rm -rf "$root/mem-import"
 done
