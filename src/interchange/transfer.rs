@@ -83,11 +83,15 @@ pub fn export(
     // (the order the payloads lie in the file) and hands the files over in chunks.
     let cas = w.cas_dir().to_path_buf();
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(NodeId, Vec<u8>)>>(EXPORT_CHUNKS_AHEAD);
-    let rx = std::sync::Mutex::new(rx);
+    // The writers own the receiving end together: when the last one stops (on an error), it
+    // is dropped and the walk's next send fails instead of waiting forever.
+    let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
     let outcome = std::thread::scope(|scope| -> Result<Vec<(Written, bool)>, TransferError> {
         let workers: Vec<_> = (0..EXPORT_WRITERS)
             .map(|_| {
-                scope.spawn(|| -> Result<Vec<(Written, bool)>, ExportError> {
+                let rx = std::sync::Arc::clone(&rx);
+                let cas = &cas;
+                scope.spawn(move || -> Result<Vec<(Written, bool)>, ExportError> {
                     let mut done = Vec::new();
                     let mut buf = Vec::new();
                     loop {
@@ -96,14 +100,15 @@ pub fn export(
                             return Ok(done);
                         };
                         for (id, bytes) in chunk {
-                            done.push(write_node_file(&cas, id, &bytes, &mut buf)?);
+                            done.push(write_node_file(cas, id, &bytes, &mut buf)?);
                         }
                     }
                 })
             })
             .collect();
+        drop(rx);
         // The queue closes only when every writer has stopped on an error, which is the one
-        // reported below; the walk stops then.
+        // reported below.
         let writers_gone = || TransferError::Read {
             path: cas.clone(),
             message: "the export writers stopped".into(),

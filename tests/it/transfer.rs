@@ -602,3 +602,49 @@ fn export_repairs_a_partial_node_file() {
     assert_eq!(r.get("unchanged").and_then(Value::as_f64), Some(198.0));
     assert_eq!(tree(&out), clean);
 }
+
+/// A node file that cannot be written stops the export with an error naming it, also when the
+/// store holds many more nodes than the writers' queue (the walk must not wait for writers
+/// that have stopped).
+#[test]
+fn export_stops_with_an_error_when_node_files_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let text = NodeId::parse(uwf::cas::bootstrap::ids::TEXT).unwrap();
+    let batch: Vec<_> = (0..5000)
+        .map(|i| s.prepare(text, &Value::str(format!("n{i}")), true).unwrap())
+        .collect();
+    s.put(&batch, 1).unwrap();
+    let out = dir.path().join("out");
+    fs::create_dir_all(out.join("cas")).unwrap();
+    // Every node file's name is taken by a directory.
+    let mut ids = Vec::new();
+    s.for_each_node::<uwf::store::StoreError>(|n| {
+        ids.push(n.id);
+        Ok(())
+    })
+    .unwrap();
+    for id in &ids {
+        fs::create_dir(out.join("cas").join(format!("{id}.bin"))).unwrap();
+    }
+    let (done, result) = std::sync::mpsc::channel();
+    let path = out.clone();
+    let store_path = dir.path().join("uwf.redb");
+    drop(s);
+    std::thread::spawn(move || {
+        let s = Store::open(&store_path).unwrap();
+        let r = transfer::export(&s, &path, &|_, _, _| {}).map(|_| ());
+        let _ = done.send(r.map_err(|e| e.to_string()));
+    });
+    let r = result_within(&result, 120);
+    let e = r.expect_err("the export fails");
+    assert!(
+        e.contains(".bin") && e.contains("not a regular file"),
+        "{e}"
+    );
+}
+
+fn result_within<T>(rx: &std::sync::mpsc::Receiver<T>, secs: u64) -> T {
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .expect("the export returns instead of hanging")
+}
