@@ -212,6 +212,60 @@ where
         .map(|(_, p)| p.to_vec()))
 }
 
+/// Walks the payload entries beside `items` (sorted by sequence number, `key` giving each one's
+/// sequence number and node id), reading only the records that hold them, in file order, and
+/// calls `f` with each item and its payload. Entries of no item are skipped (`verify` reports
+/// them).
+///
+/// # Errors
+/// [`StoreError::Corrupt`] for the first item whose entry is missing or names another node, a
+/// redb failure, or the first error `f` returns.
+pub(crate) fn join_payloads<P, T, E: From<StoreError>>(
+    payloads: &P,
+    items: &[T],
+    key: impl Fn(&T) -> (u64, NodeId),
+    mut f: impl FnMut(&T, &[u8]) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E>
+where
+    P: ReadableTable<u64, &'static [u8]>,
+{
+    let (Some(first), Some(last)) = (items.first(), items.last()) else {
+        return Ok(());
+    };
+    let (lo, hi) = (key(first).0, key(last).0);
+    // The record holding `lo` may start before it.
+    let start = match payloads.range(..=lo).map_err(StoreError::from)?.next_back() {
+        Some(e) => e.map_err(StoreError::from)?.0.value(),
+        None => 0,
+    };
+    let mut items = items.iter().peekable();
+    'records: for r in payloads.range(start..=hi).map_err(StoreError::from)? {
+        let (k, v) = r.map_err(StoreError::from)?;
+        for entry in entries(k.value(), v.value()) {
+            let Some(&item) = items.peek() else {
+                break 'records;
+            };
+            // A broken record: the item it should hold is reported below.
+            let Ok((seq, owner, payload)) = entry else {
+                break;
+            };
+            let (want, id) = key(item);
+            if seq < want {
+                continue;
+            }
+            if seq > want || owner != id {
+                return Err(StoreError::Corrupt(id).into());
+            }
+            f(item, payload)?;
+            items.next();
+        }
+    }
+    match items.next() {
+        Some(item) => Err(StoreError::Corrupt(key(item).1).into()),
+        None => Ok(()),
+    }
+}
+
 /// Reads node `id`: its `nodes` record, then its payload by sequence number.
 pub(crate) fn read_node<N, P>(nodes: &N, payloads: &P, id: NodeId) -> Result<Option<StoredNode>>
 where
@@ -606,29 +660,11 @@ impl Store {
                 });
             }
             window.sort_unstable_by_key(|s| s.seq);
-            // The record holding `lo` may start before it.
-            let start = match payloads.range(..=lo).map_err(StoreError::from)?.next_back() {
-                Some(e) => e.map_err(StoreError::from)?.0.value(),
-                None => 0,
-            };
-            let mut slots = window.iter().peekable();
-            'records: for r in payloads.range(start..hi).map_err(StoreError::from)? {
-                let (k, v) = r.map_err(StoreError::from)?;
-                for entry in entries(k.value(), v.value()) {
-                    let Some(s) = slots.peek() else {
-                        break 'records;
-                    };
-                    // A broken record: the node it should hold is reported below.
-                    let Ok((seq, owner, payload)) = entry else {
-                        break;
-                    };
-                    // Entries of no stored node are skipped; `verify` reports them.
-                    if seq < s.seq {
-                        continue;
-                    }
-                    if seq > s.seq || owner != s.id {
-                        return Err(StoreError::Corrupt(s.id).into());
-                    }
+            join_payloads(
+                &payloads,
+                &window,
+                |s| (s.seq, s.id),
+                |s, payload| {
                     f(StoredNode {
                         id: s.id,
                         type_id: s.type_id,
@@ -636,13 +672,9 @@ impl Store {
                         seq: s.seq,
                         digest: s.digest,
                         payload_cbor: payload.to_vec(),
-                    })?;
-                    slots.next();
-                }
-            }
-            if let Some(s) = slots.next() {
-                return Err(StoreError::Corrupt(s.id).into());
-            }
+                    })
+                },
+            )?;
             match next {
                 Some(n) => lo = n,
                 None => return Ok(()),

@@ -1,7 +1,8 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
 use super::nodes::{
-    BuildU64, HEADER, Header, entries as entries_of, find_payload, read_node, refs_of, unpack_refs,
+    BuildU64, HEADER, Header, entries as entries_of, find_payload, join_payloads, read_node,
+    refs_of, unpack_refs,
 };
 use super::{NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
@@ -171,26 +172,13 @@ impl Store {
             let mut types: Types = HashMap::with_hasher(BuildU64);
             let mut fixes: Vec<(u64, Vec<NodeId>)> = Vec::new();
             let mut found = Vec::new();
-            // Walk the payload entries in seq order beside the nodes sorted by seq. Entries
-            // without a node are skipped here; `verify` reports them.
-            let mut next = 0usize;
-            for r in payloads.iter()? {
-                let (k, v) = r?;
-                for entry in entries_of(k.value(), v.value()) {
-                    let Ok((seq, owner, payload)) = entry else {
-                        break;
-                    };
-                    let Some(e) = nodes_by_seq.get(next) else {
-                        break;
-                    };
-                    if seq < e.seq {
-                        continue;
-                    }
+            // Walk the payload entries in seq order beside the nodes sorted by seq.
+            join_payloads(
+                &payloads,
+                &nodes_by_seq,
+                |e| (e.seq, NodeId(e.id)),
+                |e, payload| {
                     let id = NodeId(e.id);
-                    if seq > e.seq || owner != id {
-                        return Err(StoreError::Corrupt(id));
-                    }
-                    next += 1;
                     found.clear();
                     let type_id = NodeId(e.type_id);
                     if type_id != META && type_id != id {
@@ -220,11 +208,9 @@ impl Store {
                     if count.is_multiple_of(65536) {
                         progress(count, total);
                     }
-                }
-            }
-            if let Some(e) = nodes_by_seq.get(next) {
-                return Err(StoreError::Corrupt(NodeId(e.id)));
-            }
+                    Ok::<_, StoreError>(())
+                },
+            )?;
             drop(payloads);
             for (id, refs) in fixes {
                 let mut rec = nodes.get(id)?.expect("read above").value()[..HEADER].to_vec();

@@ -627,24 +627,19 @@ fn export_stops_with_an_error_when_node_files_cannot_be_written() {
     for id in &ids {
         fs::create_dir(out.join("cas").join(format!("{id}.bin"))).unwrap();
     }
+    // On its own thread, so that a hang fails the test instead of stalling it.
     let (done, result) = std::sync::mpsc::channel();
     let path = out.clone();
-    let store_path = dir.path().join("uwf.redb");
-    drop(s);
     std::thread::spawn(move || {
-        let s = Store::open(&store_path).unwrap();
         let r = transfer::export(&s, &path, &|_, _, _| {}).map(|_| ());
         let _ = done.send(r.map_err(|e| e.to_string()));
     });
-    let r = result_within(&result, 120);
-    let e = r.expect_err("the export fails");
+    let e = result
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the export returns instead of hanging")
+        .expect_err("the export fails");
     assert!(
         e.contains(".bin") && e.contains("not a regular file"),
         "{e}"
     );
-}
-
-fn result_within<T>(rx: &std::sync::mpsc::Receiver<T>, secs: u64) -> T {
-    rx.recv_timeout(std::time::Duration::from_secs(secs))
-        .expect("the export returns instead of hanging")
 }
