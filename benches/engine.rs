@@ -88,7 +88,7 @@ impl Bench {
         for i in 0..n {
             b.steps = i + 1;
             let id = b.prepare_step_in(&store);
-            thread::advance(&store, &b.thread, id, 1_767_225_600_000).unwrap();
+            uwf::engine::advance(&store, &b.thread, id, 1_767_225_600_000).unwrap();
         }
         b
     }

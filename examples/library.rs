@@ -62,7 +62,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     // Move the head by compare-and-swap.
-    let after = thread::advance(&store, id.as_str(), step, now())?;
+    let after = uwf::engine::advance(&store, id.as_str(), step, now())?;
     println!(
         "step {} done; next role: {}",
         after.head,

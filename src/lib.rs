@@ -10,7 +10,11 @@
 pub mod agent;
 pub mod cas;
 pub mod cli;
+pub mod engine;
+mod error;
 pub mod interchange;
 pub mod store;
 pub mod thread;
 pub mod workflow;
+
+pub use error::ErrorKind;

@@ -150,10 +150,7 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             if exists {
                 Ok(())
             } else {
-                Err(CliError {
-                    message: String::new(),
-                    code: 1,
-                })
+                Err(CliError::new(""))
             }
         }
         CasCommand::Refs { id } => {
@@ -198,10 +195,13 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             if r.is_clean() {
                 Ok(())
             } else {
-                Err(CliError::new(format!(
-                    "store is damaged: {} problem(s), first: {}",
-                    r.damage_count, r.damage[0]
-                )))
+                Err(CliError::of(
+                    crate::ErrorKind::Damaged,
+                    format!(
+                        "store is damaged: {} problem(s), first: {}",
+                        r.damage_count, r.damage[0]
+                    ),
+                ))
             }
         }
         CasCommand::Schema(SchemaCommand::List) => {

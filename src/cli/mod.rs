@@ -10,39 +10,129 @@ pub mod workflow;
 
 pub use output::Format;
 
+use crate::ErrorKind;
+use crate::cas::Value;
+use crate::engine::StepError;
 use crate::store::{self, Store, StoreError};
+use crate::thread::ThreadError;
 use clap::{Parser, Subcommand};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
-/// A failed command: the one-line message for stderr and the exit code.
+/// A failed command: the one-line message for stderr, hints, and its kind (the exit code).
 #[derive(Debug)]
 pub struct CliError {
-    /// Printed to stderr.
+    /// Printed to stderr (nothing when empty).
     pub message: String,
-    /// Process exit code.
-    pub code: i32,
+    /// The kind, which gives the exit code.
+    pub kind: ErrorKind,
+    /// Printed after the message as `hint: …` lines.
+    pub hints: Vec<String>,
+    /// A retry of the same command may succeed.
+    pub retryable: bool,
+    /// Exit 0 without a message (a closed stdout pipe).
+    pub quiet: bool,
 }
 
 impl CliError {
-    /// An error with exit code 1.
+    /// A user error (exit code 1).
     pub fn new(message: impl Into<String>) -> CliError {
+        CliError::of(ErrorKind::User, message)
+    }
+
+    /// An error of `kind`.
+    pub fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
-            code: 1,
+            kind,
+            hints: Vec::new(),
+            retryable: kind == ErrorKind::Retry,
+            quiet: false,
+        }
+    }
+
+    /// Adds a `hint:` line.
+    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// The process exit code.
+    pub fn code(&self) -> i32 {
+        if self.quiet { 0 } else { self.kind.exit_code() }
+    }
+
+    /// Prints the message and hints to stderr, and with `json` a JSON error object after them.
+    fn report(&self, json: bool) {
+        if self.quiet {
+            return;
+        }
+        let mut err = std::io::stderr().lock();
+        if !self.message.is_empty() {
+            let _ = writeln!(err, "{}", self.message);
+        }
+        for h in &self.hints {
+            let _ = writeln!(err, "hint: {h}");
+        }
+        if json {
+            let o = output::obj([(
+                "error",
+                output::obj([
+                    ("kind", Value::str(self.kind.name())),
+                    ("code", Value::Number(f64::from(self.code()))),
+                    ("message", Value::str(&self.message)),
+                    (
+                        "hints",
+                        Value::Array(self.hints.iter().map(Value::str).collect()),
+                    ),
+                    ("retryable", Value::Bool(self.retryable)),
+                ]),
+            )]);
+            let _ = writeln!(err, "{}", o.to_json());
         }
     }
 }
 
 impl From<StoreError> for CliError {
     fn from(e: StoreError) -> Self {
-        CliError::new(e.to_string())
+        CliError::of(e.kind(), e.to_string())
+    }
+}
+
+impl From<ThreadError> for CliError {
+    fn from(e: ThreadError) -> Self {
+        match e {
+            ThreadError::Store(s) => s.into(),
+            e => CliError::of(e.kind(), e.to_string()),
+        }
+    }
+}
+
+impl From<StepError> for CliError {
+    fn from(e: StepError) -> Self {
+        let retryable = e.retryable();
+        let hint = match &e {
+            StepError::Busy { thread, .. } => Some(format!(
+                "wait for that step to end; \"uwf thread show {thread}\" shows when it has"
+            )),
+            StepError::Advanced { .. } => Some("run the step again from the new head".to_string()),
+            _ => None,
+        };
+        let mut c = match e {
+            StepError::Thread(t) => t.into(),
+            e => CliError::of(e.kind(), e.to_string()),
+        };
+        c.retryable = retryable;
+        if let Some(h) = hint {
+            c = c.hint(h);
+        }
+        c
     }
 }
 
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
-        CliError::new(e.to_string())
+        CliError::of(ErrorKind::Internal, e.to_string())
     }
 }
 
@@ -56,9 +146,10 @@ pub type CliResult<T = ()> = Result<T, CliError>;
     about = "A stateless workflow engine for AI agents"
 )]
 struct Cli {
-    /// Output format.
-    #[arg(long, global = true, value_enum, default_value_t = Format::Json)]
-    format: Format,
+    /// Output format (default json). With an explicit `--format json`, an error also prints
+    /// a JSON error object on stderr.
+    #[arg(long, global = true, value_enum)]
+    format: Option<Format>,
     #[command(subcommand)]
     command: Command,
 }
@@ -144,24 +235,19 @@ impl Env {
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
-        Err(e) if e.use_stderr() => {
-            // One line, like every other error; `--help` has the details.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "{}; see \"uwf --help\"",
-                first.trim_start_matches("error: ")
-            );
-            return 1;
-        }
         Err(e) => {
+            // clap's whole message: usage errors name what is wrong and how to get help.
             let _ = e.print();
-            return 0;
+            return if e.use_stderr() {
+                ErrorKind::Usage.exit_code()
+            } else {
+                0
+            };
         }
     };
     let env = Env {
         root: store::resolve_root(|k| std::env::var(k).ok()),
-        format: cli.format,
+        format: cli.format.unwrap_or(Format::Json),
         now_ms: std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
@@ -180,10 +266,8 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     match r {
         Ok(()) => 0,
         Err(e) => {
-            if !e.message.is_empty() {
-                eprintln!("{}", e.message);
-            }
-            e.code
+            e.report(cli.format == Some(Format::Json));
+            e.code()
         }
     }
 }

@@ -41,8 +41,8 @@ pub fn write_stdout(b: &[u8]) -> CliResult {
     match out.write_all(b).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(CliError {
-            message: String::new(),
-            code: 0,
+            quiet: true,
+            ..CliError::new("")
         }),
         Err(e) => Err(e.into()),
     }

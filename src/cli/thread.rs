@@ -3,18 +3,13 @@
 use super::output::{obj, print, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::cas::Value;
+use crate::engine::{self, Interrupt, StepOptions};
 use crate::thread::{
-    self, AgentCommand, Config, ListFilter, ReadOptions, Status, StepOptions, ThreadError,
-    ThreadId, config::parse_dotenv, time::parse_time,
+    self, AgentCommand, Config, ListFilter, ReadOptions, Status, ThreadId, config::parse_dotenv,
+    time::parse_time,
 };
 use clap::Subcommand;
 use std::time::Duration;
-
-impl From<ThreadError> for CliError {
-    fn from(e: ThreadError) -> Self {
-        CliError::new(e.to_string())
-    }
-}
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ThreadCommand {
@@ -371,12 +366,14 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         .transpose()?;
     let agent = a.agent.as_deref().map(AgentCommand::parse).transpose()?;
     let config = Config::load(&env.root)?;
-    // Create (or import) the store before the step opens it by path.
-    if !env.db_path().exists() {
-        drop(env.open_rw()?);
-    }
+    let store = env.open_rw()?;
+    // Ctrl-C or SIGTERM ends the running agent, gives the lease back and exits 130/143.
+    let interrupt = Interrupt::new()?;
+    interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
+    // Agents run one at a time here: what one leaves behind can be found and killed.
+    engine::adopt_orphans();
     let opts = StepOptions {
-        db_path: &env.db_path(),
+        store: &store,
         root: &env.root,
         thread: &t,
         agent,
@@ -387,11 +384,13 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         pid: std::process::id(),
         now: &now_ms,
         self_exe: std::env::current_exe().ok(),
+        interrupt: Some(&interrupt),
+        sole_child: true,
     };
     let mut outs = Vec::new();
     let mut failure = None;
     for _ in 0..count {
-        match thread::step(&opts) {
+        match engine::step(&opts) {
             Ok(r) => {
                 for n in &r.notes {
                     eprintln!("{n}");

@@ -490,7 +490,7 @@ struct NodeImport<'a, 'p> {
 
 /// The committer thread stopped; its own error says why.
 fn committer_gone() -> TransferError {
-    TransferError::Store(StoreError::Db("the import's commits stopped".into()))
+    TransferError::Store(StoreError::Internal("the import's commits stopped".into()))
 }
 
 impl NodeImport<'_, '_> {

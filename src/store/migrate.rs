@@ -68,10 +68,7 @@ pub(crate) fn read_version(store: &Store) -> Result<Option<u64>> {
     if v == Some(1)
         && let Err(redb::TableError::TableDoesNotExist(_)) = tx.open_table(PAYLOADS)
     {
-        return Err(StoreError::Db(
-            "format 1 file from a pre-release build (no payloads table); export it with that build and import it"
-                .into(),
-        ));
+        return Err(StoreError::PreRelease);
     }
     Ok(v)
 }

@@ -78,7 +78,26 @@ pub enum StoreError {
     },
     /// A redb failure during a transaction.
     #[error("store error: {0}")]
-    Db(String),
+    Db(#[from] redb::Error),
+    /// A limit or a state of the store that the operation cannot handle.
+    #[error("store error: {0}")]
+    Internal(String),
+    /// A thread id that is already taken.
+    #[error("thread id {0} is already in use")]
+    ThreadExists(String),
+    /// A file written by a build before the first release.
+    #[error(
+        "format 1 file from a pre-release build (no payloads table); export it with that build and import it"
+    )]
+    PreRelease,
+    /// A thread, registry, history or lease record that cannot be decoded.
+    #[error("corrupt {what} record in the store: {message}; run \"uwf cas verify\"")]
+    CorruptRecord {
+        /// Which record.
+        what: &'static str,
+        /// The decoder's message.
+        message: String,
+    },
     /// No node has this id.
     #[error("Node not found: {0}")]
     NotFound(NodeId),
@@ -119,12 +138,11 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 macro_rules! impl_db_err {
     ($($t:ty),*) => {$(
         impl From<$t> for StoreError {
-            fn from(e: $t) -> Self { StoreError::Db(e.to_string()) }
+            fn from(e: $t) -> Self { StoreError::Db(e.into()) }
         }
     )*};
 }
 impl_db_err!(
-    redb::Error,
     redb::TransactionError,
     redb::TableError,
     redb::StorageError,

@@ -801,7 +801,8 @@ pub(crate) fn put_in<'a>(
             e[8..].copy_from_slice(&p.payload_cbor);
             body = rest;
             off += l;
-            let end = u32::try_from(off).map_err(|_| StoreError::Db("payload too large".into()))?;
+            let end =
+                u32::try_from(off).map_err(|_| StoreError::Internal("payload too large".into()))?;
             ends[4 + 4 * k..8 + 4 * k].copy_from_slice(&end.to_le_bytes());
         }
         start = end;

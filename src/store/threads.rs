@@ -72,8 +72,11 @@ pub(crate) fn enc<T: Serialize>(v: &T) -> Vec<u8> {
     rmp_serde::to_vec(v).expect("records serialize")
 }
 
-pub(crate) fn dec<T: for<'de> Deserialize<'de>>(b: &[u8], what: &str) -> Result<T> {
-    rmp_serde::from_slice(b).map_err(|e| StoreError::Db(format!("corrupt {what} record: {e}")))
+pub(crate) fn dec<T: for<'de> Deserialize<'de>>(b: &[u8], what: &'static str) -> Result<T> {
+    rmp_serde::from_slice(b).map_err(|e| StoreError::CorruptRecord {
+        what,
+        message: e.to_string(),
+    })
 }
 
 /// What an import of a name did.

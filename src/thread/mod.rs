@@ -2,24 +2,21 @@
 //! the store side of the agent kit (context, submit, the scripted agent).
 //!
 //! Nothing here reads the environment or the clock: the CLI passes the time, the working
-//! directory and the agent settings in as values. The store is never held open while an agent
-//! runs: [`step`] takes the store's path and opens it only for short transactions.
+//! directory and the agent settings in as values. A step itself is [`crate::engine::step`].
 //!
 //! Invariants:
 //! - a head moves only by compare-and-swap inside one write transaction; a step that finds the
-//!   head moved fails with [`ThreadError::Advanced`], and the node it produced stays stored;
+//!   head moved fails with [`crate::engine::StepError::Advanced`], and the node it produced stays stored;
 //! - a thread has at most one live step lease; a lease whose owner process is gone is taken over;
 //! - the last head move of a thread, its removal from the active threads and its history record
 //!   are written in the same transaction.
 
-mod chain;
+pub(crate) mod chain;
 pub mod config;
 mod id;
 mod kit;
-mod ops;
-pub mod process;
+pub(crate) mod ops;
 mod read;
-mod step;
 pub mod time;
 
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow};
@@ -31,7 +28,6 @@ pub use ops::{
     resolve_step, show, start, step_details, steps, store_workflow,
 };
 pub use read::{ReadOptions, read};
-pub use step::{StepOptions, StepResult, advance, lease_is_live, step};
 
 use crate::cas::NodeId;
 use crate::store::StoreError;
@@ -91,31 +87,6 @@ pub enum ThreadError {
         /// What is wrong.
         problem: String,
     },
-    /// Another live process is running a step of the thread.
-    #[error("thread {thread} is busy: step in progress by pid {pid}")]
-    Busy {
-        /// The thread.
-        thread: String,
-        /// The lease owner.
-        pid: u32,
-    },
-    /// The head moved between the start and the end of a step.
-    #[error(
-        "thread advanced concurrently: {thread} head is {found}, expected {expected}; step {kept} is kept in the store"
-    )]
-    Advanced {
-        /// The thread.
-        thread: String,
-        /// The head the step started from.
-        expected: String,
-        /// The head found at the end.
-        found: String,
-        /// The node the step produced.
-        kept: String,
-    },
-    /// The agent failed or returned something unusable.
-    #[error("{0}")]
-    Agent(String),
     /// `config.yaml` problems.
     #[error("{0}")]
     Config(String),

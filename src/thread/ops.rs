@@ -5,11 +5,11 @@ use super::chain::{
     Chain, chain_in, expand_output, history_in, load_chain, load_workflow, start_type, step_type,
 };
 use super::id::{ThreadId, time_of};
-use super::step::lease_is_live;
 use super::{Result, ThreadError};
 use crate::cas::bootstrap::META;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
+use crate::engine::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
 use crate::workflow::materialize::is_workflow_type;
 use crate::workflow::{self, Jsonata, Materialized, WorkflowDef, WorkflowError};
@@ -260,9 +260,7 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
     let thread = input.thread.as_str();
     store.write(|w| {
         if w.thread(thread)?.is_some() {
-            return Err(crate::store::StoreError::Db(format!(
-                "thread id {thread} is already in use"
-            )));
+            return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
         }
         w.put(&[node], input.now_ms)?;
         w.set_thread(

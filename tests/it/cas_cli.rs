@@ -281,7 +281,7 @@ fn damaged_files_are_refused_untouched() {
     let fp = fingerprint(&env.db());
     let kept = "4Q0QJ2E5WBAJ6";
     let r = env.run(&["cas", "verify"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 65);
     assert!(r.stdout.contains("damaged"), "{}", r.stdout);
     assert!(r.stderr.contains("store is damaged"), "{}", r.stderr);
     let id = json(&r.stdout).get("damage").unwrap().as_array().unwrap()[0]

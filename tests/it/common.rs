@@ -82,12 +82,16 @@ impl TestEnv {
         r.stdout
     }
 
-    /// Runs and expects failure with a one-line error containing `needle`.
+    /// Runs and expects failure with a one-line error (plus `hint:` lines) containing `needle`.
     pub fn fails(&self, args: &[&str], needle: &str) -> Run {
         let r = self.run(args);
         assert_ne!(r.code, 0, "uwf {args:?} should fail, printed {}", r.stdout);
         assert_eq!(
-            r.stderr.trim_end().lines().count(),
+            r.stderr
+                .trim_end()
+                .lines()
+                .filter(|l| !l.starts_with("hint: "))
+                .count(),
             1,
             "one-line error, got {:?}",
             r.stderr

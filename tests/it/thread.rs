@@ -460,8 +460,8 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
     set(Lease {
         pid: sleeper.id(),
         since_ms: 1,
-        boot_id: uwf::thread::process::boot_id(),
-        start_ticks: uwf::thread::process::start_ticks(sleeper.id()),
+        boot_id: uwf::engine::boot_id(),
+        start_ticks: uwf::engine::start_ticks(sleeper.id()),
     });
     assert_eq!(env.show(&t).get("status"), Some(&Value::str("running")));
     let listed = json(&env.ok(&["thread", "list", "--status", "running"]));
@@ -549,7 +549,9 @@ fn four_processes_race_on_one_thread() {
                     || err.contains("thread advanced concurrently"),
                 "loser error: {err}"
             );
-            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            assert_eq!(out.status.code(), Some(75), "retryable: {err}");
+            let lines: Vec<&str> = err.trim_end().lines().collect();
+            assert!(lines[1..].iter().all(|l| l.starts_with("hint: ")), "{err}");
         }
     }
     assert!(wins >= 1);

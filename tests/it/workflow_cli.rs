@@ -110,7 +110,10 @@ fn graphs_draw_both_forms() {
     let d = env.ok(&["workflow", "show", "solve-issue", "--graph", "dot"]);
     assert!(d.starts_with("digraph"), "{d}");
     assert!(d.contains("notApproved"), "{d}");
-    env.fails(&["workflow", "show", "debate", "--graph", "png"], "png");
+    // A usage error: clap's whole message and its exit code.
+    let r = env.run(&["workflow", "show", "debate", "--graph", "png"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("unknown graph format \"png\""), "{}", r.stderr);
 }
 
 #[test]

@@ -1,0 +1,653 @@
+//! The supervised step: lease, moderator, agent under supervision, checks, compare-and-swap of
+//! the head.
+//!
+//! A step holds one store handle from start to end (many processes open the file at once,
+//! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
+//! in the transaction that reads the head; a [`lease::LeaseGuard`] gives the lease back however
+//! the step ends, and the head move that succeeds releases it in its own transaction. The
+//! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
+//! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
+//! (SIGINT/SIGTERM) that ends it at once.
+//!
+//! Every failure is a [`StepError`] that says whether a retry of the same step may succeed
+//! ([`StepError::retryable`]); the head is unchanged on every error.
+
+mod interrupt;
+mod lease;
+pub mod supervisor;
+
+pub use interrupt::Interrupt;
+pub use lease::{boot_id, lease_is_live, pid_alive, start_ticks};
+pub use supervisor::{AgentRun, Ending, Limits, SpawnError, Tail, adopt_orphans};
+
+use crate::cas::{NodeId, Value};
+use crate::store::{HistoryEntry, Lease, Snapshot, Store};
+use crate::thread::chain::{Moderated, expand_output, load_moderated, step_type};
+use crate::thread::{AgentCommand, Config, Status, StepOutput, ThreadError};
+use crate::workflow::{self, Decision, Jsonata, StepView};
+use lease::{LeaseGuard, is_mine, lease_of};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The agent time limit when neither `--timeout` nor `timeoutSeconds` is given.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Why a step failed. The head is unchanged; a StepNode the agent wrote stays stored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StepError {
+    /// The thread, its workflow, the moderator, the config or the store failed.
+    #[error(transparent)]
+    Thread(#[from] ThreadError),
+    /// The agent program could not be started.
+    #[error(transparent)]
+    Spawn(#[from] SpawnError),
+    /// The agent ran past its time limit.
+    #[error("agent timed out after {secs}s ({command}); its process tree was killed")]
+    Timeout {
+        /// The agent command line.
+        command: String,
+        /// The limit in seconds.
+        secs: f64,
+    },
+    /// The agent exited unsuccessfully.
+    #[error("agent command failed ({command}): {}", if .stderr.is_empty() { .status.as_str() } else { .stderr.as_str() })]
+    Failed {
+        /// The agent command line.
+        command: String,
+        /// `exit code N` or `killed by signal N`.
+        status: String,
+        /// The tail of its stderr, on one line.
+        stderr: String,
+    },
+    /// The agent's stdout does not end with a node id or `{"stepHash": …}`.
+    #[error("{message} ({command})")]
+    BadOutput {
+        /// The agent command line.
+        command: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The agent returned an id that is not stored.
+    #[error("agent returned {id}, which is not in the store")]
+    Missing {
+        /// The id it printed.
+        id: NodeId,
+    },
+    /// The agent returned a node that is not a StepNode.
+    #[error("agent returned hash that is not a StepNode: {id} (type {type_id})")]
+    NotStep {
+        /// The node.
+        id: NodeId,
+        /// Its type.
+        type_id: NodeId,
+    },
+    /// The agent returned a step of another thread.
+    #[error(
+        "agent returned step {id} of another thread: its start is {found}, expected {expected}"
+    )]
+    WrongThread {
+        /// The step.
+        id: NodeId,
+        /// Its `start`.
+        found: String,
+        /// This thread's StartNode.
+        expected: NodeId,
+    },
+    /// The agent returned a step that does not continue the head.
+    #[error("agent returned step {id} whose prev is {found}, expected {expected} (the head)")]
+    WrongPrev {
+        /// The step.
+        id: NodeId,
+        /// Its `prev`, as JSON.
+        found: String,
+        /// The head, as JSON.
+        expected: String,
+    },
+    /// The agent returned a step for another role.
+    #[error("agent returned step {id} for role \"{found}\", expected role \"{expected}\"")]
+    WrongRole {
+        /// The step.
+        id: NodeId,
+        /// Its role.
+        found: String,
+        /// The role the moderator chose.
+        expected: String,
+    },
+    /// Another live process is running a step of the thread.
+    #[error("thread {thread} is busy: step in progress by pid {pid}")]
+    Busy {
+        /// The thread.
+        thread: String,
+        /// The lease owner.
+        pid: u32,
+    },
+    /// The head moved between the start and the end of the step.
+    #[error(
+        "thread advanced concurrently: {thread} head is {found}, expected {expected}; step {kept} is kept in the store"
+    )]
+    Advanced {
+        /// The thread.
+        thread: String,
+        /// The head the step started from.
+        expected: NodeId,
+        /// The head found at the end.
+        found: NodeId,
+        /// The node the step produced.
+        kept: NodeId,
+    },
+    /// The thread was finished (cancelled, say) while the step ran.
+    #[error("thread {thread} was archived while its step ran; step {kept} is kept in the store")]
+    Archived {
+        /// The thread.
+        thread: String,
+        /// The node the step produced.
+        kept: NodeId,
+    },
+    /// A signal ended the step; its agent was killed and its lease released.
+    #[error("interrupted by signal {signal}; the agent was stopped and the thread is unchanged")]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+    },
+}
+
+impl StepError {
+    /// Whether the same step may succeed if run again with nothing changed: the thread was
+    /// busy or moved on, or the agent failed in a way that may not repeat (time limit, exit
+    /// status, unusable output).
+    pub fn retryable(&self) -> bool {
+        matches!(
+            self,
+            StepError::Busy { .. }
+                | StepError::Advanced { .. }
+                | StepError::Timeout { .. }
+                | StepError::Failed { .. }
+                | StepError::BadOutput { .. }
+        )
+    }
+}
+
+impl From<crate::store::StoreError> for StepError {
+    fn from(e: crate::store::StoreError) -> Self {
+        StepError::Thread(e.into())
+    }
+}
+
+impl From<workflow::ModeratorError> for StepError {
+    fn from(e: workflow::ModeratorError) -> Self {
+        StepError::Thread(e.into())
+    }
+}
+
+/// Result alias of the engine.
+pub type Result<T, E = StepError> = std::result::Result<T, E>;
+
+/// What one step needs from its caller.
+pub struct StepOptions<'a> {
+    /// The open store; held for the whole step.
+    pub store: &'a Store,
+    /// The storage root (`UWF_HOME` of the agent).
+    pub root: &'a Path,
+    /// The thread.
+    pub thread: &'a str,
+    /// `--agent`: overrides the config.
+    pub agent: Option<AgentCommand>,
+    /// `config.yaml`.
+    pub config: &'a Config,
+    /// `--timeout`: overrides the config.
+    pub timeout: Option<Duration>,
+    /// Variables added to the agent's environment (e.g. from `.env`).
+    pub env: Vec<(String, String)>,
+    /// Where the agent runs when the thread's directory does not exist on this machine.
+    pub fallback_cwd: PathBuf,
+    /// This process.
+    pub pid: u32,
+    /// The clock, ms since the epoch.
+    pub now: &'a dyn Fn() -> u64,
+    /// This program: an agent command named `uwf` runs it, so the built-in agents work
+    /// without `uwf` on `PATH`.
+    pub self_exe: Option<PathBuf>,
+    /// Ends the agent and the step when set.
+    pub interrupt: Option<&'a Interrupt>,
+    /// The agent is this process's only child (see [`Limits::sole_child`]).
+    pub sole_child: bool,
+}
+
+/// The result of one step, and notes for stderr.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    /// The thread's state after the step.
+    pub output: StepOutput,
+    /// Things the user should know (e.g. a fallback working directory).
+    pub notes: Vec<String>,
+}
+
+/// Runs one step of `opts.thread`: the moderator picks the role, the agent runs and returns a
+/// StepNode, and the head moves to it by compare-and-swap. At `$END` the thread is archived in
+/// the same transaction.
+///
+/// # Errors
+/// A [`StepError`]; the head is unchanged and the lease released.
+pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
+    interrupted(opts.interrupt)?;
+    let store = opts.store;
+    let (mut guard, head) =
+        LeaseGuard::acquire(store, opts.thread, lease_of(opts.pid, (opts.now)()))?;
+    let m = load_moderated(store, head)?;
+    let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    if decision.is_end() {
+        // Nothing to run: the thread is finished (e.g. imported at its last step).
+        let wf_id = m.wf_id;
+        let me = guard.lease().clone();
+        commit(
+            store,
+            opts.thread,
+            head,
+            head,
+            wf_id,
+            true,
+            (opts.now)(),
+            Some(&me),
+        )?;
+        guard.disarm();
+        return Ok(StepResult {
+            output: StepOutput {
+                workflow: wf_id.to_wire(),
+                thread: opts.thread.to_string(),
+                head: head.to_wire(),
+                status: Status::Completed,
+                current_role: None,
+                done: true,
+            },
+            notes: Vec::new(),
+        });
+    }
+    let (id, notes) = run_agent(opts, &m, &decision)?;
+    let me = guard.lease().clone();
+    let output = conclude(
+        store,
+        opts.thread,
+        m,
+        &decision.role,
+        id,
+        (opts.now)(),
+        Some(&me),
+    )?;
+    guard.disarm();
+    Ok(StepResult { output, notes })
+}
+
+fn interrupted(i: Option<&Interrupt>) -> Result<()> {
+    match i.and_then(Interrupt::signal) {
+        Some(signal) => Err(StepError::Interrupted { signal }),
+        None => Ok(()),
+    }
+}
+
+/// Runs the agent the config or `--agent` names for `decision`; returns the id it printed.
+fn run_agent(
+    opts: &StepOptions<'_>,
+    m: &Moderated,
+    decision: &Decision,
+) -> Result<(NodeId, Vec<String>)> {
+    let mut agent = match &opts.agent {
+        Some(a) => a.clone(),
+        None => opts.config.agent_for(&m.wf.name, &decision.role)?,
+    };
+    let timeout = match opts.timeout {
+        Some(t) => t,
+        None => opts
+            .config
+            .timeout_seconds()?
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
+    };
+    let (cwd, notes) = effective_cwd(decision, m.chain.cwd(), &opts.fallback_cwd);
+    let mut env = opts.env.clone();
+    env.extend([
+        ("UWF_HOME".to_string(), opts.root.display().to_string()),
+        ("UWF_THREAD".to_string(), opts.thread.to_string()),
+        ("UWF_ROLE".to_string(), decision.role.clone()),
+        (
+            "UWF_EDGE_PROMPT".to_string(),
+            decision.prompt.clone().unwrap_or_default(),
+        ),
+        ("UWF_CWD".to_string(), cwd.display().to_string()),
+        ("UWF_STEP_STARTED_MS".to_string(), (opts.now)().to_string()),
+    ]);
+    let command = agent.display();
+    if agent.command == "uwf"
+        && let Some(exe) = &opts.self_exe
+    {
+        agent.command = exe.display().to_string();
+    }
+    let limits = Limits {
+        sole_child: opts.sole_child,
+        ..Limits::with_timeout(timeout)
+    };
+    let run = supervisor::run(
+        &agent,
+        &[opts.thread, &decision.role],
+        &cwd,
+        &env,
+        limits,
+        opts.interrupt,
+    )?;
+    match run.ending {
+        Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
+        Ending::TimedOut => {
+            return Err(StepError::Timeout {
+                command,
+                secs: timeout.as_secs_f64(),
+            });
+        }
+        Ending::Exited(0) => {}
+        Ending::Exited(c) => {
+            return Err(StepError::Failed {
+                command,
+                status: format!("exit code {c}"),
+                stderr: one_line(&run.stderr.text()),
+            });
+        }
+        Ending::Signaled(s) => {
+            return Err(StepError::Failed {
+                command,
+                status: format!("killed by signal {s}"),
+                stderr: one_line(&run.stderr.text()),
+            });
+        }
+    }
+    interrupted(opts.interrupt)?;
+    Ok((returned_id(&run.stdout.text(), &command)?, notes))
+}
+
+fn effective_cwd(decision: &Decision, thread_cwd: &str, fallback: &Path) -> (PathBuf, Vec<String>) {
+    let base = PathBuf::from(thread_cwd);
+    let wanted = match decision
+        .location
+        .as_deref()
+        .filter(|l| !l.trim().is_empty())
+    {
+        Some(l) => base.join(l),
+        None => base,
+    };
+    if wanted.as_os_str().is_empty() || !wanted.is_dir() {
+        let note = format!(
+            "note: working directory {} does not exist here; the agent runs in {}",
+            wanted.display(),
+            fallback.display()
+        );
+        return (fallback.to_path_buf(), vec![note]);
+    }
+    (wanted, Vec::new())
+}
+
+/// `s` on one line: trimmed non-empty lines joined by " | ", the last 2000 characters.
+fn one_line(s: &str) -> String {
+    let lines: Vec<&str> = s
+        .trim()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let joined = lines.join(" | ");
+    let n = joined.chars().count();
+    if n > 2000 {
+        let cut: String = joined.chars().skip(n - 2000).collect();
+        format!("…{cut}")
+    } else {
+        joined
+    }
+}
+
+/// The node id an agent printed: the last non-empty stdout line, an id or JSON with `stepHash`.
+fn returned_id(stdout: &str, command: &str) -> Result<NodeId> {
+    let bad = |message: String| StepError::BadOutput {
+        command: command.to_string(),
+        message,
+    };
+    let Some(last) = stdout.lines().map(str::trim).rfind(|l| !l.is_empty()) else {
+        return Err(bad(
+            "agent printed nothing on stdout; expected a StepNode id as its last line".into(),
+        ));
+    };
+    let text = if last.starts_with('{') {
+        let v = Value::from_json_str(last).map_err(|e| {
+            bad(format!(
+                "agent stdout last line is not valid JSON: {e}: {last}"
+            ))
+        })?;
+        match v.get("stepHash").and_then(Value::as_str) {
+            Some(h) => h.to_string(),
+            None => {
+                return Err(bad(format!(
+                    "agent stdout JSON missing valid stepHash: {last}"
+                )));
+            }
+        }
+    } else {
+        last.to_string()
+    };
+    NodeId::parse(&text).map_err(|_| {
+        bad(format!(
+            "agent stdout last line is not a node id: \"{}\"",
+            one_line(&text)
+        ))
+    })
+}
+
+/// Checks that `id` is a StepNode of this thread continuing `head` as `role`.
+fn check_returned(
+    snap: &Snapshot,
+    id: NodeId,
+    start: NodeId,
+    head: NodeId,
+    role: &str,
+) -> Result<Value> {
+    let node = snap.get(id)?.ok_or(StepError::Missing { id })?;
+    if node.type_id != step_type() {
+        return Err(StepError::NotStep {
+            id,
+            type_id: node.type_id,
+        });
+    }
+    let p = node.payload()?;
+    let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    if field("start") != start.to_wire() {
+        return Err(StepError::WrongThread {
+            id,
+            found: field("start"),
+            expected: start,
+        });
+    }
+    let want_prev = if head == start {
+        Value::Null
+    } else {
+        Value::str(head.to_wire())
+    };
+    let prev = p.get("prev").cloned().unwrap_or(Value::Null);
+    if prev != want_prev {
+        return Err(StepError::WrongPrev {
+            id,
+            found: prev.to_json(),
+            expected: want_prev.to_json(),
+        });
+    }
+    if field("role") != role {
+        return Err(StepError::WrongRole {
+            id,
+            found: field("role"),
+            expected: role.to_string(),
+        });
+    }
+    Ok(p)
+}
+
+/// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
+/// when the moderator then says `$END`).
+fn conclude(
+    store: &Store,
+    thread: &str,
+    m: Moderated,
+    role: &str,
+    id: NodeId,
+    now_ms: u64,
+    me: Option<&Lease>,
+) -> Result<StepOutput> {
+    let Moderated {
+        chain,
+        wf_id,
+        wf,
+        mut history,
+    } = m;
+    let head = chain.head();
+    let snap = store.snapshot()?;
+    let p = check_returned(&snap, id, chain.start_id, head, role)?;
+    let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    history.steps.push(StepView {
+        role: role.to_string(),
+        output: expand_output(&snap, &field("output"))?,
+        detail: field("detail"),
+        agent: field("agent"),
+    });
+    drop(snap);
+    let next = workflow::next(&wf, &history, &Jsonata::default());
+    let done = matches!(&next, Ok(d) if d.is_end());
+    commit(store, thread, head, id, wf_id, done, now_ms, me)?;
+    Ok(StepOutput {
+        workflow: wf_id.to_wire(),
+        thread: thread.to_string(),
+        head: id.to_wire(),
+        status: if done {
+            Status::Completed
+        } else {
+            Status::Idle
+        },
+        current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
+        done,
+    })
+}
+
+/// Moves the head of an active thread to `step`, a StepNode written for its next role (by
+/// [`crate::thread::submit`], say): the in-process form of a step, for agents that run inside
+/// the caller. The same checks and the same compare-and-swap as [`step`]; refused while
+/// another process holds the thread's lease.
+///
+/// # Errors
+/// As [`step`], for the checks of the returned node.
+pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result<StepOutput> {
+    let head = crate::thread::ops::active(store, thread)?.head;
+    let m = load_moderated(store, head)?;
+    let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    conclude(store, thread, m, &decision.role, step, now_ms, None)
+}
+
+/// What the compare-and-swap found.
+enum Cas {
+    Done,
+    Gone,
+    Moved(NodeId),
+    Busy(u32),
+}
+
+/// Moves the head from `expected` to `new` by compare-and-swap, releases the lease and, when
+/// `done`, archives the thread — all in one transaction.
+#[allow(clippy::too_many_arguments)]
+fn commit(
+    store: &Store,
+    thread: &str,
+    expected: NodeId,
+    new: NodeId,
+    wf: NodeId,
+    done: bool,
+    now_ms: u64,
+    me: Option<&Lease>,
+) -> Result<()> {
+    let outcome = store.write(|w| {
+        let Some(mut rec) = w.thread(thread)? else {
+            return Ok(Cas::Gone);
+        };
+        if rec.head != expected {
+            return Ok(Cas::Moved(rec.head));
+        }
+        if let Some(l) = w.lease(thread)? {
+            match me {
+                Some(me) if is_mine(&l, me) => {
+                    w.remove_lease(thread)?;
+                }
+                None if lease_is_live(&l) => return Ok(Cas::Busy(l.pid)),
+                _ => {}
+            }
+        }
+        if done {
+            w.remove_thread(thread)?;
+            w.append_history(&HistoryEntry {
+                thread: thread.to_string(),
+                workflow: rec.workflow.unwrap_or(wf).to_wire(),
+                head: new.to_wire(),
+                completed_at: now_ms,
+                reason: "completed".into(),
+            })?;
+        } else {
+            rec.head = new;
+            rec.workflow = Some(rec.workflow.unwrap_or(wf));
+            rec.updated_ms = now_ms;
+            w.set_thread(thread, &rec)?;
+        }
+        Ok(Cas::Done)
+    })?;
+    match outcome {
+        Cas::Done => Ok(()),
+        Cas::Busy(pid) => Err(StepError::Busy {
+            thread: thread.to_string(),
+            pid,
+        }),
+        Cas::Moved(found) => Err(StepError::Advanced {
+            thread: thread.to_string(),
+            expected,
+            found,
+            kept: new,
+        }),
+        Cas::Gone => Err(StepError::Archived {
+            thread: thread.to_string(),
+            kept: new,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returned_ids_and_bad_output() {
+        let id = "2B77HPWKR4V3V";
+        assert_eq!(
+            returned_id(&format!("log\n{id}\n\n"), "a")
+                .unwrap()
+                .to_wire(),
+            id
+        );
+        let json = format!("{{\"stepHash\":\"{id}\"}}");
+        assert_eq!(returned_id(&json, "a").unwrap().to_wire(), id);
+        for (out, says) in [
+            ("", "printed nothing"),
+            ("hello", "not a node id"),
+            ("{\"x\":1}", "missing valid stepHash"),
+            ("{nope", "not valid JSON"),
+        ] {
+            let e = returned_id(out, "a").unwrap_err();
+            assert!(e.to_string().contains(says), "{out:?}: {e}");
+            assert!(e.retryable());
+        }
+    }
+
+    #[test]
+    fn one_line_keeps_the_end() {
+        assert_eq!(one_line("  a\n\n b \n"), "a | b");
+        let long = "x".repeat(3000) + "END";
+        let l = one_line(&long);
+        assert!(l.ends_with("END"));
+        assert_eq!(l.chars().count(), 2001);
+    }
+}

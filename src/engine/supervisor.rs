@@ -1,0 +1,565 @@
+//! Running an agent process under supervision.
+//!
+//! The agent runs in its own process group with stdin closed. On Linux it is started with a
+//! parent-death signal, so it dies with uwf even when uwf is killed with SIGKILL. Its output is
+//! read without blocking from both pipes at once and capped (the tail is kept: an agent prints
+//! its StepNode id last). The time limit holds even when a descendant that left the process
+//! group (`setsid`) keeps the pipes open: at the limit the whole process tree is killed and the
+//! pipes are given up. An [`Interrupt`] ends the agent the same way at once.
+
+use super::interrupt::Interrupt;
+use crate::thread::AgentCommand;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The most stdout kept from one agent run (its tail).
+pub const STDOUT_CAP: usize = 8 << 20;
+/// The most stderr kept from one agent run (its tail).
+pub const STDERR_CAP: usize = 1 << 20;
+/// How long the pipes are read after the agent exited, for output still in flight from what
+/// it left behind.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+
+/// How an agent run is bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The time limit, from the spawn.
+    pub timeout: Duration,
+    /// The most stdout kept (the tail).
+    pub stdout_cap: usize,
+    /// The most stderr kept (the tail).
+    pub stderr_cap: usize,
+    /// The agent is this process's only child: descendants it orphaned (adopted through
+    /// [`adopt_orphans`]) are killed when it ends.
+    pub sole_child: bool,
+}
+
+impl Limits {
+    /// The default caps with `timeout`.
+    pub fn with_timeout(timeout: Duration) -> Limits {
+        Limits {
+            timeout,
+            stdout_cap: STDOUT_CAP,
+            stderr_cap: STDERR_CAP,
+            sole_child: false,
+        }
+    }
+}
+
+/// How an agent run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// It exited with this code.
+    Exited(i32),
+    /// A signal it did not handle ended it.
+    Signaled(i32),
+    /// The time limit passed; its process tree was killed.
+    TimedOut,
+    /// An [`Interrupt`] with this signal came; its process tree was killed.
+    Interrupted(i32),
+}
+
+/// The last bytes of a stream, at most a cap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tail {
+    buf: Vec<u8>,
+    cap: usize,
+    dropped: u64,
+}
+
+impl Tail {
+    /// An empty tail keeping at most `cap` bytes.
+    pub fn new(cap: usize) -> Tail {
+        Tail {
+            buf: Vec::new(),
+            cap,
+            dropped: 0,
+        }
+    }
+
+    /// Appends `b`, forgetting the oldest bytes past the cap. Memory stays under twice the cap.
+    pub fn push(&mut self, b: &[u8]) {
+        if b.len() >= self.cap {
+            self.dropped += (self.buf.len() + b.len() - self.cap) as u64;
+            self.buf.clear();
+            self.buf.extend_from_slice(&b[b.len() - self.cap..]);
+            return;
+        }
+        self.buf.extend_from_slice(b);
+        if self.buf.len() > 2 * self.cap {
+            let cut = self.buf.len() - self.cap;
+            self.buf.drain(..cut);
+            self.dropped += cut as u64;
+        }
+    }
+
+    /// The kept bytes: the last `cap` bytes pushed.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[self.buf.len().saturating_sub(self.cap)..]
+    }
+
+    /// How many bytes were pushed but not kept.
+    pub fn dropped(&self) -> u64 {
+        self.dropped + self.buf.len().saturating_sub(self.cap) as u64
+    }
+
+    /// The kept bytes as text (invalid UTF-8 replaced).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(self.bytes()).into_owned()
+    }
+}
+
+/// What an agent run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRun {
+    /// How it ended.
+    pub ending: Ending,
+    /// The tail of its stdout.
+    pub stdout: Tail,
+    /// The tail of its stderr.
+    pub stderr: Tail,
+    /// From spawn to the end of supervision.
+    pub elapsed: Duration,
+}
+
+/// Why an agent could not be run at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start agent command ({command}): {source}")]
+pub struct SpawnError {
+    /// The command line.
+    pub command: String,
+    /// The system's error.
+    #[source]
+    pub source: io::Error,
+}
+
+/// Makes this process the reaper of orphaned descendants (Linux), so that what an agent
+/// leaves behind, even after `setsid`, can be found and killed when the agent ends. Call it
+/// only in a process whose children are all agents run with [`Limits::sole_child`].
+pub fn adopt_orphans() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+}
+
+/// Runs `agent` with `extra_args` appended, in `cwd`, with `env` added to the inherited
+/// environment, under `limits`, ending it early when `interrupt` fires.
+///
+/// Call it from a thread that outlives the agent: on Linux the parent-death signal follows
+/// the spawning thread.
+///
+/// # Errors
+/// [`SpawnError`] when the program cannot be started.
+pub fn run(
+    agent: &AgentCommand,
+    extra_args: &[&str],
+    cwd: &Path,
+    env: &[(String, String)],
+    limits: Limits,
+    interrupt: Option<&Interrupt>,
+) -> Result<AgentRun, SpawnError> {
+    let spawn_err = |source| SpawnError {
+        command: agent.display(),
+        source,
+    };
+    let mut cmd = Command::new(&agent.command);
+    cmd.args(&agent.args)
+        .args(extra_args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    die_with_parent(&mut cmd);
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(spawn_err)?;
+    let out = child.stdout.take().expect("stdout is piped");
+    let err = child.stderr.take().expect("stderr is piped");
+    let mut s = Supervision {
+        pid: child.id(),
+        pidfd: pidfd_open(child.id()),
+        out: Some(Pipe::new(out)),
+        err: Some(Pipe::new(err)),
+        stdout: Tail::new(limits.stdout_cap),
+        stderr: Tail::new(limits.stderr_cap),
+    };
+    let ending = s.supervise(&mut child, started + limits.timeout, limits, interrupt);
+    Ok(AgentRun {
+        ending,
+        stdout: s.stdout,
+        stderr: s.stderr,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// On Linux, the child gets SIGKILL when the thread that spawned it ends.
+fn die_with_parent(cmd: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getpid before the fork; prctl and getppid in the child are async-signal-safe
+        // system calls that allocate nothing.
+        let parent = unsafe { libc::getpid() };
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                // The parent may have died before the prctl took effect.
+                if libc::getppid() != parent {
+                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
+/// A pidfd of `pid` (Linux 5.3+): readable once the process exits. `None` elsewhere.
+fn pidfd_open(pid: u32) -> Option<OwnedFd> {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        if fd >= 0 {
+            // SAFETY: the descriptor was just created and is owned by nobody else.
+            return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        }
+    }
+    let _ = pid;
+    None
+}
+
+/// A non-blocking pipe from the agent.
+struct Pipe(std::fs::File);
+
+impl Pipe {
+    fn new(fd: impl Into<OwnedFd>) -> Pipe {
+        let p = Pipe(std::fs::File::from(fd.into()));
+        set_nonblocking(p.fd());
+        p
+    }
+
+    fn fd(&self) -> BorrowedFd<'_> {
+        self.0.as_fd()
+    }
+
+    /// Reads what is available into `tail`; false at end of file or on an error.
+    fn drain(&mut self, tail: &mut Tail) -> bool {
+        let mut buf = [0u8; 64 << 10];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => tail.push(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) {
+    let fd = fd.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this process owns; only adds O_NONBLOCK.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+struct Supervision {
+    pid: u32,
+    pidfd: Option<OwnedFd>,
+    out: Option<Pipe>,
+    err: Option<Pipe>,
+    stdout: Tail,
+    stderr: Tail,
+}
+
+/// Without a pidfd, how often the child is checked for exit.
+const EXIT_POLL: Duration = Duration::from_millis(5);
+
+impl Supervision {
+    fn supervise(
+        &mut self,
+        child: &mut Child,
+        deadline: Instant,
+        limits: Limits,
+        interrupt: Option<&Interrupt>,
+    ) -> Ending {
+        let mut forced: Option<Ending> = None;
+        let mut status: Option<ExitStatus> = None;
+        // After the agent ended: how long the pipes are still read.
+        let mut pipes_until: Option<Instant> = None;
+        loop {
+            let now = Instant::now();
+            if status.is_none() {
+                let fired = interrupt.and_then(Interrupt::signal);
+                if fired.is_some() || now >= deadline {
+                    forced = Some(fired.map_or(Ending::TimedOut, Ending::Interrupted));
+                    kill_tree(self.pid);
+                    status = child.wait().ok();
+                    pipes_until = Some(Instant::now() + Duration::from_millis(50));
+                    continue;
+                }
+            }
+            if self.out.is_none() && self.err.is_none() && status.is_some() {
+                break;
+            }
+            if let Some(until) = pipes_until
+                && now >= until
+            {
+                // Something outside the process group holds the pipes.
+                if limits.sole_child {
+                    kill_orphans();
+                }
+                break;
+            }
+            let mut wait = pipes_until
+                .unwrap_or(deadline)
+                .saturating_duration_since(now);
+            if status.is_none() && self.pidfd.is_none() {
+                wait = wait.min(EXIT_POLL);
+            }
+            let mut fds = Vec::with_capacity(4);
+            let mut slot = |fd: Option<BorrowedFd<'_>>| {
+                fd.map(|fd| {
+                    fds.push(libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    });
+                    fds.len() - 1
+                })
+            };
+            let i_out = slot(self.out.as_ref().map(Pipe::fd));
+            let i_err = slot(self.err.as_ref().map(Pipe::fd));
+            let i_exit = slot(
+                status
+                    .is_none()
+                    .then_some(())
+                    .and(self.pidfd.as_ref().map(|f| f.as_fd())),
+            );
+            // Only wakes the poll: the signal itself is read at the top of the loop.
+            slot(
+                status
+                    .is_none()
+                    .then_some(())
+                    .and(interrupt.map(Interrupt::fd)),
+            );
+            let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+            // Round up, so a wait of less than a millisecond does not spin.
+            let ms = if wait > Duration::ZERO && ms == 0 {
+                1
+            } else {
+                ms
+            };
+            // SAFETY: fds is a valid array of pollfd for the duration of the call.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    // Cannot wait on the descriptors: fall back to the exit check below.
+                    std::thread::sleep(EXIT_POLL);
+                }
+            }
+            let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
+            if ready(i_out)
+                && let Some(p) = &mut self.out
+                && !p.drain(&mut self.stdout)
+            {
+                self.out = None;
+            }
+            if ready(i_err)
+                && let Some(p) = &mut self.err
+                && !p.drain(&mut self.stderr)
+            {
+                self.err = None;
+            }
+            if status.is_none()
+                && (ready(i_exit) || self.pidfd.is_none())
+                && let Ok(Some(s)) = child.try_wait()
+            {
+                status = Some(s);
+                // What it left in its group would hold the pipes open.
+                kill_group(self.pid);
+                pipes_until = Some(Instant::now() + EXIT_GRACE);
+            }
+        }
+        if status.is_none() {
+            kill_tree(self.pid);
+            status = child.wait().ok();
+        }
+        if let Some(f) = forced {
+            return f;
+        }
+        match status {
+            Some(s) => match (s.code(), s.signal()) {
+                (Some(c), _) => Ending::Exited(c),
+                (None, Some(sig)) => Ending::Signaled(sig),
+                (None, None) => Ending::Exited(-1),
+            },
+            None => Ending::Exited(-1),
+        }
+    }
+}
+
+fn kill_group(pid: u32) {
+    if let Ok(pgid) = libc::pid_t::try_from(pid) {
+        // SAFETY: killpg only sends a signal; the group is the one the agent was started in.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+}
+
+fn kill_pid(pid: u32) {
+    if let Ok(p) = libc::pid_t::try_from(pid)
+        && p > 0
+    {
+        // SAFETY: kill only sends a signal.
+        unsafe {
+            libc::kill(p, libc::SIGKILL);
+        }
+    }
+}
+
+/// Kills `root`, every process descended from it (also those that left its group) and its
+/// process group.
+fn kill_tree(root: u32) {
+    let tree = descendants(&[root]);
+    kill_group(root);
+    for p in tree {
+        kill_pid(p);
+    }
+}
+
+/// Kills the children this process adopted (see [`adopt_orphans`]) and their descendants.
+fn kill_orphans() {
+    for p in descendants(&[std::process::id()]) {
+        kill_pid(p);
+    }
+}
+
+/// Every process descended from `roots` (not the roots), from `/proc`; empty elsewhere.
+fn descendants(roots: &[u32]) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut parent_of = Vec::new();
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The parent is field 4, the second after the ")" that ends the command name.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok())
+        {
+            parent_of.push((pid, ppid));
+        }
+    }
+    let mut found: Vec<u32> = Vec::new();
+    let mut frontier: Vec<u32> = roots.to_vec();
+    while let Some(p) = frontier.pop() {
+        for &(c, pp) in &parent_of {
+            if pp == p && !found.contains(&c) && !roots.contains(&c) {
+                found.push(c);
+                frontier.push(c);
+            }
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, limits: Limits) -> AgentRun {
+        let a = AgentCommand::parse("sh -c").expect("command");
+        run(&a, &[script], Path::new("/"), &[], limits, None).expect("spawns")
+    }
+
+    #[test]
+    fn tail_keeps_the_last_bytes_within_twice_the_cap() {
+        let mut t = Tail::new(4);
+        t.push(b"ab");
+        t.push(b"cdef");
+        assert_eq!(t.bytes(), b"cdef");
+        t.push(b"0123456789");
+        assert_eq!(t.bytes(), b"6789");
+        assert_eq!(t.dropped(), 12);
+        for _ in 0..100 {
+            t.push(b"xyz");
+            assert!(t.buf.len() <= 8);
+        }
+        assert_eq!(t.bytes(), b"zxyz");
+    }
+
+    #[test]
+    fn exit_code_and_both_streams() {
+        let r = sh(
+            "echo out; echo err >&2; exit 3",
+            Limits::with_timeout(Duration::from_secs(20)),
+        );
+        assert_eq!(r.ending, Ending::Exited(3));
+        assert_eq!(r.stdout.text(), "out\n");
+        assert_eq!(r.stderr.text(), "err\n");
+    }
+
+    #[test]
+    fn timeout_kills_the_group() {
+        let r = sh(
+            "sleep 30 & sleep 30; echo never",
+            Limits::with_timeout(Duration::from_millis(200)),
+        );
+        assert_eq!(r.ending, Ending::TimedOut);
+        assert!(r.stdout.bytes().is_empty());
+        assert!(r.elapsed < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn output_past_the_cap_keeps_its_tail() {
+        let mut l = Limits::with_timeout(Duration::from_secs(20));
+        l.stdout_cap = 1000;
+        let r = sh("head -c 100000 /dev/zero; echo; echo last", l);
+        assert_eq!(r.ending, Ending::Exited(0));
+        assert!(r.stdout.text().ends_with("\nlast\n"));
+        assert_eq!(r.stdout.bytes().len(), 1000);
+        assert_eq!(r.stdout.dropped(), 100_006 - 1000);
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_agent_at_once() {
+        let i = Interrupt::new().expect("interrupt");
+        i.trigger(libc::SIGTERM);
+        let a = AgentCommand::parse("sleep 30").expect("command");
+        let r = run(
+            &a,
+            &[],
+            Path::new("/"),
+            &[],
+            Limits::with_timeout(Duration::from_secs(30)),
+            Some(&i),
+        )
+        .expect("spawns");
+        assert_eq!(r.ending, Ending::Interrupted(libc::SIGTERM));
+        assert!(r.elapsed < Duration::from_secs(10));
+    }
+}
