@@ -7,6 +7,7 @@ mod interchange;
 mod props;
 mod store;
 mod store_batch;
+mod supervise;
 mod thread;
 mod transfer;
 mod vectors;

@@ -113,7 +113,11 @@ fn graphs_draw_both_forms() {
     // A usage error: clap's whole message and its exit code.
     let r = env.run(&["workflow", "show", "debate", "--graph", "png"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stderr.contains("unknown graph format \"png\""), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unknown graph format \"png\""),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
