@@ -6,6 +6,8 @@
 //! cargo bench --bench engine
 //! ```
 
+#![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
 use std::process::Command;

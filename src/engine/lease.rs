@@ -1,6 +1,8 @@
 //! Step leases: taking one, telling a live owner from a dead one, and a guard that gives the
 //! lease back however a step ends.
 
+#![allow(unsafe_code)] // System calls (signals, process groups, descriptors); each block says why it is sound.
+
 use super::StepError;
 use crate::cas::NodeId;
 use crate::store::{Lease, Store};

@@ -7,6 +7,8 @@
 //! group (`setsid`) keeps the pipes open: at the limit the whole process tree is killed and the
 //! pipes are given up. An [`Interrupt`] ends the agent the same way at once.
 
+#![allow(unsafe_code)] // System calls (signals, process groups, descriptors); each block says why it is sound.
+
 use super::interrupt::Interrupt;
 use crate::thread::AgentCommand;
 use std::io::{self, Read};

@@ -1,5 +1,7 @@
 //! Integration tests: one binary, one module per subsystem.
 
+#![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
+
 mod agent;
 mod cas_cli;
 mod common;

@@ -1,6 +1,8 @@
 //! The supervised step through the real binary: signals to `uwf thread step`, agents that
 //! print too much or leave descendants holding the pipes, and the documented exit codes.
 
+#![allow(unsafe_code)] // Signals to and wait4 of processes the tests spawn.
+
 use crate::common::{TestEnv, example, json};
 use std::path::Path;
 use std::process::{Child, Stdio};
