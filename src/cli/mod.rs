@@ -14,7 +14,7 @@ use crate::ErrorKind;
 use crate::cas::Value;
 use crate::engine::StepError;
 use crate::store::{self, Store, StoreError};
-use crate::thread::ThreadError;
+use crate::thread::{ThreadError, ThreadId};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -198,9 +198,43 @@ pub struct Env {
     pub stderr_tty: bool,
     /// The working directory.
     pub cwd: PathBuf,
+    /// A fixed clock (`UWF_TEST_NOW_MS`, for tests): every reading of the time gives it.
+    fixed_now: Option<u64>,
+    /// A fixed random seed (`UWF_TEST_SEED`, for tests) and how many ids it has made.
+    seed: Option<(u64, std::cell::Cell<u64>)>,
+}
+
+/// Milliseconds since the epoch from the system clock.
+fn system_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Env {
+    /// The time now, ms since the epoch (the fixed clock in tests).
+    pub fn clock(&self) -> u64 {
+        self.fixed_now.unwrap_or_else(system_now_ms)
+    }
+
+    /// A new thread id for the time of the command: random bits from the system, or from the
+    /// fixed seed in tests (each id of a process from the next number).
+    pub fn new_thread_id(&self) -> ThreadId {
+        match &self.seed {
+            None => ThreadId::generate(self.now_ms),
+            Some((seed, n)) => {
+                let i = n.get();
+                n.set(i + 1);
+                let a = twox_hash::XxHash64::oneshot(*seed, &i.to_le_bytes()).to_be_bytes();
+                let b = twox_hash::XxHash64::oneshot(!*seed, &i.to_le_bytes()).to_be_bytes();
+                let mut r = [0u8; 10];
+                r[..8].copy_from_slice(&a);
+                r[8..].copy_from_slice(&b[..2]);
+                ThreadId::new(self.now_ms, r)
+            }
+        }
+    }
+
     /// The store file of the root.
     pub fn db_path(&self) -> PathBuf {
         self.root.join(store::DB_FILE)
@@ -245,14 +279,17 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             };
         }
     };
+    // Hidden settings for reproducible tests: a fixed clock and a fixed random seed.
+    let number = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let fixed_now = number("UWF_TEST_NOW_MS");
     let env = Env {
         root: store::resolve_root(|k| std::env::var(k).ok()),
         format: cli.format.unwrap_or(Format::Json),
-        now_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
+        now_ms: fixed_now.unwrap_or_else(system_now_ms),
         stderr_tty: std::io::stderr().is_terminal(),
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        fixed_now,
+        seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
     };
     let r = match cli.command {
         Command::Cas(c) => cas::run(c, &env),

@@ -284,7 +284,7 @@ fn details(env: &Env, step: &str) -> CliResult {
 fn fork(env: &Env, step: &str) -> CliResult {
     let s = env.open_rw()?;
     let id = thread::resolve_step(&s, step)?;
-    let t = ThreadId::generate(env.now_ms);
+    let t = env.new_thread_id();
     thread::fork(&s, id, &t, env.now_ms)?;
     print(
         env.format,
@@ -304,7 +304,7 @@ fn start_thread(
     let here = std::env::current_dir()?;
     let cwd = cwd.unwrap_or_else(|| here.display().to_string());
     let s = env.open_rw()?;
-    let t = ThreadId::generate(env.now_ms);
+    let t = env.new_thread_id();
     let wf = thread::start(
         &s,
         &thread::StartInput {
@@ -317,12 +317,6 @@ fn start_thread(
         },
     )?;
     Ok((wf, t))
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `.env` of the root: the variables not already set in this process.
@@ -382,7 +376,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         env: dotenv(env),
         fallback_cwd: std::env::current_dir()?,
         pid: std::process::id(),
-        now: &now_ms,
+        now: &|| env.clock(),
         self_exe: std::env::current_exe().ok(),
         interrupt: Some(&interrupt),
         sole_child: true,

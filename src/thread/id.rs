@@ -97,19 +97,19 @@ fn random_bytes() -> [u8; 10] {
     {
         return b;
     }
-    // No /dev/urandom: mix the time, the pid and a counter.
+    // No /dev/urandom: the standard library's randomly keyed hasher, over the pid and a
+    // counter.
     use std::hash::{BuildHasher, Hasher};
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u32(std::process::id());
-    h.write_u64(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    let x = h.finish().to_be_bytes();
-    b[..8].copy_from_slice(&x);
+    let fill = |out: &mut [u8]| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        h.write_u64(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let x = h.finish().to_be_bytes();
+        out.copy_from_slice(&x[..out.len()]);
+    };
+    fill(&mut b[..8]);
+    fill(&mut b[8..]);
     b
 }
 
