@@ -265,6 +265,11 @@ impl Env {
     }
 }
 
+/// The command tree (for help, completions and manual pages).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
 /// Runs the CLI with `args`, printing to stdout/stderr; returns the exit code.
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let cli = match Cli::try_parse_from(args) {
@@ -280,7 +285,11 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         }
     };
     // Hidden settings for reproducible tests: a fixed clock and a fixed random seed.
-    let number = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<u64>().ok());
+    let number = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
     let fixed_now = number("UWF_TEST_NOW_MS");
     let env = Env {
         root: store::resolve_root(|k| std::env::var(k).ok()),

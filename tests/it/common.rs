@@ -9,7 +9,13 @@ use std::path::{Path, PathBuf};
 /// A temporary storage root.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
+    /// Runs get a fixed clock and a fixed random seed per run (see [`TestEnv::fixed`]).
+    fixed: bool,
+    runs: std::cell::Cell<u64>,
 }
+
+/// The fixed clock of [`TestEnv::fixed`]: 2026-01-01T00:00:00Z.
+pub const FIXED_NOW_MS: u64 = 1_767_225_600_000;
 
 /// Output of one run of the binary.
 pub struct Run {
@@ -22,7 +28,38 @@ impl TestEnv {
     pub fn new() -> TestEnv {
         TestEnv {
             dir: tempfile::tempdir().expect("tempdir"),
+            fixed: false,
+            runs: std::cell::Cell::new(0),
         }
+    }
+
+    /// A root whose runs see the clock at [`FIXED_NOW_MS`] and a random seed that is the
+    /// run's number, so ids and times in outputs are the same on every test run.
+    pub fn fixed() -> TestEnv {
+        TestEnv {
+            fixed: true,
+            ..TestEnv::new()
+        }
+    }
+
+    /// A transcript of `uwf <line>` for a snapshot: stdout, then stderr with each line marked
+    /// `! `, then `[exit N]` unless 0; the root's path reads `[ROOT]`. `line` is split on
+    /// spaces; a word in single quotes may hold spaces.
+    pub fn transcript(&self, line: &str) -> String {
+        let words = split_words(line);
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        let r = self.run(&args);
+        let root = self.root().display().to_string();
+        let mut t = r.stdout.replace(&root, "[ROOT]");
+        for l in r.stderr.replace(&root, "[ROOT]").lines() {
+            t.push_str("! ");
+            t.push_str(l);
+            t.push('\n');
+        }
+        if r.code != 0 {
+            t.push_str(&format!("[exit {}]\n", r.code));
+        }
+        t
     }
 
     pub fn root(&self) -> &Path {
@@ -40,6 +77,12 @@ impl TestEnv {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", self.root())
             .env("HOME", self.root());
+        if self.fixed {
+            let n = self.runs.get();
+            self.runs.set(n + 1);
+            c.env("UWF_TEST_NOW_MS", FIXED_NOW_MS.to_string())
+                .env("UWF_TEST_SEED", n.to_string());
+        }
         c
     }
 
@@ -103,6 +146,36 @@ impl TestEnv {
         );
         r
     }
+}
+
+/// Splits a command line on spaces; single quotes group words with spaces.
+fn split_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            ' ' if !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(cur);
+    }
+    words
 }
 
 /// Parses one line of JSON output.

@@ -4,6 +4,7 @@
 
 mod agent;
 mod cas_cli;
+mod cli_snapshots;
 mod common;
 mod interchange;
 mod props;

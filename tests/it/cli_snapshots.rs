@@ -1,0 +1,134 @@
+//! The command line as snapshots: the help of every command, and CLI cases of one line each
+//! on a root with a fixed clock and seed (`TestEnv::fixed`).
+
+use crate::common::{TestEnv, example};
+
+/// Every command's help, in one snapshot: a changed flag or text shows up here.
+#[test]
+fn help_of_every_command() {
+    fn walk(cmd: &mut clap::Command, path: &str, out: &mut String) {
+        out.push_str(&format!("==== {path} --help\n"));
+        out.push_str(&cmd.render_long_help().to_string());
+        out.push('\n');
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| n != "help")
+            .collect();
+        for n in names {
+            let sub = cmd.find_subcommand_mut(&n).expect("listed subcommand");
+            walk(sub, &format!("{path} {n}"), out);
+        }
+    }
+    let mut cmd = uwf::cli::command();
+    cmd.build();
+    let mut out = String::new();
+    walk(&mut cmd, "uwf", &mut out);
+    insta::assert_snapshot!("help", out);
+}
+
+#[test]
+fn cas_cases() {
+    let env = TestEnv::fixed();
+    insta::assert_snapshot!(env.transcript("cas put-text hello"), @r#"{"hash":"95ST8MZ0QTKP9"}"#);
+    insta::assert_snapshot!(env.transcript("cas get 95ST8MZ0QTKP9"), @r#"{"type":"7VQ43ZSJTEWA7","payload":"hello"}"#);
+    insta::assert_snapshot!(env.transcript("cas get 95st --timestamp"), @r#"{"type":"7VQ43ZSJTEWA7","payload":"hello","timestamp":1767225600000}"#);
+    insta::assert_snapshot!(env.transcript("cas has 95ST8MZ0QTKP9"), @r#"{"exists":true}"#);
+    insta::assert_snapshot!(env.transcript("cas has 95ST8MZ0QTKP8"), @r#"
+    {"exists":false}
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("--format yaml cas has 95ST8MZ0QTKP8"), @"
+    exists: false
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas get 0000000000000"), @"
+    ! Node not found: 0000000000000
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas get 95"), @r#"
+    ! invalid id "95": expected 4 to 13 Crockford base-32 characters
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas hash 7VQ43ZSJTEWA7 '\"hello\"'"), @r#"{"hash":"95ST8MZ0QTKP9"}"#);
+    insta::assert_snapshot!(env.transcript("cas put 7VQ43ZSJTEWA7 42"), @r#"
+    ! payload does not match schema 7VQ43ZSJTEWA7: at /: 42 is not of type "string"
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas put NOSUCHTYPE000 1"), @r#"
+    ! invalid id "NOSUCHTYPE000": the first character must be 0-9 or A-F
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas refs 95ST8MZ0QTKP9"), @r#"{"refs":[]}"#);
+    insta::assert_snapshot!(env.transcript("cas walk 95ST8MZ0QTKP9"), @r#"{"hashes":["95ST8MZ0QTKP9"]}"#);
+}
+
+#[test]
+fn thread_cases() {
+    let env = TestEnv::fixed();
+    let debate = example("debate.yaml").display().to_string();
+    let script = env.scripted(&example("debate.script.yaml"));
+    insta::assert_snapshot!(env.transcript(&format!("workflow put {debate}")), @r#"{"name":"debate","hash":"DDY7SM1N7BV4G"}"#);
+    insta::assert_snapshot!(env.transcript("workflow list"), @r#"[{"name":"debate","hash":"DDY7SM1N7BV4G","origin":"global"}]"#);
+    insta::assert_snapshot!(env.transcript("thread start debate -p 'Is Rust better than Go?' --cwd /tmp"), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4"}"#);
+    let t = crate::common::json(&env.ok(&["thread", "list"]))
+        .as_array()
+        .expect("list")[0]
+        .get("thread")
+        .and_then(uwf::cas::Value::as_str)
+        .expect("thread")
+        .to_string();
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"96M92DEGEBC3E","status":"idle","currentRole":"against","done":false,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent '{script}'")), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"DHGAGBN2TAVA9","status":"idle","currentRole":"for","done":false,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} -c 0")), @"
+    ! --count must be a positive integer, got: 0
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("thread step"), @"
+    ! error: the following required arguments were not provided:
+    !   <THREAD>
+    ! 
+    ! Usage: uwf thread step <THREAD>
+    ! 
+    ! For more information, try '--help'.
+    [exit 2]
+    ");
+    insta::assert_snapshot!(env.transcript("thread show 06H08SPVKKAF3JCSEB1P6P2JD0"), @"
+    ! thread not found: 06H08SPVKKAF3JCSEB1P6P2JD0
+    [exit 3]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} -c 10 --agent '{script}'")), @r#"[{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"EJ20MP4BDGXWW","status":"idle","currentRole":"against","done":false,"background":null},{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"FHA8YVASEMJXZ","status":"completed","currentRole":null,"done":true,"background":null}]"#);
+    insta::assert_snapshot!(env.transcript("thread list --all"), @r#"[{"thread":"06DQDPN8028XY33RRFMH5J9JP4","workflow":"DDY7SM1N7BV4G","head":"FHA8YVASEMJXZ","status":"completed","currentRole":null}]"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread read {t} --quota 300")), @"
+    # Thread `06DQDPN8028XY33RRFMH5J9JP4`
+
+    **Workflow:** debate (`DDY7SM1N7BV4G`)
+
+    ## Task
+
+    Is Rust better than Go?
+
+    ---
+
+    *(2 earlier step(s), load with `uwf thread read 06DQDPN8028XY33RRFMH5J9JP4 --before FHA8YVASEMJXZ`)*
+
+    ---
+
+    ## Step 3: against `FHA8YVASEMJXZ`
+    **Agent:** uwf-scripted | **Time:** 2026-01-01 00:00:00 UTC | **Duration:** 0ms
+
+    <prompt>
+    You are a skilled debater arguing AGAINST the proposition.
+    Be logical, cite evidence, and directly address your opponent's points.
+    Keep each argument concise (under 200 words).
+    </prompt>
+
+    <output>
+    ---
+    $status: conceded
+    argument: Memory safety without a garbage collector wins.
+    ---
+
+    </output>
+    ");
+}
