@@ -148,6 +148,26 @@ pub(crate) enum StepCommand {
         /// Step id or prefix.
         step: String,
     },
+    /// A step's turns as markdown, newest first within the quota.
+    Read {
+        /// Step id or prefix.
+        step: String,
+        /// Characters to show at most (default 4000).
+        #[arg(long)]
+        quota: Option<String>,
+        /// Show the assembled prompt the agent was given instead of the turns.
+        #[arg(long)]
+        prompt: bool,
+    },
+}
+
+/// `--quota` of the `read` commands.
+fn quota_arg(q: Option<&str>) -> CliResult<usize> {
+    match q {
+        None => Ok(thread::DEFAULT_QUOTA),
+        Some(q) => thread::parse_quota(q)
+            .ok_or_else(|| CliError::new("invalid --quota: must be a positive integer")),
+    }
 }
 
 fn thread_id(s: &str) -> CliResult<String> {
@@ -226,19 +246,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             start,
         } => {
             let t = thread_id(&thread)?;
-            let quota = match quota {
-                None => 4000,
-                Some(q) => q
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        CliError::new(format!(
-                            "invalid --quota: must be a positive integer, got: {q}"
-                        ))
-                    })?,
-            };
+            let quota = quota_arg(quota.as_deref())?;
             let s = env.open_ro()?;
             let before = before.map(|b| thread::resolve_step(&s, &b)).transpose()?;
             let md = thread::read(
@@ -250,7 +258,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                     start,
                 },
             )?;
-            write_stdout(md.as_bytes())
+            write_stdout(thread::with_newline(md).as_bytes())
         }
         ThreadCommand::Fork { step } => fork(env, &step),
         ThreadCommand::StepDetails { step } => details(env, &step),
@@ -271,6 +279,17 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
         StepCommand::List { thread } => steps(env, &thread),
         StepCommand::Show { step } => details(env, &step),
         StepCommand::Fork { step } => fork(env, &step),
+        StepCommand::Read {
+            step,
+            quota,
+            prompt,
+        } => {
+            let quota = quota_arg(quota.as_deref())?;
+            let s = env.open_ro()?;
+            let id = thread::resolve_step(&s, &step)?;
+            let md = thread::read_step(&s, id, quota, prompt)?;
+            write_stdout(thread::with_newline(md).as_bytes())
+        }
     }
 }
 
