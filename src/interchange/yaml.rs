@@ -9,6 +9,7 @@
 //! code units, as JavaScript counts them. `tests/fixtures/interchange/yaml_quoting.json` holds
 //! the reference outputs of the real package.
 
+use crate::cas::value::array_index;
 use indexmap::IndexMap;
 use regex::Regex;
 use std::sync::OnceLock;
@@ -277,18 +278,6 @@ where
         out.push('\n');
     }
     out
-}
-
-/// `Some(n)` when `k` is the canonical decimal form of an array index (0 ..= 2^32−2).
-fn array_index(k: &str) -> Option<u32> {
-    if k.is_empty() || k.len() > 10 || !k.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    if k.len() > 1 && k.starts_with('0') {
-        return None;
-    }
-    let n: u64 = k.parse().ok()?;
-    (n < u64::from(u32::MAX)).then_some(n as u32)
 }
 
 type U = Vec<u16>;
