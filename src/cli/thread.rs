@@ -29,7 +29,7 @@ pub(crate) enum ThreadCommand {
         #[arg(long)]
         cwd: Option<String>,
     },
-    /// Run the next step(s): moderator, agent, head move.
+    /// Run one or more steps: moderator, agent, head move (stops early at the end).
     #[command(visible_alias = "exec")]
     Step(StepArgs),
     /// Start a thread and step it until the workflow ends; prints each step's state.
@@ -359,20 +359,67 @@ fn dotenv(env: &Env) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `Number(s)` in JavaScript: white space around, `""` is 0, `0x`/`0o`/`0b` integers,
+/// `Infinity`, decimal literals; NaN for anything else.
+fn js_number(s: &str) -> f64 {
+    let t = s.trim_matches(|c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}');
+    if t.is_empty() {
+        return 0.0;
+    }
+    let radix = match t.get(..2) {
+        Some("0x" | "0X") => 16,
+        Some("0o" | "0O") => 8,
+        Some("0b" | "0B") => 2,
+        _ => 10,
+    };
+    if radix != 10 {
+        let digits = &t[2..];
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return f64::NAN;
+        }
+        return digits.chars().fold(0.0, |n, c| {
+            n * f64::from(radix) + f64::from(c.to_digit(radix).unwrap_or(0))
+        });
+    }
+    let unsigned = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if unsigned == "Infinity" {
+        return if t.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+    }
+    // Rust also reads `inf`, `nan` and `infinity`; JavaScript reads only digits, `.` and an
+    // exponent here.
+    let mantissa = unsigned.split(['e', 'E']).next().unwrap_or("");
+    if !unsigned
+        .bytes()
+        .all(|c| c.is_ascii_digit() || b".eE+-".contains(&c))
+        || !mantissa.bytes().any(|c| c.is_ascii_digit())
+    {
+        return f64::NAN;
+    }
+    t.parse().unwrap_or(f64::NAN)
+}
+
+/// `-c/--count`: a positive integer as JavaScript's `Number` reads it.
+fn parse_count(s: &str) -> CliResult<u64> {
+    let n = js_number(s);
+    if n >= 1.0 && n.fract() == 0.0 {
+        // Saturates for counts no run reaches.
+        Ok(n as u64)
+    } else {
+        Err(CliError::new(format!(
+            "--count must be a positive integer, got: {}",
+            crate::cas::value::js_number_string(n)
+        )))
+    }
+}
+
 fn step(env: &Env, a: StepArgs) -> CliResult {
+    // The count is checked before the thread is looked at.
+    let count = parse_count(&a.count)?;
     let t = thread_id(&a.thread)?;
-    let count = a
-        .count
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            CliError::new(format!(
-                "--count must be a positive integer, got: {}",
-                a.count
-            ))
-        })?;
     let timeout = a
         .timeout
         .map(|s| {
@@ -437,5 +484,34 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     match failure {
         Some(e) => Err(e.into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_javascript_numbers() {
+        let c = |s: &str| parse_count(s).map_err(|e| e.message);
+        assert_eq!(c("3"), Ok(3));
+        assert_eq!(c(" 2 "), Ok(2));
+        assert_eq!(c("0x10"), Ok(16));
+        assert_eq!(c("1e2"), Ok(100));
+        assert_eq!(c("2.0"), Ok(2));
+        let bad = |s: &str, shown: &str| {
+            assert_eq!(
+                c(s),
+                Err(format!("--count must be a positive integer, got: {shown}"))
+            )
+        };
+        bad("0", "0");
+        bad("-1", "-1");
+        bad("1.5", "1.5");
+        bad("1.50", "1.5");
+        bad("", "0");
+        bad("abc", "NaN");
+        bad("inf", "NaN");
+        bad("-Infinity", "-Infinity");
     }
 }
