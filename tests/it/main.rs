@@ -9,6 +9,7 @@ mod store;
 mod store_batch;
 mod thread;
 mod transfer;
+mod ts_golden;
 mod vectors;
 mod workflow;
 mod workflow_cli;
