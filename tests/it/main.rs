@@ -5,6 +5,7 @@ mod cas_cli;
 mod common;
 mod interchange;
 mod props;
+mod read_md;
 mod store;
 mod store_batch;
 mod thread;

@@ -295,11 +295,14 @@ fn bad_workflows_are_refused_at_start() {
 fn bad_counts_and_ids() {
     let env = TestEnv::new();
     let t = env.start(&p(&example("debate.yaml")), "q");
-    for c in ["0", "-1", "x", "1.5"] {
-        env.fails(
-            &["thread", "step", &t, "-c", c, "--agent", "true"],
-            &format!("--count must be a positive integer, got: {c}"),
-        );
+    // The count reads as a JavaScript number and is checked before the thread id.
+    for (c, shown) in [("0", "0"), ("-1", "-1"), ("x", "NaN"), ("1.5", "1.5")] {
+        for th in [t.as_str(), "NOSUCHTHREAD"] {
+            env.fails(
+                &["thread", "exec", th, "-c", c, "--agent", "true"],
+                &format!("--count must be a positive integer, got: {shown}"),
+            );
+        }
     }
     env.fails(&["thread", "show", "nope"], "invalid thread id \"nope\"");
     env.fails(
