@@ -476,8 +476,8 @@ mod tests {
         assert_eq!(js_text(None), "undefined");
         assert_eq!(js_text(Some(&Value::Null)), "null");
         assert_eq!(js_text(Some(&Value::Number(1.5))), "1.5");
-        assert_eq!(js_blank(" \u{feff}\n"), true);
-        assert_eq!(js_blank("\u{85}"), false);
+        assert!(js_blank(" \u{feff}\n"));
+        assert!(!js_blank("\u{85}"));
     }
 
     #[test]
