@@ -197,8 +197,10 @@ pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
     let wf = wf_node.payload()?;
     let goal_of = |role: &str| -> Option<String> {
         let def = wf.get("roles")?.get(role)?;
-        // `[…, goal, …].join("\n")` writes an absent goal as "".
-        Some(match def.get("goal") {
+        // `[…, goal, …].join("\n")` writes an absent goal as "". A role of the older
+        // workflow form (which the TypeScript tool's `thread read` refuses) shows its
+        // system prompt.
+        Some(match def.get("goal").or_else(|| def.get("systemPrompt")) {
             None | Some(Value::Null) => String::new(),
             Some(g) => js_string(g),
         })
