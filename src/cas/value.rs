@@ -228,7 +228,7 @@ fn write_json(v: &Value, out: &mut String) {
         }
         Value::Object(m) => {
             out.push('{');
-            for (i, (k, x)) in m.iter().enumerate() {
+            for (i, (k, x)) in js_entries(m).into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -239,6 +239,30 @@ fn write_json(v: &Value, out: &mut String) {
             out.push('}');
         }
     }
+}
+
+/// `Some(n)` when `k` is the canonical decimal form of a JavaScript array index
+/// (`0 ..= 2^32−2`, no leading zero, no sign).
+pub fn array_index(k: &str) -> Option<u32> {
+    if k.is_empty() || k.len() > 10 || !k.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    if k.len() > 1 && k.starts_with('0') {
+        return None;
+    }
+    let n: u64 = k.parse().ok()?;
+    (n < u64::from(u32::MAX)).then_some(n as u32)
+}
+
+/// The entries of `m` in a JavaScript object's property order: array-index keys (`"42"`)
+/// first in ascending numeric order, then the other keys in insertion order.
+pub fn js_entries(m: &Map) -> Vec<(&String, &Value)> {
+    let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+    if entries.iter().any(|(k, _)| array_index(k).is_some()) {
+        // A stable sort keeps the insertion order of the other keys.
+        entries.sort_by_key(|(k, _)| array_index(k).map_or((1, 0), |n| (0, n)));
+    }
+    entries
 }
 
 impl fmt::Display for Value {
@@ -407,6 +431,16 @@ mod tests {
         let v =
             Value::from_json_str("[1.0,-0,1e21,0.1,9007199254740993,1e-400,5e-324,1.5]").unwrap();
         assert_eq!(v.to_json(), "[1,0,1e+21,0.1,9007199254740992,0,5e-324,1.5]");
+    }
+
+    #[test]
+    fn integer_like_keys_come_first_as_in_javascript() {
+        let v =
+            Value::from_json_str(r#"{"b":1,"42":2,"a":3,"7":4,"07":5,"4294967295":6}"#).unwrap();
+        assert_eq!(
+            v.to_json(),
+            r#"{"7":4,"42":2,"b":1,"a":3,"07":5,"4294967295":6}"#
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use super::output::{obj, print};
 use super::{CliError, CliResult, Env};
 use crate::cas::bootstrap::{self, META};
 use crate::cas::{NodeId, Value, cbor, hash};
-use crate::store::{StoreError, WalkEvent};
+use crate::store::{Store, StoreError, WalkEvent};
 use clap::Subcommand;
 use std::cell::RefCell;
 
@@ -88,7 +88,7 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
     match c {
         CasCommand::Get { id, timestamp } => {
             let s = env.open_ro()?;
-            let id = s.resolve(&id)?;
+            let id = resolve_stored(&s, &id)?;
             let n = s.get(id)?.ok_or(StoreError::NotFound(id))?;
             // Refuse a record whose bytes no longer hash to its id or digest (a damaged file).
             if !n.is_intact() {
@@ -141,9 +141,12 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
         }
         CasCommand::Has { id } => {
             let s = env.open_ro()?;
+            // An id that names no stored node, whatever its spelling, does not exist.
             let exists = match s.resolve(&id) {
                 Ok(id) => s.has(id)?,
-                Err(StoreError::NoMatch(_)) => false,
+                Err(
+                    StoreError::NoMatch(_) | StoreError::BadId(_) | StoreError::Ambiguous { .. },
+                ) => false,
                 Err(e) => return Err(e.into()),
             };
             print(env.format, &obj([("exists", Value::Bool(exists))]))?;
@@ -155,7 +158,7 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
         }
         CasCommand::Refs { id } => {
             let s = env.open_ro()?;
-            let id = s.resolve(&id)?;
+            let id = resolve_stored(&s, &id)?;
             let refs = s.refs(id)?.ok_or(StoreError::NotFound(id))?;
             let list = refs.into_iter().map(|r| Value::str(r.to_wire())).collect();
             print(env.format, &obj([("refs", Value::Array(list))]))
@@ -323,6 +326,18 @@ fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult 
         }
     }
     flush(&mut pending)
+}
+
+/// The stored node `input` names (an id or a unique prefix); `Node not found: <input>` for
+/// anything else, a string outside the id alphabet included.
+fn resolve_stored(s: &Store, input: &str) -> CliResult<NodeId> {
+    match s.resolve(input) {
+        Ok(id) => Ok(id),
+        Err(StoreError::NoMatch(_) | StoreError::BadId(_)) => {
+            Err(CliError::new(format!("Node not found: {input}")))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn parse_id(s: &str) -> CliResult<NodeId> {

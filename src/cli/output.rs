@@ -25,7 +25,8 @@ pub fn print(format: Format, v: &Value) -> CliResult {
             s
         }
         Format::Yaml => {
-            let s = yaml_serde::to_string(v).map_err(|e| CliError::new(e.to_string()))?;
+            // `yaml.stringify(data).trimEnd()` and a newline, as the TypeScript tool prints.
+            let s = crate::interchange::yaml::stringify_value(v);
             format!("{}\n", s.trim_end())
         }
     };

@@ -24,7 +24,7 @@ pub(crate) enum ThreadCommand {
         #[arg(long)]
         cwd: Option<String>,
     },
-    /// Run the next step(s): moderator, agent, head move.
+    /// Run one or more steps: moderator, agent, head move (stops early at the end).
     #[command(visible_alias = "exec")]
     Step(StepArgs),
     /// Start a thread and step it until the workflow ends; prints each step's state.
@@ -143,6 +143,26 @@ pub(crate) enum StepCommand {
         /// Step id or prefix.
         step: String,
     },
+    /// A step's turns as markdown, newest first within the quota.
+    Read {
+        /// Step id or prefix.
+        step: String,
+        /// Characters to show at most (default 4000).
+        #[arg(long)]
+        quota: Option<String>,
+        /// Show the assembled prompt the agent was given instead of the turns.
+        #[arg(long)]
+        prompt: bool,
+    },
+}
+
+/// `--quota` of the `read` commands.
+fn quota_arg(q: Option<&str>) -> CliResult<usize> {
+    match q {
+        None => Ok(thread::DEFAULT_QUOTA),
+        Some(q) => thread::parse_quota(q)
+            .ok_or_else(|| CliError::new("invalid --quota: must be a positive integer")),
+    }
 }
 
 fn thread_id(s: &str) -> CliResult<String> {
@@ -221,19 +241,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             start,
         } => {
             let t = thread_id(&thread)?;
-            let quota = match quota {
-                None => 4000,
-                Some(q) => q
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        CliError::new(format!(
-                            "invalid --quota: must be a positive integer, got: {q}"
-                        ))
-                    })?,
-            };
+            let quota = quota_arg(quota.as_deref())?;
             let s = env.open_ro()?;
             let before = before.map(|b| thread::resolve_step(&s, &b)).transpose()?;
             let md = thread::read(
@@ -245,7 +253,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                     start,
                 },
             )?;
-            write_stdout(md.as_bytes())
+            write_stdout(thread::with_newline(md).as_bytes())
         }
         ThreadCommand::Fork { step } => fork(env, &step),
         ThreadCommand::StepDetails { step } => details(env, &step),
@@ -266,6 +274,17 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
         StepCommand::List { thread } => steps(env, &thread),
         StepCommand::Show { step } => details(env, &step),
         StepCommand::Fork { step } => fork(env, &step),
+        StepCommand::Read {
+            step,
+            quota,
+            prompt,
+        } => {
+            let quota = quota_arg(quota.as_deref())?;
+            let s = env.open_ro()?;
+            let id = thread::resolve_step(&s, &step)?;
+            let md = thread::read_step(&s, id, quota, prompt)?;
+            write_stdout(thread::with_newline(md).as_bytes())
+        }
     }
 }
 
@@ -329,20 +348,67 @@ fn dotenv(env: &Env) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `Number(s)` in JavaScript: white space around, `""` is 0, `0x`/`0o`/`0b` integers,
+/// `Infinity`, decimal literals; NaN for anything else.
+fn js_number(s: &str) -> f64 {
+    let t = s.trim_matches(|c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}');
+    if t.is_empty() {
+        return 0.0;
+    }
+    let radix = match t.get(..2) {
+        Some("0x" | "0X") => 16,
+        Some("0o" | "0O") => 8,
+        Some("0b" | "0B") => 2,
+        _ => 10,
+    };
+    if radix != 10 {
+        let digits = &t[2..];
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return f64::NAN;
+        }
+        return digits.chars().fold(0.0, |n, c| {
+            n * f64::from(radix) + f64::from(c.to_digit(radix).unwrap_or(0))
+        });
+    }
+    let unsigned = t.strip_prefix(['+', '-']).unwrap_or(t);
+    if unsigned == "Infinity" {
+        return if t.starts_with('-') {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+    }
+    // Rust also reads `inf`, `nan` and `infinity`; JavaScript reads only digits, `.` and an
+    // exponent here.
+    let mantissa = unsigned.split(['e', 'E']).next().unwrap_or("");
+    if !unsigned
+        .bytes()
+        .all(|c| c.is_ascii_digit() || b".eE+-".contains(&c))
+        || !mantissa.bytes().any(|c| c.is_ascii_digit())
+    {
+        return f64::NAN;
+    }
+    t.parse().unwrap_or(f64::NAN)
+}
+
+/// `-c/--count`: a positive integer as JavaScript's `Number` reads it.
+fn parse_count(s: &str) -> CliResult<u64> {
+    let n = js_number(s);
+    if n >= 1.0 && n.fract() == 0.0 {
+        // Saturates for counts no run reaches.
+        Ok(n as u64)
+    } else {
+        Err(CliError::new(format!(
+            "--count must be a positive integer, got: {}",
+            crate::cas::value::js_number_string(n)
+        )))
+    }
+}
+
 fn step(env: &Env, a: StepArgs) -> CliResult {
+    // The count is checked before the thread is looked at.
+    let count = parse_count(&a.count)?;
     let t = thread_id(&a.thread)?;
-    let count = a
-        .count
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .ok_or_else(|| {
-            CliError::new(format!(
-                "--count must be a positive integer, got: {}",
-                a.count
-            ))
-        })?;
     let timeout = a
         .timeout
         .map(|s| {
@@ -411,5 +477,34 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     match failure {
         Some(e) => Err(e.into()),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_read_as_javascript_numbers() {
+        let c = |s: &str| parse_count(s).map_err(|e| e.message);
+        assert_eq!(c("3"), Ok(3));
+        assert_eq!(c(" 2 "), Ok(2));
+        assert_eq!(c("0x10"), Ok(16));
+        assert_eq!(c("1e2"), Ok(100));
+        assert_eq!(c("2.0"), Ok(2));
+        let bad = |s: &str, shown: &str| {
+            assert_eq!(
+                c(s),
+                Err(format!("--count must be a positive integer, got: {shown}"))
+            )
+        };
+        bad("0", "0");
+        bad("-1", "-1");
+        bad("1.5", "1.5");
+        bad("1.50", "1.5");
+        bad("", "0");
+        bad("abc", "NaN");
+        bad("inf", "NaN");
+        bad("-Infinity", "-Infinity");
     }
 }

@@ -9,6 +9,8 @@
 //! code units, as JavaScript counts them. `tests/fixtures/interchange/yaml_quoting.json` holds
 //! the reference outputs of the real package.
 
+use crate::cas::Value;
+use crate::cas::value::{array_index, js_entries, write_js_number};
 use indexmap::IndexMap;
 use regex::Regex;
 use std::sync::OnceLock;
@@ -16,8 +18,8 @@ use std::sync::OnceLock;
 const LINE_WIDTH: usize = 80;
 const MIN_CONTENT_WIDTH: usize = 20;
 const DOUBLE_QUOTED_MIN_MULTI_LINE_LENGTH: usize = 40;
-/// The indentation of a value (and of a key, which `yaml` stringifies one step in).
-const INDENT: &[u16] = &[b' ' as u16, b' ' as u16];
+/// `indentStep`: a key is stringified one step in from its map, a sequence item two columns.
+const INDENT_STEP: usize = 2;
 
 /// Why a YAML map file could not be read at all.
 #[derive(Debug, thiserror::Error)]
@@ -279,16 +281,129 @@ where
     out
 }
 
-/// `Some(n)` when `k` is the canonical decimal form of an array index (0 ..= 2^32−2).
-fn array_index(k: &str) -> Option<u32> {
-    if k.is_empty() || k.len() > 10 || !k.bytes().all(|c| c.is_ascii_digit()) {
-        return None;
+/// `yaml.stringify(value)` of the npm `yaml` 2.x package (default options): block maps and
+/// sequences, a sequence indented under its key, empty collections as `{}`/`[]`, keys in
+/// JavaScript's property order, strings by the same scalar rules as the map files, numbers as
+/// `JSON.stringify` writes them (`-0` stays `-0`). Ends with a newline.
+pub fn stringify_value(v: &Value) -> String {
+    let ctx = Ctx {
+        implicit_key: false,
+        indent_at_start: None,
+        indent: 0,
+    };
+    let mut out = String::from_utf16_lossy(&node(v, ctx));
+    out.push('\n');
+    out
+}
+
+/// A number as `stringifyNumber` writes it.
+fn yaml_number(n: f64) -> String {
+    if n.is_nan() {
+        ".nan".into()
+    } else if n.is_infinite() {
+        if n < 0.0 { "-.inf" } else { ".inf" }.into()
+    } else if n == 0.0 && n.is_sign_negative() {
+        "-0".into()
+    } else {
+        let mut s = String::new();
+        write_js_number(n, &mut s);
+        s
     }
-    if k.len() > 1 && k.starts_with('0') {
-        return None;
+}
+
+fn node(v: &Value, ctx: Ctx) -> U {
+    match v {
+        Value::Null => u("null"),
+        Value::Bool(b) => u(if *b { "true" } else { "false" }),
+        Value::Number(n) => u(&yaml_number(*n)),
+        Value::String(s) => stringify_string(s, ctx),
+        Value::Array(items) if items.is_empty() => u("[]"),
+        Value::Object(m) if m.is_empty() => u("{}"),
+        Value::Array(items) => {
+            let item_ctx = Ctx {
+                indent: ctx.indent + INDENT_STEP,
+                ..ctx
+            };
+            let lines = items.iter().map(|x| {
+                let mut l = u("- ");
+                l.extend(node(x, item_ctx));
+                l
+            });
+            join_lines(lines, ctx.indent)
+        }
+        Value::Object(m) => {
+            let lines = js_entries(m).into_iter().map(|(k, x)| map_pair(k, x, ctx));
+            join_lines(lines, ctx.indent)
+        }
     }
-    let n: u64 = k.parse().ok()?;
-    (n < u64::from(u32::MAX)).then_some(n as u32)
+}
+
+/// Lines of a block collection, each after the first on a new line at `indent`.
+fn join_lines(lines: impl Iterator<Item = U>, indent: usize) -> U {
+    let mut out = U::new();
+    for (i, l) in lines.enumerate() {
+        if i > 0 {
+            out.push(NL);
+            if !l.is_empty() {
+                out.extend(spaces(indent));
+            }
+        }
+        out.extend(l);
+    }
+    out
+}
+
+/// `key: value` of a map at `map_ctx.indent` (`stringifyPair`).
+fn map_pair(key: &str, value: &Value, map_ctx: Ctx) -> U {
+    let indent = map_ctx.indent + INDENT_STEP;
+    let k = stringify_string(
+        key,
+        Ctx {
+            implicit_key: true,
+            indent_at_start: map_ctx.indent_at_start,
+            indent,
+        },
+    );
+    let explicit = k.len() > 1024;
+    let mut s: U;
+    if explicit {
+        s = u("? ");
+        s.extend(&k);
+        s.push(NL);
+        s.extend(spaces(map_ctx.indent));
+        s.push(b':' as u16);
+    } else {
+        s = k;
+        s.push(b':' as u16);
+    }
+    let collection = matches!(value, Value::Array(_) | Value::Object(_));
+    let value_ctx = Ctx {
+        implicit_key: false,
+        indent_at_start: if !explicit && !collection {
+            Some(s.len() + 1)
+        } else {
+            map_ctx.indent_at_start
+        },
+        indent,
+    };
+    let v = node(value, value_ctx);
+    let empty = match value {
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
+    };
+    if !explicit && collection {
+        if v.contains(&NL) || !empty {
+            s.push(NL);
+            s.extend(spaces(indent));
+        } else {
+            s.push(SP);
+        }
+    } else if !(v.is_empty() || v[0] == NL) {
+        s.push(SP);
+    }
+    s.extend(v);
+    s
 }
 
 type U = Vec<u16>;
@@ -305,6 +420,12 @@ const TAB: u16 = b'\t' as u16;
 struct Ctx {
     implicit_key: bool,
     indent_at_start: Option<usize>,
+    /// `ctx.indent`, in spaces.
+    indent: usize,
+}
+
+fn spaces(n: usize) -> U {
+    vec![SP; n]
 }
 
 /// One `key: value` entry of the root map (`stringifyPair` with a scalar value).
@@ -312,6 +433,7 @@ fn pair(key: &str, value: &str) -> U {
     let key_ctx = Ctx {
         implicit_key: true,
         indent_at_start: None,
+        indent: INDENT_STEP,
     };
     let k = stringify_string(key, key_ctx);
     let explicit = k.len() > 1024;
@@ -327,6 +449,7 @@ fn pair(key: &str, value: &str) -> U {
     let value_ctx = Ctx {
         implicit_key: false,
         indent_at_start: if explicit { None } else { Some(s.len() + 1) },
+        indent: INDENT_STEP,
     };
     let v = stringify_string(value, value_ctx);
     if !(v.is_empty() || v[0] == NL) {
@@ -404,16 +527,20 @@ fn plain(value: &str, ctx: Ctx) -> U {
         return if ctx.implicit_key || !has_nl {
             quoted(value, ctx)
         } else {
-            block(value, ctx)
+            block(value, ctx, false)
         };
     }
     if !ctx.implicit_key && has_nl {
-        return block(value, ctx);
+        return block(value, ctx, false);
     }
     let s = u(value);
-    // The root map's keys sit at `indent == indentStep`.
-    if contains_document_marker(&s) && ctx.implicit_key {
-        return quoted(value, ctx);
+    if contains_document_marker(&s) {
+        if ctx.indent == 0 {
+            return block(value, ctx, true);
+        } else if ctx.implicit_key && ctx.indent == INDENT_STEP {
+            // the keys of a root map
+            return quoted(value, ctx);
+        }
     }
     if core_non_string(value) {
         return quoted(value, ctx);
@@ -421,7 +548,7 @@ fn plain(value: &str, ctx: Ctx) -> U {
     if ctx.implicit_key {
         s
     } else {
-        fold(&s, Mode::Flow, ctx.indent_at_start).0
+        fold(&s, Mode::Flow, ctx.indent_at_start, ctx.indent).0
     }
 }
 
@@ -443,6 +570,7 @@ fn single_quoted(value: &str, ctx: Ctx) -> U {
     if (ctx.implicit_key && value.contains('\n')) || ws_around_nl {
         return double_quoted(value, ctx);
     }
+    let indent = quoted_indent(value, ctx);
     let mut res: U = vec![b'\'' as u16];
     let mut i = 0;
     while i < v.len() {
@@ -457,7 +585,7 @@ fn single_quoted(value: &str, ctx: Ctx) -> U {
                 i += 1;
             }
             res.push(NL);
-            res.extend(INDENT);
+            res.extend(spaces(indent));
         } else {
             res.push(c);
             i += 1;
@@ -467,7 +595,7 @@ fn single_quoted(value: &str, ctx: Ctx) -> U {
     if ctx.implicit_key {
         res
     } else {
-        fold(&res, Mode::Flow, ctx.indent_at_start).0
+        fold(&res, Mode::Flow, ctx.indent_at_start, indent).0
     }
 }
 
@@ -492,7 +620,18 @@ fn json_string(value: &str) -> U {
     u(&s)
 }
 
+/// The indentation of a quoted scalar's continuation lines: `ctx.indent`, or a step at the
+/// root when a line could be read as a document marker.
+fn quoted_indent(value: &str, ctx: Ctx) -> usize {
+    if ctx.indent == 0 && contains_document_marker(&u(value)) {
+        INDENT_STEP
+    } else {
+        ctx.indent
+    }
+}
+
 fn double_quoted(value: &str, ctx: Ctx) -> U {
+    let indent = quoted_indent(value, ctx);
     let json = json_string(value);
     let at = |i: usize| json.get(i).copied();
     let bs = b'\\' as u16;
@@ -549,7 +688,7 @@ fn double_quoted(value: &str, ctx: Ctx) -> U {
                             out.push(NL);
                             i += 2;
                         }
-                        out.extend(INDENT);
+                        out.extend(spaces(indent));
                         // a space after a newline is escaped so that folding keeps it
                         if at(i + 2) == Some(SP) {
                             out.push(bs);
@@ -572,13 +711,13 @@ fn double_quoted(value: &str, ctx: Ctx) -> U {
     if ctx.implicit_key {
         s
     } else {
-        fold(&s, Mode::Quoted, ctx.indent_at_start).0
+        fold(&s, Mode::Quoted, ctx.indent_at_start, indent).0
     }
 }
 
-/// `lineLengthOverLimit(str, 80, 2)`.
-fn line_length_over_limit(s: &[u16]) -> bool {
-    let limit = LINE_WIDTH - INDENT.len();
+/// `lineLengthOverLimit(str, 80, indent)`.
+fn line_length_over_limit(s: &[u16], indent: usize) -> bool {
+    let limit = LINE_WIDTH.saturating_sub(indent);
     let n = s.len();
     if n <= limit {
         return false;
@@ -598,8 +737,8 @@ fn line_length_over_limit(s: &[u16]) -> bool {
     true
 }
 
-/// Appends `text` with every run of newlines followed by `indent`.
-fn indent_after_newline_runs(text: &[u16], out: &mut U) {
+/// Appends `text` with every run of newlines followed by `indent` spaces.
+fn indent_after_newline_runs(text: &[u16], out: &mut U, indent: usize) {
     let mut i = 0;
     while i < text.len() {
         if text[i] == NL {
@@ -607,7 +746,7 @@ fn indent_after_newline_runs(text: &[u16], out: &mut U) {
                 out.push(NL);
                 i += 1;
             }
-            out.extend(INDENT);
+            out.extend(spaces(indent));
         } else {
             out.push(text[i]);
             i += 1;
@@ -615,9 +754,17 @@ fn indent_after_newline_runs(text: &[u16], out: &mut U) {
     }
 }
 
-/// A multi-line value as a literal (`|`) or folded (`>`) block scalar.
-fn block(value: &str, ctx: Ctx) -> U {
+/// A multi-line value as a literal (`|`) or folded (`>`) block scalar; `force_indent` indents a
+/// root scalar a step (it has a line that could be read as a document marker).
+fn block(value: &str, ctx: Ctx, force_indent: bool) -> U {
     let v = u(value);
+    let indent = if ctx.indent > 0 {
+        ctx.indent
+    } else if force_indent || contains_document_marker(&v) {
+        INDENT_STEP
+    } else {
+        0
+    };
     // `/\n[\t ]+$/`: a block cannot end in whitespace after the last line break
     {
         let trail = v.iter().rev().take_while(|&&c| c == SP || c == TAB).count();
@@ -625,7 +772,10 @@ fn block(value: &str, ctx: Ctx) -> U {
             return quoted(value, ctx);
         }
     }
-    let literal = !line_length_over_limit(&v);
+    let literal = !line_length_over_limit(&v, indent);
+    if v.is_empty() {
+        return u(if literal { "|\n" } else { ">\n" });
+    }
     // chomping from the whitespace at the end
     let mut end_start = v.len();
     while end_start > 0 && matches!(v[end_start - 1], NL | TAB | SP) {
@@ -654,7 +804,7 @@ fn block(value: &str, ctx: Ctx) -> U {
                 }
                 e2.extend(&end[s..i]);
                 if i < end.len() {
-                    e2.extend(INDENT);
+                    e2.extend(spaces(indent));
                 }
             } else {
                 e2.push(end[i]);
@@ -682,36 +832,36 @@ fn block(value: &str, ctx: Ctx) -> U {
     };
     let mut start: U = Vec::new();
     if start_len > 0 {
-        indent_after_newline_runs(&body[..start_len], &mut start);
+        indent_after_newline_runs(&body[..start_len], &mut start, indent);
         body.drain(..start_len);
     }
     let mut header = String::new();
     if start_with_space {
-        header.push('2');
+        header.push(if indent > 0 { '2' } else { '1' });
     }
     header.push_str(chomp);
     if !literal {
         let mut text = start.clone();
-        text.extend(folded_value(&body));
+        text.extend(folded_value(&body, indent));
         text.extend(&end);
-        let (folded, overflow) = fold(&text, Mode::Block, Some(INDENT.len()));
+        let (folded, overflow) = fold(&text, Mode::Block, Some(ctx.indent), indent);
         if !overflow {
             let mut out = u(&format!(">{header}\n"));
-            out.extend(INDENT);
+            out.extend(spaces(indent));
             out.extend(folded);
             return out;
         }
     }
     let mut out = u(&format!("|{header}\n"));
-    out.extend(INDENT);
+    out.extend(spaces(indent));
     out.extend(start);
-    indent_after_newline_runs(&body, &mut out);
+    indent_after_newline_runs(&body, &mut out, indent);
     out.extend(end);
     out
 }
 
 /// The three replacements of `blockString` that prepare a folded block body.
-fn folded_value(value: &[u16]) -> U {
+fn folded_value(value: &[u16], indent: usize) -> U {
     // 1. `/\n+/g` → `\n$&`
     let mut a = U::new();
     let mut i = 0;
@@ -764,7 +914,7 @@ fn folded_value(value: &[u16]) -> U {
     }
     // 3. `/\n+/g` → `$&` + indent
     let mut c = U::new();
-    indent_after_newline_runs(&b, &mut c);
+    indent_after_newline_runs(&b, &mut c, indent);
     c
 }
 
@@ -777,9 +927,10 @@ enum Mode {
 
 /// `foldFlowLines(text, "  ", mode, {indentAtStart, lineWidth: 80, minContentWidth: 20})`;
 /// returns the text and whether a line overflowed.
-fn fold(text: &[u16], mode: Mode, indent_at_start: Option<usize>) -> (U, bool) {
-    let indent = INDENT;
-    let end_step = (1 + MIN_CONTENT_WIDTH).max(1 + LINE_WIDTH - indent.len()) as isize;
+fn fold(text: &[u16], mode: Mode, indent_at_start: Option<usize>, indent: usize) -> (U, bool) {
+    let indent = &spaces(indent)[..];
+    let end_step =
+        (1 + MIN_CONTENT_WIDTH as isize).max(1 + LINE_WIDTH as isize - indent.len() as isize);
     if text.len() as isize <= end_step {
         return (text.to_vec(), false);
     }
@@ -792,7 +943,7 @@ fn fold(text: &[u16], mode: Mode, indent_at_start: Option<usize>) -> (U, bool) {
     };
     let mut folds: Vec<isize> = Vec::new();
     let mut escaped_folds: Vec<isize> = Vec::new();
-    let mut end = (LINE_WIDTH - indent.len()) as isize;
+    let mut end = LINE_WIDTH as isize - indent.len() as isize;
     if let Some(ias) = indent_at_start {
         if ias as isize > LINE_WIDTH as isize - 2.max(MIN_CONTENT_WIDTH) as isize {
             folds.push(0);
@@ -940,6 +1091,21 @@ fn consume_more_indented_lines(text: &[u16], mut i: isize, indent: isize) -> isi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values() {
+        let v = |j: &str| stringify_value(&Value::from_json_str(j).unwrap());
+        assert_eq!(v(r#"{"b":[1],"42":{}}"#), "\"42\": {}\nb:\n  - 1\n");
+        assert_eq!(
+            v("[1e21,9007199254740992,18446744073709551616]"),
+            "- 1e+21\n- 9007199254740992\n- 18446744073709552000\n"
+        );
+        assert_eq!(
+            stringify_value(&Value::Array(vec![Value::Number(-0.0)])),
+            "- -0\n"
+        );
+        assert_eq!(v(r#"[[],{"a":null}]"#), "- []\n- a: null\n");
+    }
 
     #[test]
     fn basics() {

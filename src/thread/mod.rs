@@ -27,7 +27,7 @@ pub use ops::{
     ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_def, register_workflow,
     resolve_step, show, start, step_details, steps, store_workflow,
 };
-pub use read::{ReadOptions, read};
+pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
 
 use crate::cas::NodeId;
 use crate::store::StoreError;

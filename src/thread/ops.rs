@@ -635,12 +635,23 @@ pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
         .and_then(Value::as_str)
         .and_then(NodeId::parse_strict)
         .ok_or_else(|| ThreadError::Invalid(format!("step {step} has no detail")))?;
-    let mut stack = Vec::new();
-    Ok(expand_node(store, detail, &mut stack)?.unwrap_or_else(|| Value::str(detail.to_wire())))
+    let mut seen = Expansion::default();
+    Ok(expand_node(store, detail, &mut seen)?.unwrap_or_else(|| Value::str(detail.to_wire())))
 }
 
-fn expand_node(store: &Store, id: NodeId, stack: &mut Vec<NodeId>) -> Result<Option<Value>> {
-    if stack.contains(&id) || stack.len() > 64 {
+/// The state of one deep expansion: every node it has met (a node is expanded the first time
+/// only; later references to it, cycles included, stay ids) and the current depth.
+#[derive(Default)]
+struct Expansion {
+    seen: std::collections::HashSet<NodeId>,
+    depth: usize,
+}
+
+/// Deeper than this, references stay ids (a bound on the call stack).
+const MAX_EXPANSION_DEPTH: usize = 256;
+
+fn expand_node(store: &Store, id: NodeId, st: &mut Expansion) -> Result<Option<Value>> {
+    if !st.seen.insert(id) || st.depth >= MAX_EXPANSION_DEPTH {
         return Ok(None);
     }
     let Some(n) = store.get(id)? else {
@@ -651,58 +662,60 @@ fn expand_node(store: &Store, id: NodeId, stack: &mut Vec<NodeId>) -> Result<Opt
         return Ok(Some(payload));
     }
     let schema = store.type_info(n.type_id)?.schema.clone();
-    stack.push(id);
-    let out = expand(store, &schema, &payload, stack)?;
-    stack.pop();
-    Ok(Some(out))
+    st.depth += 1;
+    let out = expand(store, &schema, &payload, st);
+    st.depth -= 1;
+    out.map(Some)
 }
 
-fn expand(store: &Store, schema: &Value, v: &Value, stack: &mut Vec<NodeId>) -> Result<Value> {
-    if schema.get("format").and_then(Value::as_str) == Some("ocas_ref")
-        && let Value::String(s) = v
+/// A referenced string expanded, or kept when it names no node to expand.
+fn expand_ref(store: &Store, s: &str, st: &mut Expansion) -> Result<Value> {
+    if let Some(id) = NodeId::parse_strict(s)
+        && let Some(x) = expand_node(store, id, st)?
     {
-        if let Some(id) = NodeId::parse_strict(s)
-            && let Some(x) = expand_node(store, id, stack)?
-        {
-            return Ok(x);
-        }
-        return Ok(v.clone());
+        return Ok(x);
+    }
+    Ok(Value::str(s))
+}
+
+/// Expands the references in `v` that `schema` marks: an `ocas_ref` string, a string under an
+/// `anyOf` with an `ocas_ref` branch, the items of a `type: array` schema with `items`, and
+/// the `properties` of an object (other keys are kept as they are).
+fn expand(store: &Store, schema: &Value, v: &Value, st: &mut Expansion) -> Result<Value> {
+    if schema.get("format").and_then(Value::as_str) == Some("ocas_ref") {
+        return match v {
+            Value::String(s) => expand_ref(store, s, st),
+            _ => Ok(v.clone()),
+        };
     }
     if let Some(Value::Array(branches)) = schema.get("anyOf") {
-        for b in branches {
-            let x = expand(store, b, v, stack)?;
-            if x != *v {
-                return Ok(x);
-            }
-        }
-        return Ok(v.clone());
+        let has_ref = branches
+            .iter()
+            .any(|b| b.get("format").and_then(Value::as_str) == Some("ocas_ref"));
+        return match v {
+            Value::String(s) if has_ref => expand_ref(store, s, st),
+            _ => Ok(v.clone()),
+        };
     }
-    match v {
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                return items
-                    .iter()
-                    .map(|i| expand(store, item_schema, i, stack))
-                    .collect::<Result<Vec<_>>>()
-                    .map(Value::Array);
-            }
-            Ok(v.clone())
-        }
-        Value::Object(m) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let extra = schema
-                .get("additionalProperties")
-                .filter(|a| a.as_object().is_some());
+    if schema.get("type").and_then(Value::as_str) == Some("array") {
+        return match (v, schema.get("items")) {
+            (Value::Array(items), Some(item_schema)) => items
+                .iter()
+                .map(|i| expand(store, item_schema, i, st))
+                .collect::<Result<Vec<_>>>()
+                .map(Value::Array),
+            _ => Ok(v.clone()),
+        };
+    }
+    match (v, schema.get("properties").and_then(Value::as_object)) {
+        (Value::Object(m), Some(props)) => {
             let mut out = Map::new();
             for (k, x) in m {
-                let s = props.and_then(|p| p.get(k)).or(extra);
-                out.insert(
-                    k.clone(),
-                    match s {
-                        Some(s) => expand(store, s, x, stack)?,
-                        None => x.clone(),
-                    },
-                );
+                let x = match props.get(k) {
+                    Some(s) => expand(store, s, x, st)?,
+                    None => x.clone(),
+                };
+                out.insert(k.clone(), x);
             }
             Ok(Value::Object(out))
         }

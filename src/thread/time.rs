@@ -112,28 +112,75 @@ pub fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
         .ok_or_else(bad)
 }
 
-/// `YYYY-MM-DD HH:MM:SS UTC`.
+/// `YYYY-MM-DD HH:MM:SS` in UTC, no zone suffix: JavaScript's `toISOString()` with the `T`
+/// made a space and the milliseconds and `Z` dropped.
 pub fn format_utc(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
     format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
         s / 3600,
         (s / 60) % 60,
         s % 60
     )
 }
 
-/// `<ms>ms` below a second, `<s.s>s` below a minute, else `<m>m<s>s`.
-pub fn format_duration(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    } else {
-        format!("{}m{}s", ms / 60_000, (ms % 60_000) / 1000)
+/// A step's duration as the TypeScript tool writes it: `<ms>ms` below a second, `<s.s>s`
+/// (`toFixed(1)`) below a minute, else `<m>m<s>s` with the seconds rounded half up, so
+/// 119.6 s is `1m60s`. `ms` is a JavaScript number: a missing time makes it NaN.
+pub fn format_duration(ms: f64) -> String {
+    use crate::cas::value::js_number_string;
+    if ms < 1000.0 {
+        return format!("{}ms", js_number_string(ms));
     }
+    let seconds = ms / 1000.0;
+    if seconds < 60.0 {
+        return format!("{}s", to_fixed_1(seconds));
+    }
+    let minutes = (seconds / 60.0).floor();
+    // Math.round: half up.
+    let r = seconds % 60.0;
+    let rest = if r - r.floor() >= 0.5 {
+        r.floor() + 1.0
+    } else {
+        r.floor()
+    };
+    format!("{}m{}s", js_number_string(minutes), js_number_string(rest))
+}
+
+/// `x.toFixed(1)` for `0 <= x < 1e21`: the exact decimal value rounded to one place, a tie
+/// going up (Rust's `{:.1}` would round a tie such as 1.25 to even).
+fn to_fixed_1(x: f64) -> String {
+    // 1100 places hold any double's exact decimal expansion.
+    let exact = format!("{x:.1100}");
+    let (int, frac) = exact.split_once('.').expect("a fraction was asked for");
+    let tenths = frac.as_bytes()[0] - b'0';
+    let rest = &frac[1..];
+    let up = rest.as_bytes()[0] >= b'5';
+    let mut digits: Vec<u8> = int.bytes().chain([b'0' + tenths]).collect();
+    if up {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let n = digits.len();
+    format!(
+        "{}.{}",
+        String::from_utf8_lossy(&digits[..n - 1]),
+        digits[n - 1] as char
+    )
 }
 
 #[cfg(test)]
@@ -164,10 +211,16 @@ mod tests {
 
     #[test]
     fn formats() {
-        assert_eq!(format_utc(1_767_225_600_000), "2026-01-01 00:00:00 UTC");
-        assert_eq!(format_utc(1_767_225_661_000), "2026-01-01 00:01:01 UTC");
-        assert_eq!(format_duration(999), "999ms");
-        assert_eq!(format_duration(15_293), "15.3s");
-        assert_eq!(format_duration(125_000), "2m5s");
+        assert_eq!(format_utc(1_767_225_600_000), "2026-01-01 00:00:00");
+        assert_eq!(format_utc(1_767_225_661_999), "2026-01-01 00:01:01");
+        assert_eq!(format_duration(999.0), "999ms");
+        assert_eq!(format_duration(-5.0), "-5ms");
+        assert_eq!(format_duration(1.5), "1.5ms");
+        assert_eq!(format_duration(15_293.0), "15.3s");
+        assert_eq!(format_duration(1_250.0), "1.3s");
+        assert_eq!(format_duration(59_999.0), "60.0s");
+        assert_eq!(format_duration(125_000.0), "2m5s");
+        assert_eq!(format_duration(119_600.0), "1m60s");
+        assert_eq!(format_duration(f64::NAN), "NaNmNaNs");
     }
 }

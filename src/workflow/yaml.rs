@@ -252,7 +252,8 @@ mod tests {
         .unwrap();
         assert_eq!(
             v.to_json(),
-            r#"{"a":1,"b":1.5,"c":9007199254740992,"d":-1e+21,"1":"x"}"#
+            // an integer-like key comes first, as in a JavaScript object
+            r#"{"1":"x","a":1,"b":1.5,"c":9007199254740992,"d":-1e+21}"#
         );
     }
 

@@ -61,6 +61,17 @@ fn put_get_has_refs_walk() {
     assert_eq!((r.code, r.stdout.trim()), (1, r#"{"exists":false}"#));
     let r = env.run(&["--format", "yaml", "cas", "has", "95ST8MZ0QTKP8"]);
     assert_eq!((r.code, r.stdout.trim()), (1, "exists: false"));
+    // Any id that names no stored node is absent, whatever its spelling.
+    for id in ["NOSUCHHASH123", "INVALID", "9"] {
+        let r = env.run(&["cas", "has", id]);
+        assert_eq!(
+            (r.code, r.stdout.trim()),
+            (1, r#"{"exists":false}"#),
+            "{id}"
+        );
+        env.fails(&["cas", "get", id], &format!("Node not found: {id}"));
+        env.fails(&["cas", "refs", id], &format!("Node not found: {id}"));
+    }
 
     // A StartNode references its workflow; a StepNode its start, output and detail.
     let start = json(&env.ok(&[
@@ -226,8 +237,11 @@ fn bad_input_changes_nothing() {
         ],
         "unknown format \"date-time\"",
     );
-    env.fails(&["cas", "get", "95ST8MZ0QTKPI"], "invalid id");
-    env.fails(&["cas", "get", "95ST-!"], "invalid id");
+    env.fails(
+        &["cas", "get", "95ST8MZ0QTKPI"],
+        "Node not found: 95ST8MZ0QTKPI",
+    );
+    env.fails(&["cas", "get", "95ST-!"], "Node not found: 95ST-!");
     env.fails(&["cas", "put", "7VQ43ZSJTEWAU", "\"x\""], "invalid id");
     env.fails(
         &["cas", "get", "95ST8MZ0QTKP9"],

@@ -527,3 +527,24 @@ fn exported_files_decode_with_ciborium() {
     }
     assert_eq!(count, 199);
 }
+
+/// Whole values (maps, sequences, scalars at every depth) as the npm `yaml` package's
+/// `stringify` writes them; the table was produced by that package.
+#[test]
+fn yaml_values_match_npm_yaml() {
+    let text = std::fs::read_to_string(fixture("interchange/yaml_values.json")).unwrap();
+    let cases: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut failures = Vec::new();
+    for case in cases.as_array().unwrap() {
+        let value = uwf::cas::Value::from_json_str(case["value"].as_str().unwrap()).unwrap();
+        let want = case["yaml"].as_str().unwrap();
+        let got = yaml::stringify_value(&value);
+        if got != want {
+            failures.push(format!(
+                "{}: {}\n  want {want:?}\n  got  {got:?}",
+                case["note"], case["value"]
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
