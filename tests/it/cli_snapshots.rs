@@ -46,10 +46,10 @@ fn cas_cases() {
     ! Node not found: 0000000000000
     [exit 1]
     ");
-    insta::assert_snapshot!(env.transcript("cas get 95"), @r#"
-    ! invalid id "95": expected 4 to 13 Crockford base-32 characters
+    insta::assert_snapshot!(env.transcript("cas get 95"), @"
+    ! Node not found: 95
     [exit 1]
-    "#);
+    ");
     insta::assert_snapshot!(env.transcript("cas hash 7VQ43ZSJTEWA7 '\"hello\"'"), @r#"{"hash":"95ST8MZ0QTKP9"}"#);
     insta::assert_snapshot!(env.transcript("cas put 7VQ43ZSJTEWA7 42"), @r#"
     ! payload does not match schema 7VQ43ZSJTEWA7: at /: 42 is not of type "string"
@@ -110,25 +110,18 @@ fn thread_cases() {
 
     ---
 
-    *(2 earlier step(s), load with `uwf thread read 06DQDPN8028XY33RRFMH5J9JP4 --before FHA8YVASEMJXZ`)*
+    *(2 earlier steps, load with `uwf thread read 06DQDPN8028XY33RRFMH5J9JP4 --before FHA8YVASEMJXZ`)*
 
     ---
 
     ## Step 3: against `FHA8YVASEMJXZ`
-    **Agent:** uwf-scripted | **Time:** 2026-01-01 00:00:00 UTC | **Duration:** 0ms
+    **Agent:** uwf-scripted | **Time:** 2026-01-01 00:00:00 | **Duration:** 0ms
 
     <prompt>
     You are a skilled debater arguing AGAINST the proposition.
     Be logical, cite evidence, and directly address your opponent's points.
     Keep each argument concise (under 200 words).
+
     </prompt>
-
-    <output>
-    ---
-    $status: conceded
-    argument: Memory safety without a garbage collector wins.
-    ---
-
-    </output>
     ");
 }
