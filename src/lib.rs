@@ -10,6 +10,8 @@
 pub mod agent;
 pub mod cas;
 pub mod cli;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod interchange;
 pub mod store;
 pub mod thread;

@@ -3,6 +3,7 @@
 mod agent;
 mod cas_cli;
 mod common;
+mod fuzz;
 mod interchange;
 mod props;
 mod store;
