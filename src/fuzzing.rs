@@ -76,8 +76,11 @@ pub fn workflow_yaml(data: &[u8]) {
     }
 }
 
+/// A fuzz target: arbitrary bytes in, a panic on a bug.
+pub type Target = fn(&[u8]);
+
 /// The targets by name, as `fuzz/fuzz_targets/<name>.rs` and `fuzz/corpus/<name>/` name them.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("cbor", cbor),
     ("node_file", node_file),
     ("workflow_yaml", workflow_yaml),
@@ -195,7 +198,7 @@ fn mutate(rng: &mut Rng, input: &[u8], other: &[u8]) -> Vec<u8> {
 /// When the target panics, with the input in hex, so that it can be added to the corpus.
 pub fn smoke(
     name: &str,
-    target: fn(&[u8]),
+    target: Target,
     corpus: &[Vec<u8>],
     seed: u64,
     budget: Duration,
