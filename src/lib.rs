@@ -12,6 +12,8 @@ pub mod cas;
 pub mod cli;
 pub mod engine;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod interchange;
 pub mod store;
 pub mod thread;

@@ -4,16 +4,17 @@
 //! checks the thread's head, and released in the transaction that moves it (or when the step
 //! fails). Whether the owner is still alive is decided by the caller (the thread layer), so this
 //! module stays free of process handling.
+//!
+//! A lease is the MessagePack array `[pid, since_ms, boot_id, start_ticks]` (`records.rs`).
 
-use super::threads::{dec, enc};
+use super::records::{dec, enc};
 use super::{Result, Store, Writer};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
 
 pub(crate) const LEASES: TableDefinition<&str, &[u8]> = TableDefinition::new("leases");
 
 /// The owner of a thread's step lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
     /// The owning process.
     pub pid: u32,
@@ -44,7 +45,7 @@ impl Store {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        t.get(id)?.map(|v| dec(v.value(), "lease")).transpose()
+        t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
     /// Every lease, in thread id order.
@@ -61,7 +62,7 @@ impl Store {
         let mut out = Vec::new();
         for e in t.iter()? {
             let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value(), "lease")?));
+            out.push((k.value().to_string(), dec(v.value())?));
         }
         Ok(out)
     }
@@ -74,7 +75,7 @@ impl Writer<'_> {
     /// A redb failure or a corrupt record.
     pub fn lease(&mut self, id: &str) -> Result<Option<Lease>> {
         let t = self.tx.open_table(LEASES)?;
-        t.get(id)?.map(|v| dec(v.value(), "lease")).transpose()
+        t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
     /// Sets the lease of thread `id`.
@@ -94,7 +95,7 @@ impl Writer<'_> {
     /// A redb failure or a corrupt record.
     pub fn remove_lease(&mut self, id: &str) -> Result<Option<Lease>> {
         let mut t = self.tx.open_table(LEASES)?;
-        let old = t.remove(id)?.map(|v| dec(v.value(), "lease")).transpose()?;
+        let old = t.remove(id)?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
 }

@@ -19,6 +19,7 @@ mod import;
 mod leases;
 mod migrate;
 mod nodes;
+mod records;
 mod refscan;
 mod threads;
 mod verify;

@@ -7,11 +7,15 @@
 //! - `registry_history`: (name, seq) → [`RegistryEntry`], every version with its time
 //! - `history`: seq → [`HistoryEntry`], finished threads in the order they finished
 //! - `history_by_thread` (derived): thread id → seq of its latest history entry
+//!
+//! The records are MessagePack arrays with a fixed element order, written by `records.rs`:
+//! `ThreadRecord` `[head, workflow | nil, updated_ms]`, `RegistryEntry` `[workflow, time_ms]`,
+//! `HistoryEntry` `[thread, workflow, head, completed_at, reason]`.
 
+use super::records::{dec, enc};
 use super::{META_TABLE, Result, Store, StoreError};
 use crate::cas::NodeId;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
-use serde::{Deserialize, Serialize};
 
 pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
 pub(crate) const REGISTRY: TableDefinition<&str, u64> = TableDefinition::new("registry");
@@ -22,7 +26,7 @@ pub(crate) const HISTORY_BY_THREAD: TableDefinition<&str, u64> =
     TableDefinition::new("history_by_thread");
 
 /// An active thread.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadRecord {
     /// The head: the StartNode, or the latest StepNode.
     pub head: NodeId,
@@ -33,7 +37,7 @@ pub struct ThreadRecord {
 }
 
 /// One version of a registry name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryEntry {
     /// The workflow node id.
     pub workflow: NodeId,
@@ -42,7 +46,7 @@ pub struct RegistryEntry {
 }
 
 /// A finished thread (`history.jsonl` line).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HistoryEntry {
     /// The thread id.
     pub thread: String,
@@ -54,29 +58,6 @@ pub struct HistoryEntry {
     pub completed_at: u64,
     /// `completed` or `cancelled`.
     pub reason: String,
-}
-
-impl Serialize for NodeId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for NodeId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<NodeId, D::Error> {
-        u64::deserialize(d).map(NodeId)
-    }
-}
-
-pub(crate) fn enc<T: Serialize>(v: &T) -> Vec<u8> {
-    rmp_serde::to_vec(v).expect("records serialize")
-}
-
-pub(crate) fn dec<T: for<'de> Deserialize<'de>>(b: &[u8], what: &'static str) -> Result<T> {
-    rmp_serde::from_slice(b).map_err(|e| StoreError::CorruptRecord {
-        what,
-        message: e.to_string(),
-    })
 }
 
 /// What an import of a name did.
@@ -113,7 +94,7 @@ impl Store {
         let mut out = Vec::with_capacity(t.len()? as usize);
         for e in t.iter()? {
             let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value(), "thread")?));
+            out.push((k.value().to_string(), dec(v.value())?));
         }
         Ok(out)
     }
@@ -125,7 +106,7 @@ impl Store {
     pub fn thread(&self, id: &str) -> Result<Option<ThreadRecord>> {
         let tx = self.begin_read()?;
         let t = tx.open_table(THREADS)?;
-        t.get(id)?.map(|v| dec(v.value(), "thread")).transpose()
+        t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
     /// The registry: name → workflow id, in name order.
@@ -152,7 +133,7 @@ impl Store {
         let t = tx.open_table(REGISTRY_HISTORY)?;
         let mut out = Vec::new();
         for e in t.range((name, 0)..=(name, u64::MAX))? {
-            out.push(dec(e?.1.value(), "registry history")?);
+            out.push(dec(e?.1.value())?);
         }
         Ok(out)
     }
@@ -169,7 +150,7 @@ impl Store {
         let t = tx.open_table(HISTORY).map_err(StoreError::from)?;
         for e in t.iter().map_err(StoreError::from)? {
             let (_, v) = e.map_err(StoreError::from)?;
-            f(dec(v.value(), "history")?)?;
+            f(dec(v.value())?)?;
         }
         Ok(())
     }
@@ -185,7 +166,7 @@ impl Store {
             return Ok(None);
         };
         let h = tx.open_table(HISTORY)?;
-        h.get(seq)?.map(|v| dec(v.value(), "history")).transpose()
+        h.get(seq)?.map(|v| dec(v.value())).transpose()
     }
 
     /// Runs `f` in one write transaction and commits it when `f` succeeds.
@@ -233,7 +214,7 @@ impl Writer<'_> {
     /// A redb failure or a corrupt record.
     pub fn thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
         let t = self.tx.open_table(THREADS)?;
-        t.get(id)?.map(|v| dec(v.value(), "thread")).transpose()
+        t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
     /// Sets thread `id` to `rec` unconditionally.
@@ -253,10 +234,7 @@ impl Writer<'_> {
     /// A redb failure or a corrupt record.
     pub fn remove_thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
         let mut t = self.tx.open_table(THREADS)?;
-        let old = t
-            .remove(id)?
-            .map(|v| dec(v.value(), "thread"))
-            .transpose()?;
+        let old = t.remove(id)?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
 
@@ -360,7 +338,7 @@ impl Writer<'_> {
             .get(e.thread.as_str())?
         {
             if let Some(v) = h.get(seq.value())?
-                && dec::<HistoryEntry>(v.value(), "history")? == *e
+                && dec::<HistoryEntry>(v.value())? == *e
             {
                 return Ok(true);
             }
@@ -368,7 +346,7 @@ impl Writer<'_> {
             return Ok(false);
         }
         for x in h.iter()? {
-            if dec::<HistoryEntry>(x?.1.value(), "history")? == *e {
+            if dec::<HistoryEntry>(x?.1.value())? == *e {
                 return Ok(true);
             }
         }

@@ -6,6 +6,7 @@ mod agent;
 mod cas_cli;
 mod cli_snapshots;
 mod common;
+mod fuzz;
 mod interchange;
 mod props;
 mod read_md;

@@ -1,0 +1,245 @@
+//! The byte encodings of the thread-layer records (format version 1).
+//!
+//! Each record is one MessagePack array whose elements are listed here, in this order, and
+//! written from a private tuple, so the bytes never depend on the order of the public structs'
+//! fields:
+//! - [`ThreadRecord`]: `[head, workflow | nil, updated_ms]`
+//! - [`RegistryEntry`]: `[workflow, time_ms]`
+//! - [`HistoryEntry`]: `[thread, workflow, head, completed_at, reason]`
+//! - [`Lease`]: `[pid, since_ms, boot_id, start_ticks]`
+//!
+//! A node id is its `u64` value, an absent id is `nil`, every integer takes the shortest
+//! MessagePack form (positive fixint, uint 8, 16, 32 or 64) and every string the shortest str
+//! form. These are the bytes `rmp_serde::to_vec` gave for the structs of version 1, so files of
+//! that version read unchanged; the golden tests below pin them.
+
+use super::{HistoryEntry, RegistryEntry, ThreadRecord};
+use super::{Lease, Result, StoreError};
+use crate::cas::NodeId;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A record with a fixed encoding.
+pub(crate) trait Record: Sized {
+    /// The tuple of the array's elements, in encoding order.
+    type Wire: Serialize + DeserializeOwned;
+    /// What the record is, for messages about a corrupt one.
+    const WHAT: &'static str;
+    fn to_wire(&self) -> Self::Wire;
+    fn from_wire(w: Self::Wire) -> Self;
+}
+
+/// The bytes of `r`.
+pub(crate) fn enc<T: Record>(r: &T) -> Vec<u8> {
+    rmp_serde::to_vec(&r.to_wire()).expect("a tuple of integers and strings serializes")
+}
+
+/// The record in `b`.
+///
+/// # Errors
+/// `b` is not the encoding of a `T`.
+pub(crate) fn dec<T: Record>(b: &[u8]) -> Result<T> {
+    rmp_serde::from_slice(b)
+        .map(T::from_wire)
+        .map_err(|e| StoreError::CorruptRecord {
+            what: T::WHAT,
+            message: e.to_string(),
+        })
+}
+
+impl Record for ThreadRecord {
+    type Wire = (u64, Option<u64>, u64);
+    const WHAT: &'static str = "thread";
+    fn to_wire(&self) -> Self::Wire {
+        (self.head.0, self.workflow.map(|w| w.0), self.updated_ms)
+    }
+    fn from_wire((head, workflow, updated_ms): Self::Wire) -> Self {
+        ThreadRecord {
+            head: NodeId(head),
+            workflow: workflow.map(NodeId),
+            updated_ms,
+        }
+    }
+}
+
+impl Record for RegistryEntry {
+    type Wire = (u64, u64);
+    const WHAT: &'static str = "registry history";
+    fn to_wire(&self) -> Self::Wire {
+        (self.workflow.0, self.time_ms)
+    }
+    fn from_wire((workflow, time_ms): Self::Wire) -> Self {
+        RegistryEntry {
+            workflow: NodeId(workflow),
+            time_ms,
+        }
+    }
+}
+
+impl Record for HistoryEntry {
+    type Wire = (String, String, String, u64, String);
+    const WHAT: &'static str = "history";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.thread.clone(),
+            self.workflow.clone(),
+            self.head.clone(),
+            self.completed_at,
+            self.reason.clone(),
+        )
+    }
+    fn from_wire((thread, workflow, head, completed_at, reason): Self::Wire) -> Self {
+        HistoryEntry {
+            thread,
+            workflow,
+            head,
+            completed_at,
+            reason,
+        }
+    }
+}
+
+impl Record for Lease {
+    type Wire = (u32, u64, String, u64);
+    const WHAT: &'static str = "lease";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.pid,
+            self.since_ms,
+            self.boot_id.clone(),
+            self.start_ticks,
+        )
+    }
+    fn from_wire((pid, since_ms, boot_id, start_ticks): Self::Wire) -> Self {
+        Lease {
+            pid,
+            since_ms,
+            boot_id,
+            start_ticks,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Golden bytes: each record's encoding is fixed by format version 1. A change of the
+    //! element order, of an element's type or of the integer forms fails here, whatever the
+    //! order of the structs' fields.
+    use super::*;
+    use std::fmt::Debug;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+            .collect()
+    }
+
+    /// `r` encodes to `golden` and `golden` decodes to `r`.
+    fn check<T: Record + PartialEq + Debug>(r: &T, golden: &str) -> T {
+        assert_eq!(hex(&enc(r)), golden, "encoding of {r:?}");
+        let back: T = dec(&unhex(golden)).expect("golden bytes decode");
+        assert_eq!(&back, r);
+        back
+    }
+
+    #[test]
+    fn thread_record_golden() {
+        let r = check(
+            &ThreadRecord {
+                head: NodeId(0x0123_4567_89AB_CDEF),
+                workflow: Some(NodeId(0xFEDC_BA98_7654_3210)),
+                updated_ms: 1_700_000_000_000,
+            },
+            // array(3), uint64 head, uint64 workflow, uint64 updated_ms
+            "93cf0123456789abcdefcffedcba9876543210cf0000018bcfe56800",
+        );
+        assert_eq!(r.head, NodeId(0x0123_4567_89AB_CDEF));
+        assert_eq!(r.workflow, Some(NodeId(0xFEDC_BA98_7654_3210)));
+        assert_eq!(r.updated_ms, 1_700_000_000_000);
+
+        let r = check(
+            &ThreadRecord {
+                head: NodeId(7),
+                workflow: None,
+                updated_ms: 5,
+            },
+            // array(3), fixint head, nil, fixint updated_ms
+            "9307c005",
+        );
+        assert_eq!((r.head, r.workflow, r.updated_ms), (NodeId(7), None, 5));
+    }
+
+    #[test]
+    fn registry_entry_golden() {
+        let r = check(
+            &RegistryEntry {
+                workflow: NodeId(0x0123_4567_89AB_CDEF),
+                time_ms: 300,
+            },
+            // array(2), uint64 workflow, uint16 time_ms
+            "92cf0123456789abcdefcd012c",
+        );
+        assert_eq!(r.workflow, NodeId(0x0123_4567_89AB_CDEF));
+        assert_eq!(r.time_ms, 300);
+    }
+
+    #[test]
+    fn history_entry_golden() {
+        let r = check(
+            &HistoryEntry {
+                thread: "06ABC".into(),
+                workflow: "W".into(),
+                head: "H".into(),
+                completed_at: 70_000,
+                reason: "completed".into(),
+            },
+            // array(5), str "06ABC", str "W", str "H", uint32 completed_at, str "completed"
+            "95a53036414243a157a148ce00011170a9636f6d706c65746564",
+        );
+        assert_eq!(r.thread, "06ABC");
+        assert_eq!(r.workflow, "W");
+        assert_eq!(r.head, "H");
+        assert_eq!(r.completed_at, 70_000);
+        assert_eq!(r.reason, "completed");
+    }
+
+    #[test]
+    fn lease_golden() {
+        let r = check(
+            &Lease {
+                pid: 4242,
+                since_ms: 200,
+                boot_id: "b1".into(),
+                start_ticks: 0,
+            },
+            // array(4), uint16 pid, uint8 since_ms, str "b1", fixint start_ticks
+            "94cd1092ccc8a2623100",
+        );
+        assert_eq!(r.pid, 4242);
+        assert_eq!(r.since_ms, 200);
+        assert_eq!(r.boot_id, "b1");
+        assert_eq!(r.start_ticks, 0);
+    }
+
+    #[test]
+    fn a_record_of_another_shape_is_corrupt() {
+        // A lease's bytes are not a thread record (4 elements, a string where an id goes).
+        let e = dec::<ThreadRecord>(&unhex("94cd1092ccc8a2623100")).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("store error: corrupt thread record"),
+            "{e}"
+        );
+        // A thread record with its workflow as a string.
+        let e = dec::<ThreadRecord>(&unhex("9307a15705")).unwrap_err();
+        assert!(e.to_string().contains("corrupt thread record"), "{e}");
+        // Truncated.
+        let e = dec::<Lease>(&unhex("94cd1092ccc8a262")).unwrap_err();
+        assert!(e.to_string().contains("corrupt lease record"), "{e}");
+    }
+}
