@@ -652,62 +652,96 @@ fn expand_node(store: &Store, id: NodeId, stack: &mut Vec<NodeId>) -> Result<Opt
     if n.type_id == META || n.type_id == id {
         return Ok(Some(payload));
     }
-    let schema = store.type_info(n.type_id)?.schema.clone();
+    let info = store.type_info(n.type_id)?;
+    let plan = info.plan()?;
+    // The reference positions of the store's one plan, expanded once each (a position the
+    // plan reaches twice, through `allOf` say, is the same value).
+    let mut subs: Vec<(&Value, Value)> = Vec::new();
     stack.push(id);
-    let out = expand(store, &schema, &payload, stack)?;
+    for at in plan.positions(&payload) {
+        if subs.iter().any(|(p, _)| std::ptr::eq(*p, at)) {
+            continue;
+        }
+        if let Some(r) = at.as_str().and_then(NodeId::parse_strict)
+            && let Some(x) = expand_node(store, r, stack)?
+        {
+            subs.push((at, x));
+        }
+    }
     stack.pop();
-    Ok(Some(out))
+    let out = (!subs.is_empty()).then(|| substitute(&payload, &subs));
+    Ok(Some(out.unwrap_or(payload)))
 }
 
-fn expand(store: &Store, schema: &Value, v: &Value, stack: &mut Vec<NodeId>) -> Result<Value> {
-    if schema.get("format").and_then(Value::as_str) == Some("ocas_ref")
-        && let Value::String(s) = v
-    {
-        if let Some(id) = NodeId::parse_strict(s)
-            && let Some(x) = expand_node(store, id, stack)?
-        {
-            return Ok(x);
-        }
-        return Ok(v.clone());
-    }
-    if let Some(Value::Array(branches)) = schema.get("anyOf") {
-        for b in branches {
-            let x = expand(store, b, v, stack)?;
-            if x != *v {
-                return Ok(x);
-            }
-        }
-        return Ok(v.clone());
+/// `v` with each value in `subs` (identified by address) replaced by its expansion.
+fn substitute(v: &Value, subs: &[(&Value, Value)]) -> Value {
+    if let Some((_, x)) = subs.iter().find(|(p, _)| std::ptr::eq(*p, v)) {
+        return x.clone();
     }
     match v {
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                return items
-                    .iter()
-                    .map(|i| expand(store, item_schema, i, stack))
-                    .collect::<Result<Vec<_>>>()
-                    .map(Value::Array);
-            }
-            Ok(v.clone())
-        }
-        Value::Object(m) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let extra = schema
-                .get("additionalProperties")
-                .filter(|a| a.as_object().is_some());
-            let mut out = Map::new();
-            for (k, x) in m {
-                let s = props.and_then(|p| p.get(k)).or(extra);
-                out.insert(
-                    k.clone(),
-                    match s {
-                        Some(s) => expand(store, s, x, stack)?,
-                        None => x.clone(),
-                    },
-                );
-            }
-            Ok(Value::Object(out))
-        }
-        _ => Ok(v.clone()),
+        Value::Array(a) => Value::Array(a.iter().map(|i| substitute(i, subs)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), substitute(x, subs)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::bootstrap::ids;
+
+    fn put(store: &Store, type_id: NodeId, payload: &str) -> NodeId {
+        let v = Value::from_json_str(payload).unwrap();
+        let p = if type_id == META {
+            store.prepare_schema(&v).unwrap()
+        } else {
+            store.prepare(type_id, &v, true).unwrap()
+        };
+        let id = p.id;
+        store.put(&[p], 1).unwrap();
+        id
+    }
+
+    /// Refs under `oneOf`, `allOf`, `prefixItems` and `patternProperties` are expanded, as
+    /// refs and walks find them; a reference to a missing node keeps its id.
+    #[test]
+    fn step_details_expand_every_kind_of_ref_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
+        let text = NodeId::parse(ids::TEXT).unwrap();
+        let x = put(&store, text, r#""x""#);
+        let y = put(&store, text, r#""y""#);
+        let r = r#"{"type":"string","format":"ocas_ref"}"#;
+        let schema = put(
+            &store,
+            META,
+            &format!(
+                r#"{{"type":"object","properties":{{"a":{{"oneOf":[{r},{{"type":"null"}}]}},"b":{{"allOf":[{r},{{"minLength":13}}]}},"c":{{"type":"array","prefixItems":[{r}]}},"d":{{"type":"object","patternProperties":{{"^(?=k)":{r}}}}}}}}}"#
+            ),
+        );
+        let detail = put(
+            &store,
+            schema,
+            &format!(
+                r#"{{"a":"{x}","b":"{y}","c":["{x}","{y}"],"d":{{"k1":"{y}","z":"{x}","k2":"AAAAAAAAAAAAA"}}}}"#
+            ),
+        );
+        let step = put(
+            &store,
+            step_type(),
+            &format!(
+                r#"{{"start":"{x}","prev":null,"role":"r","output":"{x}","detail":"{detail}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#
+            ),
+        );
+        assert_eq!(
+            step_details(&store, step).unwrap().to_json(),
+            format!(
+                r#"{{"a":"x","b":"y","c":["x","{y}"],"d":{{"z":"{x}","k1":"y","k2":"AAAAAAAAAAAAA"}}}}"#
+            )
+        );
     }
 }
