@@ -242,10 +242,10 @@ impl RefPlan {
     }
 
     fn run_value<'v>(&self, value: &'v Value, sink: &mut impl FnMut(&'v str, &'v Value)) {
-        if let Some(root) = &self.root {
-            if let Err(Malformed) = root.run(value, sink) {
-                unreachable!("a Value is always well-formed");
-            }
+        if let Some(root) = &self.root
+            && let Err(Malformed) = root.run(value, sink)
+        {
+            unreachable!("a Value is always well-formed");
         }
     }
 }

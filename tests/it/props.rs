@@ -451,6 +451,6 @@ proptest! {
         plan.ids_in_cbor(&bytes, &mut over_cbor).unwrap();
         prop_assert_eq!(&over_cbor, &ids);
         prop_assert_eq!(plan.positions(&stored).len(), want.len());
-        prop_assert_eq!(plan.has_refs() || want.is_empty(), true);
+        prop_assert!(plan.has_refs() || want.is_empty());
     }
 }
