@@ -5,7 +5,7 @@ pub mod bootstrap;
 pub mod cbor;
 pub mod hash;
 pub mod id;
-pub mod refs;
+pub mod refplan;
 pub mod schema;
 pub mod value;
 

@@ -88,6 +88,18 @@ pub enum SchemaError {
         /// JSON pointer of the schema holding it.
         path: String,
     },
+    /// A `patternProperties` pattern the validator's regex dialect cannot compile.
+    #[error(
+        "invalid schema: patternProperties pattern \"{pattern}\" at {path} cannot be compiled: {problem}"
+    )]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// JSON pointer of the `patternProperties` holding it.
+        path: String,
+        /// The regex engine's message.
+        problem: String,
+    },
     /// The schema is not an object.
     #[error("invalid schema: expected an object at {0}")]
     NotObject(String),
@@ -152,6 +164,11 @@ fn check_at(schema: &Value, path: &str) -> Result<(), SchemaError> {
                     return Err(shape(k, path, "must be an object of schemas"));
                 };
                 for (name, s) in props {
+                    if k == "patternProperties" {
+                        // Refs under it are found with this pattern: one that cannot be
+                        // compiled would leave them unfound.
+                        super::refplan::check_pattern(name, &sub(k))?;
+                    }
                     check_at(s, &format!("{}/{}", sub(k), escape_pointer(name)))?;
                 }
             }
@@ -219,7 +236,7 @@ fn require(ok: bool, keyword: &str, path: &str, problem: &str) -> Result<(), Sch
     }
 }
 
-fn escape_pointer(s: &str) -> String {
+pub(crate) fn escape_pointer(s: &str) -> String {
     s.replace('~', "~0").replace('/', "~1")
 }
 

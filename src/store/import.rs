@@ -14,7 +14,8 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::UnknownType`] when the type is not a stored schema,
-    /// [`StoreError::Corrupt`] when `payload_cbor` does not decode.
+    /// [`StoreError::Corrupt`] when `payload_cbor` does not decode, [`StoreError::Schema`] when
+    /// the type's schema has a pattern its reference plan cannot compile.
     pub fn prepare_imported(
         &self,
         id: NodeId,
@@ -27,7 +28,7 @@ impl Store {
             Vec::new()
         } else {
             let info = self.type_info(type_id)?;
-            refs_in(&info, &payload_cbor).ok_or(StoreError::Corrupt(id))?
+            refs_in(&info, id, &payload_cbor)?
         };
         Ok(Prepared {
             id,

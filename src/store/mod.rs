@@ -20,7 +20,6 @@ mod leases;
 mod migrate;
 mod nodes;
 mod records;
-mod refscan;
 mod threads;
 mod verify;
 
@@ -33,6 +32,7 @@ pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
 
 use crate::cas::bootstrap::{self, META};
+use crate::cas::refplan::RefPlan;
 use crate::cas::schema::{SchemaError, Validator};
 use crate::cas::{NodeId, Value};
 use redb::{
@@ -159,27 +159,29 @@ enum Db {
 /// What the store knows about one type: its schema and what it takes to check and walk it.
 pub(crate) struct TypeInfo {
     pub(crate) schema: Value,
-    pub(crate) has_refs: bool,
     validator: OnceLock<std::result::Result<Validator, SchemaError>>,
-    plan: OnceLock<Option<refscan::Plan>>,
+    /// Compiled once per store handle; an error (a pattern registration would have refused)
+    /// fails every reference lookup of the type instead of skipping references.
+    plan: std::result::Result<RefPlan, SchemaError>,
 }
 
 impl TypeInfo {
-    fn new(schema: Value) -> TypeInfo {
-        let has_refs = crate::cas::refs::schema_has_refs(&schema);
+    pub(crate) fn new(schema: Value) -> TypeInfo {
         TypeInfo {
+            plan: RefPlan::compile(&schema),
             schema,
-            has_refs,
             validator: OnceLock::new(),
-            plan: OnceLock::new(),
         }
     }
 
-    /// The compiled reference plan, when the schema's keywords allow one.
-    pub(crate) fn plan(&self) -> Option<&refscan::Plan> {
+    /// The reference plan of the schema.
+    ///
+    /// # Errors
+    /// [`StoreError::Schema`] when the schema has a pattern the plan cannot compile.
+    pub(crate) fn plan(&self) -> Result<&RefPlan> {
         self.plan
-            .get_or_init(|| refscan::Plan::compile(&self.schema))
             .as_ref()
+            .map_err(|e| StoreError::Schema(e.clone()))
     }
 
     pub(crate) fn validator(&self) -> std::result::Result<&Validator, SchemaError> {

@@ -3,7 +3,7 @@
 use super::{META_TABLE, NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::id::{ID_LEN, digit_value};
-use crate::cas::{NodeId, Value, cbor, hash, refs, schema};
+use crate::cas::{NodeId, Value, cbor, hash, schema};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
@@ -330,26 +330,17 @@ pub(crate) fn unpack_refs(b: &[u8]) -> impl Iterator<Item = NodeId> + '_ {
 }
 
 /// References of a payload of the type `info` describes, found in its canonical CBOR, so in the
-/// order `reindex` and `verify` find them whatever the key order of the `Value` it came from;
-/// `None` when the bytes do not decode.
-pub(crate) fn refs_in(info: &super::TypeInfo, cbor: &[u8]) -> Option<Vec<NodeId>> {
+/// order `reindex` and `verify` find them whatever the key order of the `Value` it came from.
+///
+/// # Errors
+/// [`StoreError::Schema`] for a schema whose plan does not compile, [`StoreError::Corrupt`]
+/// naming `id` when the bytes are not well-formed.
+pub(crate) fn refs_in(info: &super::TypeInfo, id: NodeId, cbor: &[u8]) -> Result<Vec<NodeId>> {
     let mut found = Vec::new();
-    if !info.has_refs
-        || info
-            .plan()
-            .is_some_and(|p| p.scan(cbor, &mut found).is_some())
-    {
-        return Some(found);
-    }
-    let v = cbor::decode(cbor).ok()?;
-    Some(refs_of(&info.schema, &v))
-}
-
-/// References of `payload` under `schema`, as ids (strings that are not ids are skipped).
-pub(crate) fn refs_of(schema: &Value, payload: &Value) -> Vec<NodeId> {
-    let mut strs = Vec::new();
-    refs::collect_refs(schema, payload, &mut strs);
-    strs.into_iter().filter_map(NodeId::parse_strict).collect()
+    info.plan()?
+        .ids_in_cbor(cbor, &mut found)
+        .map_err(|_| StoreError::Corrupt(id))?;
+    Ok(found)
 }
 
 /// One step of a walk.
@@ -385,9 +376,10 @@ impl Store {
             info.validator()?.validate(payload, &type_id.to_wire())?;
         }
         let payload_cbor = cbor::encode(payload);
-        let refs = refs_in(&info, &payload_cbor).unwrap_or_else(|| refs_of(&info.schema, payload));
+        let id = hash::node_id(type_id, &payload_cbor);
+        let refs = refs_in(&info, id, &payload_cbor)?;
         Ok(Prepared {
-            id: hash::node_id(type_id, &payload_cbor),
+            id,
             digest: hash::digest(type_id, false, &payload_cbor),
             type_id,
             payload_cbor,

@@ -2,7 +2,7 @@
 
 use super::nodes::{
     BuildU64, HEADER, Header, entries as entries_of, find_payload, join_payloads, read_node,
-    refs_of, unpack_refs,
+    unpack_refs,
 };
 use super::{NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
@@ -57,6 +57,14 @@ pub enum Damage {
         /// The record's key.
         seq: u64,
     },
+    /// A stored schema whose reference plan does not compile, so the references of its
+    /// nodes cannot be checked.
+    BadSchema {
+        /// The schema node.
+        type_id: NodeId,
+        /// Why.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for Damage {
@@ -87,6 +95,7 @@ impl std::fmt::Display for Damage {
                     "{id}: payload record {seq} for a node not stored with it"
                 )
             }
+            Damage::BadSchema { type_id, message } => write!(f, "{type_id}: {message}"),
         }
     }
 }
@@ -189,16 +198,9 @@ impl Store {
                                 types.entry(type_id.0).or_insert(i)
                             }
                         };
-                        if info.has_refs {
-                            let fast = info
-                                .plan()
-                                .is_some_and(|p| p.scan(payload, &mut found).is_some());
-                            if !fast {
-                                let v =
-                                    cbor::decode(payload).map_err(|_| StoreError::Corrupt(id))?;
-                                found = refs_of(&info.schema, &v);
-                            }
-                        }
+                        info.plan()?
+                            .ids_in_cbor(payload, &mut found)
+                            .map_err(|_| StoreError::Corrupt(id))?;
                     }
                     let old = &stored[e.refs_at..e.refs_at + e.refs_len];
                     if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
@@ -382,13 +384,9 @@ impl Store {
         if hash::digest(h.type_id, self_typed, payload)[..] != *h.digest {
             report.push(Damage::BadDigest(id));
         }
-        let value = match cbor::decode(payload) {
-            Ok(v) if cbor::encode(&v) == payload => Some(v),
-            _ => {
-                report.push(Damage::BadPayload(id));
-                None
-            }
-        };
+        if !cbor::decode(payload).is_ok_and(|v| cbor::encode(&v) == payload) {
+            report.push(Damage::BadPayload(id));
+        }
         let mut info = None;
         if !self_typed {
             let (ok, i) = match types.get(&h.type_id.0) {
@@ -404,6 +402,12 @@ impl Store {
                     } else {
                         None
                     };
+                    if let Some(Err(e)) = i.as_ref().map(|i| i.plan()) {
+                        report.push(Damage::BadSchema {
+                            type_id: h.type_id,
+                            message: e.to_string(),
+                        });
+                    }
                     types.entry(h.type_id.0).or_insert((ok, i))
                 }
             };
@@ -417,19 +421,10 @@ impl Store {
         }
         // Schemas and the meta-schema reference nothing; other nodes what their schema says.
         let known = match &info {
-            Some(i) if i.has_refs => {
-                let fast = i
-                    .plan()
-                    .is_some_and(|p| p.scan(payload, &mut found).is_some());
-                if !fast {
-                    found.clear();
-                    if let Some(v) = &value {
-                        found = refs_of(&i.schema, v);
-                    }
-                }
-                fast || value.is_some()
-            }
-            Some(_) => true,
+            // Bytes the plan cannot read are reported as a bad payload above.
+            Some(i) => i
+                .plan()
+                .is_ok_and(|p| p.ids_in_cbor(payload, &mut found).is_ok()),
             None => self_typed || h.type_id == META,
         };
         if known

@@ -661,64 +661,97 @@ fn expand_node(store: &Store, id: NodeId, st: &mut Expansion) -> Result<Option<V
     if n.type_id == META || n.type_id == id {
         return Ok(Some(payload));
     }
-    let schema = store.type_info(n.type_id)?.schema.clone();
+    let info = store.type_info(n.type_id)?;
+    let plan = info.plan()?;
+    // The reference positions of the store's one plan, expanded once each (a position the
+    // plan reaches twice, through `allOf` say, is the same value).
+    let mut subs: Vec<(&Value, Value)> = Vec::new();
     st.depth += 1;
-    let out = expand(store, &schema, &payload, st);
-    st.depth -= 1;
-    out.map(Some)
-}
-
-/// A referenced string expanded, or kept when it names no node to expand.
-fn expand_ref(store: &Store, s: &str, st: &mut Expansion) -> Result<Value> {
-    if let Some(id) = NodeId::parse_strict(s)
-        && let Some(x) = expand_node(store, id, st)?
-    {
-        return Ok(x);
-    }
-    Ok(Value::str(s))
-}
-
-/// Expands the references in `v` that `schema` marks: an `ocas_ref` string, a string under an
-/// `anyOf` with an `ocas_ref` branch, the items of a `type: array` schema with `items`, and
-/// the `properties` of an object (other keys are kept as they are).
-fn expand(store: &Store, schema: &Value, v: &Value, st: &mut Expansion) -> Result<Value> {
-    if schema.get("format").and_then(Value::as_str) == Some("ocas_ref") {
-        return match v {
-            Value::String(s) => expand_ref(store, s, st),
-            _ => Ok(v.clone()),
-        };
-    }
-    if let Some(Value::Array(branches)) = schema.get("anyOf") {
-        let has_ref = branches
-            .iter()
-            .any(|b| b.get("format").and_then(Value::as_str) == Some("ocas_ref"));
-        return match v {
-            Value::String(s) if has_ref => expand_ref(store, s, st),
-            _ => Ok(v.clone()),
-        };
-    }
-    if schema.get("type").and_then(Value::as_str) == Some("array") {
-        return match (v, schema.get("items")) {
-            (Value::Array(items), Some(item_schema)) => items
-                .iter()
-                .map(|i| expand(store, item_schema, i, st))
-                .collect::<Result<Vec<_>>>()
-                .map(Value::Array),
-            _ => Ok(v.clone()),
-        };
-    }
-    match (v, schema.get("properties").and_then(Value::as_object)) {
-        (Value::Object(m), Some(props)) => {
-            let mut out = Map::new();
-            for (k, x) in m {
-                let x = match props.get(k) {
-                    Some(s) => expand(store, s, x, st)?,
-                    None => x.clone(),
-                };
-                out.insert(k.clone(), x);
-            }
-            Ok(Value::Object(out))
+    for at in plan.positions(&payload) {
+        if subs.iter().any(|(p, _)| std::ptr::eq(*p, at)) {
+            continue;
         }
-        _ => Ok(v.clone()),
+        if let Some(r) = at.as_str().and_then(NodeId::parse_strict)
+            && let Some(x) = expand_node(store, r, st)?
+        {
+            subs.push((at, x));
+        }
+    }
+    st.depth -= 1;
+    let out = (!subs.is_empty()).then(|| substitute(&payload, &subs));
+    Ok(Some(out.unwrap_or(payload)))
+}
+
+/// `v` with each value in `subs` (identified by address) replaced by its expansion.
+fn substitute(v: &Value, subs: &[(&Value, Value)]) -> Value {
+    if let Some((_, x)) = subs.iter().find(|(p, _)| std::ptr::eq(*p, v)) {
+        return x.clone();
+    }
+    match v {
+        Value::Array(a) => Value::Array(a.iter().map(|i| substitute(i, subs)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), substitute(x, subs)))
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::bootstrap::ids;
+
+    fn put(store: &Store, type_id: NodeId, payload: &str) -> NodeId {
+        let v = Value::from_json_str(payload).unwrap();
+        let p = if type_id == META {
+            store.prepare_schema(&v).unwrap()
+        } else {
+            store.prepare(type_id, &v, true).unwrap()
+        };
+        let id = p.id;
+        store.put(&[p], 1).unwrap();
+        id
+    }
+
+    /// Refs under `oneOf`, `allOf`, `prefixItems` and `patternProperties` are expanded, as
+    /// refs and walks find them, each node once (later references keep its id, as the
+    /// TypeScript tool prints them); a reference to a missing node keeps its id.
+    #[test]
+    fn step_details_expand_every_kind_of_ref_position() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
+        let text = NodeId::parse(ids::TEXT).unwrap();
+        let x = put(&store, text, r#""x""#);
+        let y = put(&store, text, r#""y""#);
+        let r = r#"{"type":"string","format":"ocas_ref"}"#;
+        let schema = put(
+            &store,
+            META,
+            &format!(
+                r#"{{"type":"object","properties":{{"a":{{"oneOf":[{r},{{"type":"null"}}]}},"b":{{"allOf":[{r},{{"minLength":13}}]}},"c":{{"type":"array","prefixItems":[{r}]}},"d":{{"type":"object","patternProperties":{{"^(?=k)":{r}}}}}}}}}"#
+            ),
+        );
+        let detail = put(
+            &store,
+            schema,
+            &format!(
+                r#"{{"a":"{x}","b":"{y}","c":["{x}","{y}"],"d":{{"k1":"{y}","z":"{x}","k2":"AAAAAAAAAAAAA"}}}}"#
+            ),
+        );
+        let step = put(
+            &store,
+            step_type(),
+            &format!(
+                r#"{{"start":"{x}","prev":null,"role":"r","output":"{x}","detail":"{detail}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#
+            ),
+        );
+        assert_eq!(
+            step_details(&store, step).unwrap().to_json(),
+            format!(
+                r#"{{"a":"x","b":"y","c":["{x}","{y}"],"d":{{"z":"{x}","k1":"{y}","k2":"AAAAAAAAAAAAA"}}}}"#
+            )
+        );
     }
 }

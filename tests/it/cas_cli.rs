@@ -242,6 +242,17 @@ fn bad_input_changes_nothing() {
         "Node not found: 95ST8MZ0QTKPI",
     );
     env.fails(&["cas", "get", "95ST-!"], "Node not found: 95ST-!");
+    // A pattern the validator's regex dialect cannot compile would leave refs unfound.
+    let bad_pattern =
+        r#"{"type":"object","patternProperties":{"(":{"type":"string","format":"ocas_ref"}}}"#;
+    env.fails(
+        &["cas", "schema", "put", bad_pattern],
+        r#"patternProperties pattern "(" at #/patternProperties cannot be compiled"#,
+    );
+    env.fails(
+        &["cas", "put", "CTS5P6RD8HMCS", bad_pattern],
+        r#"patternProperties pattern "(""#,
+    );
     env.fails(&["cas", "put", "7VQ43ZSJTEWAU", "\"x\""], "invalid id");
     env.fails(
         &["cas", "get", "95ST8MZ0QTKP9"],
@@ -320,4 +331,43 @@ fn newer_format_is_refused_untouched() {
     env.fails(&["cas", "put-text", "x"], "newer than this uwf supports");
     env.fails(&["cas", "reindex"], "newer than this uwf supports");
     assert_eq!(fingerprint(&env.db()), fp);
+}
+
+/// `patternProperties` patterns follow the validator's dialect (lookahead included): what
+/// validates also walks, and its missing nodes are reported.
+#[test]
+fn lookahead_pattern_refs_are_found_and_walked() {
+    let env = TestEnv::new();
+    let schema = json(&env.ok(&[
+        "cas",
+        "schema",
+        "put",
+        r#"{"type":"object","patternProperties":{"^(?!skip)":{"type":"string","format":"ocas_ref"}}}"#,
+    ]));
+    let schema = schema.get("hash").unwrap().as_str().unwrap().to_string();
+    env.ok(&["cas", "put-text", "hello"]);
+    let node = json(&env.ok(&[
+        "cas",
+        "put",
+        &schema,
+        r#"{"a":"95ST8MZ0QTKP9","b":"AAAAAAAAAAAAA","skip":"BBBBBBBBBBBBB"}"#,
+    ]));
+    let node = node.get("hash").unwrap().as_str().unwrap().to_string();
+    assert_eq!(
+        env.ok(&["cas", "refs", &node]).trim(),
+        r#"{"refs":["95ST8MZ0QTKP9","AAAAAAAAAAAAA"]}"#
+    );
+    let r = env.run(&["cas", "walk", &node]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stdout.trim(),
+        format!(r#"{{"hashes":["{node}","95ST8MZ0QTKP9"],"missing":["AAAAAAAAAAAAA"]}}"#)
+    );
+    assert_eq!(
+        json(&env.ok(&["cas", "verify"]))
+            .get("status")
+            .unwrap()
+            .as_str(),
+        Some("ok")
+    );
 }

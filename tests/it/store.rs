@@ -152,6 +152,37 @@ fn hash_collision_is_refused() {
     assert_eq!(s.get(p.id).unwrap().unwrap().timestamp, 1);
 }
 
+/// A stored schema whose pattern the ref plan cannot compile (registration refuses it; an
+/// older store could hold one): its nodes' references are never silently taken as none.
+#[test]
+fn unusable_pattern_is_reported_never_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let schema = v(r#"{"patternProperties":{"(":{"type":"string","format":"ocas_ref"}}}"#);
+    let sp = uwf::store::prepare_unchecked(META, &schema);
+    let t = sp.id;
+    let node = uwf::store::prepare_unchecked(t, &v(r#"{"(":"95ST8MZ0QTKP9"}"#));
+    s.put(&[sp, node], 1).unwrap();
+    let e = s
+        .prepare(t, &v(r#"{"x":"95ST8MZ0QTKP9"}"#), false)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains(r#"patternProperties pattern "(""#),
+        "{e}"
+    );
+    let report = s.verify(&|_, _| {}).unwrap();
+    assert!(
+        report
+            .damage
+            .iter()
+            .any(|d| matches!(d, uwf::store::Damage::BadSchema { type_id, .. } if *type_id == t)),
+        "{:?}",
+        report.damage
+    );
+    let e = s.reindex(&|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("patternProperties"), "{e}");
+}
+
 #[test]
 fn bootstrap_writes_the_reference_schemas() {
     let dir = tempfile::tempdir().unwrap();

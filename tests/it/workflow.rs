@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use uwf::agent::{self, Script};
 use uwf::cas::schema::Validator;
-use uwf::cas::{Value, bootstrap, refs};
+use uwf::cas::{Value, bootstrap, refplan};
 use uwf::workflow::{
     self, Decision, GraphFormat, History, Jsonata, ModeratorError, StepView, StoredWorkflow,
     WorkflowDef, WorkflowError,
@@ -45,7 +45,7 @@ fn debate_gets_the_typescript_ids() {
         .unwrap();
     assert_eq!(StoredWorkflow::from_payload(&m.workflow).unwrap(), m.stored);
     let mut found = Vec::new();
-    refs::collect_refs(&ts.payload, &m.workflow, &mut found);
+    refplan::collect_refs(&ts.payload, &m.workflow, &mut found).unwrap();
     assert_eq!(found, ["CC1TJZFP1CW44", "9X16DR9CPBZS0"]);
 }
 
@@ -90,7 +90,7 @@ fn transition_lists_use_the_extended_schema() {
         .unwrap();
     // Role schemas are references the CAS walk follows.
     let mut found = Vec::new();
-    refs::collect_refs(&ext.payload, &m.workflow, &mut found);
+    refplan::collect_refs(&ext.payload, &m.workflow, &mut found).unwrap();
     let role_ids: Vec<String> = m.schemas[1..].iter().map(|s| s.id.to_string()).collect();
     assert_eq!(found, role_ids);
     assert_eq!(
