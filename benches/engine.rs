@@ -4,6 +4,7 @@
 //!
 //! ```sh
 //! cargo bench --bench engine
+//! UWF_BENCH_BIN=/path/to/other/uwf cargo bench --bench engine   # another build, same bench
 //! ```
 
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
@@ -18,6 +19,10 @@ use uwf::thread::{self, StartInput, SubmitInput, ThreadId};
 const THREADS: usize = 10_000;
 
 fn uwf_bin() -> PathBuf {
+    // Another build to compare, e.g. an earlier commit's.
+    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
+        return PathBuf::from(b);
+    }
     // target/release/deps/engine-… → target/release/uwf
     let exe = std::env::current_exe().expect("bench executable");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
