@@ -28,6 +28,7 @@ fn report_value(r: &ImportReport) -> Value {
         ("history", counts(&r.history)),
         ("conflicts", list(&r.conflicts)),
         ("problems", list(&r.problems)),
+        ("warnings", list(&r.warnings)),
     ])
 }
 
@@ -67,6 +68,9 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool) -> CliResult {
     let r = run_import(env, &s, dir, overwrite)?;
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
     }
     print(env.format, &report_value(&r))?;
     if r.problems.is_empty() {
@@ -110,8 +114,11 @@ pub(crate) fn auto_import(env: &Env) -> CliResult<Option<Store>> {
         r.history.imported + r.history.present,
         r.problems.len()
     );
-    for p in &r.problems {
+    for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("uwf: {p}");
+    }
+    for w in &r.warnings {
+        eprintln!("uwf: warning: {w}");
     }
     Ok(Some(s))
 }

@@ -248,7 +248,12 @@ pub struct ImportReport {
     pub conflicts: Vec<String>,
     /// Everything skipped, one line each.
     pub problems: Vec<String>,
+    /// What was kept but is worth knowing (nodes whose type is not a schema), one line each.
+    pub warnings: Vec<String>,
 }
+
+/// Nodes whose type is not a schema named one by one in an import's warnings.
+const UNTYPED_WARNINGS: usize = 100;
 
 /// Imports the layout under `dir` into `store`. Every node file is re-hashed; nothing is
 /// trusted from file names. Files are only read.
@@ -338,11 +343,38 @@ pub fn import(
             break;
         }
     }
+    // The TypeScript tool keeps nodes of any type: so does the import, with no references,
+    // and says so.
+    let mut untyped = 0u64;
     for (id, layout) in deferred {
-        r.nodes.skipped += 1;
-        r.problems.push(format!(
-            "skipped {}: its type is not a schema in the store or the import",
-            node_path(dir, layout, id).display()
+        let path = node_path(dir, layout, id);
+        let n = match read_node_file(&path, id, layout, opts.max_file_size) {
+            Ok(n) => n,
+            Err(p) => {
+                r.nodes.skipped += 1;
+                r.problems.push(format!("skipped {p}"));
+                continue;
+            }
+        };
+        untyped += 1;
+        if r.warnings.len() < UNTYPED_WARNINGS {
+            r.warnings.push(format!(
+                "kept {}: its type {} is not a schema in the store or the import (stored unvalidated, no references)",
+                path.display(),
+                n.type_id
+            ));
+        }
+        let p = store.prepare_untyped(n.id, n.type_id, n.payload_cbor, n.digest);
+        batch.push((p, n.timestamp));
+        if batch.len() >= opts.batch {
+            flush(store, &mut batch, &mut r)?;
+        }
+    }
+    flush(store, &mut batch, &mut r)?;
+    if untyped > UNTYPED_WARNINGS as u64 {
+        r.warnings.push(format!(
+            "kept {} more node(s) whose type is not a schema",
+            untyped - UNTYPED_WARNINGS as u64
         ));
     }
     progress("import nodes", seen, seen);
