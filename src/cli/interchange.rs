@@ -52,6 +52,7 @@ pub(crate) fn export(env: &Env, dir: &Path) -> CliResult {
             ("threads", Value::Number(r.threads as f64)),
             ("registry", Value::Number(r.registry as f64)),
             ("history", Value::Number(r.history as f64)),
+            ("uwfOnly", Value::Number(r.uwf_only as f64)),
         ]),
     )
 }

@@ -8,6 +8,7 @@
 use super::export_files::{
     AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
 };
+use super::extra::{Extra, UWF_FILE, VERSION};
 use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
 use super::layout::{
     CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE, ScanItem,
@@ -16,7 +17,7 @@ use super::layout::{
 use super::yaml;
 use crate::cas::bootstrap::{META, ids};
 use crate::cas::{NodeId, Value, cbor};
-use crate::store::{HistoryEntry, Merge, Prepared, Store, StoreError, ThreadRecord};
+use crate::store::{HistoryEntry, Merge, Prepared, Snapshot, Store, StoreError, ThreadRecord};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -58,12 +59,17 @@ pub struct ExportReport {
     pub files: ExportSummary,
     /// Nodes in the store.
     pub nodes: u64,
-    /// Active threads written to `threads.yaml`.
+    /// Active threads (in `threads.yaml`, or in `uwf.jsonl` when the TypeScript tool cannot
+    /// read their workflow).
     pub threads: u64,
-    /// Registry names written to `workflows.yaml` and `registry.yaml`.
+    /// Registry names (in `workflows.yaml` and `registry.yaml`, or in `uwf.jsonl`).
     pub registry: u64,
-    /// Lines written to `history.jsonl`.
+    /// Finished threads (in `history.jsonl`, or in `uwf.jsonl` when the TypeScript tool cannot
+    /// read their workflow).
     pub history: u64,
+    /// Lines of `uwf.jsonl` after its header: what the TypeScript tool cannot read, and the
+    /// registry history.
+    pub uwf_only: u64,
 }
 
 /// Writes the whole store to `dir` in the TypeScript tool's layout.
@@ -154,48 +160,147 @@ pub fn export(
     })?;
     report.files = w.finish()?;
 
+    write_root_files(store, dir, &mut report)?;
+    Ok(report)
+}
+
+/// Writes `threads.yaml`, `workflows.yaml`, `registry.yaml` and `history.jsonl` with what the
+/// TypeScript tool can read (workflows of its Workflow schema and their threads), and
+/// `uwf.jsonl` with the rest and the registry history (see [`super::extra`]).
+fn write_root_files(
+    store: &Store,
+    dir: &Path,
+    report: &mut ExportReport,
+) -> Result<(), TransferError> {
+    let snap = store.snapshot()?;
+    let mut readable = ReadableWorkflows::default();
+    let mut extra = AtomicFile::create(dir, UWF_FILE)?;
+    let extra_path = dir.join(UWF_FILE);
+    let write_err = |path: &Path, e: std::io::Error| TransferError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut put_extra = |e: Extra, n: &mut u64| -> Result<(), TransferError> {
+        *n += 1;
+        extra
+            .write_all(e.to_line().as_bytes())
+            .map_err(|e| write_err(&extra_path, e))
+    };
+    let mut n_extra = 0u64;
+    put_extra(Extra::Header { version: VERSION }, &mut 0)?;
+
     let threads = store.threads()?;
     report.threads = threads.len() as u64;
-    let heads: Vec<(String, String)> = threads
-        .into_iter()
-        .map(|(t, r)| (t, r.head.to_wire()))
-        .collect();
+    let mut heads: Vec<(String, String)> = Vec::with_capacity(threads.len());
+    for (t, r) in threads {
+        let wf = match r.workflow {
+            Some(w) => Some(w),
+            None => workflow_of(store, r.head)?,
+        };
+        if readable.check(&snap, wf)? {
+            heads.push((t, r.head.to_wire()));
+        } else {
+            put_extra(
+                Extra::Thread {
+                    thread: t,
+                    workflow: wf.map(NodeId::to_wire),
+                    head: r.head.to_wire(),
+                    updated_at: r.updated_ms,
+                    status: "active".into(),
+                },
+                &mut n_extra,
+            )?;
+        }
+    }
     let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, THREADS_FILE, text.as_bytes())?;
 
-    let reg: Vec<(String, String)> = store
-        .registry()?
-        .into_iter()
-        .map(|(n, id)| (n, id.to_wire()))
-        .collect();
-    report.registry = reg.len() as u64;
+    let mut reg: Vec<(String, String)> = Vec::new();
+    for (name, id) in store.registry()? {
+        report.registry += 1;
+        if readable.check(&snap, Some(id))? {
+            reg.push((name, id.to_wire()));
+        } else {
+            put_extra(
+                Extra::Workflow {
+                    name,
+                    workflow: id.to_wire(),
+                },
+                &mut n_extra,
+            )?;
+        }
+    }
     let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
     write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
+    for (name, v) in store.all_registry_history()? {
+        put_extra(
+            Extra::Registry {
+                name,
+                workflow: v.workflow.to_wire(),
+                time: v.time_ms,
+            },
+            &mut n_extra,
+        )?;
+    }
 
     let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
+    let hist_path = dir.join(HISTORY_FILE);
     store.for_each_history::<TransferError>(|e| {
-        let rec = HistoryRecord {
-            thread: e.thread,
-            workflow: e.workflow,
-            head: e.head,
-            completed_at: e.completed_at,
-            reason: if e.reason == "cancelled" {
-                Reason::Cancelled
-            } else {
-                Reason::Completed
-            },
-        };
-        hist.write_all(rec.to_line().as_bytes())
-            .map_err(|e| TransferError::Read {
-                path: dir.join(HISTORY_FILE),
-                message: e.to_string(),
-            })?;
         report.history += 1;
-        Ok(())
+        let reason = match e.reason.as_str() {
+            "completed" => Some(Reason::Completed),
+            "cancelled" => Some(Reason::Cancelled),
+            _ => None,
+        };
+        let wf = NodeId::parse_strict(&e.workflow);
+        match reason {
+            Some(reason) if wf.is_some() && readable.check(&snap, wf)? => {
+                let rec = HistoryRecord {
+                    thread: e.thread,
+                    workflow: e.workflow,
+                    head: e.head,
+                    completed_at: e.completed_at,
+                    reason,
+                };
+                hist.write_all(rec.to_line().as_bytes())
+                    .map_err(|e| write_err(&hist_path, e))
+            }
+            _ => put_extra(
+                Extra::History {
+                    thread: e.thread,
+                    workflow: e.workflow,
+                    head: e.head,
+                    completed_at: e.completed_at,
+                    reason: e.reason,
+                },
+                &mut n_extra,
+            ),
+        }
     })?;
     hist.commit()?;
-    Ok(report)
+    report.uwf_only = n_extra;
+    extra.commit()?;
+    Ok(())
+}
+
+/// Which workflow nodes the TypeScript tool can read: those of its Workflow schema.
+#[derive(Default)]
+struct ReadableWorkflows(std::collections::HashMap<NodeId, bool>);
+
+impl ReadableWorkflows {
+    fn check(&mut self, snap: &Snapshot, wf: Option<NodeId>) -> Result<bool, StoreError> {
+        let Some(wf) = wf else {
+            return Ok(false);
+        };
+        if let Some(&b) = self.0.get(&wf) {
+            return Ok(b);
+        }
+        let ts = NodeId::parse(ids::WORKFLOW).expect("builtin id");
+        let b = snap.get(wf)?.is_some_and(|n| n.type_id == ts);
+        self.0.insert(wf, b);
+        Ok(b)
+    }
 }
 
 /// Options of an import.
