@@ -195,7 +195,11 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                 }
             }
             if r.warning_count > 0 {
-                let list = r.warnings.iter().map(|d| Value::str(d.to_string())).collect();
+                let list = r
+                    .warnings
+                    .iter()
+                    .map(|d| Value::str(d.to_string()))
+                    .collect();
                 if let Value::Object(m) = &mut out {
                     m.insert("warningCount".into(), Value::Number(r.warning_count as f64));
                     m.insert("warnings".into(), Value::Array(list));

@@ -282,7 +282,10 @@ mod tests {
         ];
         for e in all {
             let line = e.to_line();
-            assert!(line.ends_with("}\n") && line.matches('\n').count() == 1, "{line}");
+            assert!(
+                line.ends_with("}\n") && line.matches('\n').count() == 1,
+                "{line}"
+            );
             assert_eq!(Extra::parse_line(line.trim_end()), Ok(e));
         }
     }
@@ -297,7 +300,10 @@ mod tests {
                 "{\"kind\":\"thread\",\"thread\":\"T\",\"head\":\"H\",\"updatedAt\":1,\"status\":\"paused\"}",
                 "\"paused\"",
             ),
-            ("{\"kind\":\"registry\",\"name\":\"n\",\"workflow\":\"W\",\"time\":-1}", "time"),
+            (
+                "{\"kind\":\"registry\",\"name\":\"n\",\"workflow\":\"W\",\"time\":-1}",
+                "time",
+            ),
             ("{\"kind\":\"history\",\"thread\":\"T\"}", "missing"),
         ] {
             let e = Extra::parse_line(line).unwrap_err();

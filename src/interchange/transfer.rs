@@ -1011,7 +1011,10 @@ fn is_workflow_node(store: &Store, id: NodeId) -> Result<Result<(), String>, Sto
                 && !crate::workflow::materialize::is_workflow_type(n.type_id)
                 && !is_workflow_schema(store, n.type_id)? =>
         {
-            Err(format!("{id} is a node of type {}, not a Workflow", n.type_id))
+            Err(format!(
+                "{id} is a node of type {}, not a Workflow",
+                n.type_id
+            ))
         }
         Some(_) => Ok(()),
     })
@@ -1025,21 +1028,20 @@ fn import_registry(
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
     let mut merged: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
-    let mut add = |r: &mut ImportReport, path: &Path, name: String, id: String| match merged
-        .get(&name)
-    {
-        Some(other) if *other != id => {
-            r.registry.skipped += 1;
-            r.problems.push(format!(
-                "skipped workflow \"{name}\" in {}: another file of the root names {other}",
-                path.display()
-            ));
-        }
-        Some(_) => {}
-        None => {
-            merged.insert(name, id);
-        }
-    };
+    let mut add =
+        |r: &mut ImportReport, path: &Path, name: String, id: String| match merged.get(&name) {
+            Some(other) if *other != id => {
+                r.registry.skipped += 1;
+                r.problems.push(format!(
+                    "skipped workflow \"{name}\" in {}: another file of the root names {other}",
+                    path.display()
+                ));
+            }
+            Some(_) => {}
+            None => {
+                merged.insert(name, id);
+            }
+        };
     for file in [WORKFLOWS_FILE, REGISTRY_FILE] {
         let path = dir.join(file);
         let Some(map) = read_map(&path, r) else {

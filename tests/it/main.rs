@@ -4,6 +4,7 @@ mod agent;
 mod cas_cli;
 mod common;
 mod interchange;
+mod interop;
 mod props;
 mod store;
 mod store_batch;
