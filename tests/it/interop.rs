@@ -322,7 +322,7 @@ fn a_node_whose_type_is_not_a_schema_is_kept_with_a_warning() {
     );
     assert_eq!(
         lines(&out.path().join("cas/_index/0000000000000")),
-        [id.clone()]
+        [id]
     );
 }
 
