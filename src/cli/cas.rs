@@ -194,6 +194,21 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                     m.insert("damage".into(), Value::Array(list));
                 }
             }
+            if r.warning_count > 0 {
+                let list = r
+                    .warnings
+                    .iter()
+                    .map(|d| Value::str(d.to_string()))
+                    .collect();
+                if let Value::Object(m) = &mut out {
+                    m.insert("warningCount".into(), Value::Number(r.warning_count as f64));
+                    m.insert("warnings".into(), Value::Array(list));
+                }
+                eprintln!(
+                    "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
+                    r.warning_count, r.warnings[0]
+                );
+            }
             print(env.format, &out)?;
             if r.is_clean() {
                 Ok(())

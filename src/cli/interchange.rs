@@ -28,6 +28,7 @@ fn report_value(r: &ImportReport) -> Value {
         ("history", counts(&r.history)),
         ("conflicts", list(&r.conflicts)),
         ("problems", list(&r.problems)),
+        ("warnings", list(&r.warnings)),
     ])
 }
 
@@ -51,6 +52,7 @@ pub(crate) fn export(env: &Env, dir: &Path) -> CliResult {
             ("threads", Value::Number(r.threads as f64)),
             ("registry", Value::Number(r.registry as f64)),
             ("history", Value::Number(r.history as f64)),
+            ("uwfOnly", Value::Number(r.uwf_only as f64)),
         ]),
     )
 }
@@ -67,6 +69,9 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool) -> CliResult {
     let r = run_import(env, &s, dir, overwrite)?;
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
     }
     print(env.format, &report_value(&r))?;
     if r.problems.is_empty() {
@@ -110,8 +115,11 @@ pub(crate) fn auto_import(env: &Env) -> CliResult<Option<Store>> {
         r.history.imported + r.history.present,
         r.problems.len()
     );
-    for p in &r.problems {
+    for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("uwf: {p}");
+    }
+    for w in &r.warnings {
+        eprintln!("uwf: warning: {w}");
     }
     Ok(Some(s))
 }

@@ -8,6 +8,7 @@
 use super::export_files::{
     AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
 };
+use super::extra::{Extra, UWF_FILE, VERSION};
 use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
 use super::layout::{
     CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE, ScanItem,
@@ -16,7 +17,9 @@ use super::layout::{
 use super::yaml;
 use crate::cas::bootstrap::{META, ids};
 use crate::cas::{NodeId, Value, cbor};
-use crate::store::{HistoryEntry, Merge, Prepared, Store, StoreError, ThreadRecord};
+use crate::store::{
+    HistoryEntry, Merge, Prepared, RegistryEntry, Snapshot, Store, StoreError, ThreadRecord,
+};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -58,12 +61,17 @@ pub struct ExportReport {
     pub files: ExportSummary,
     /// Nodes in the store.
     pub nodes: u64,
-    /// Active threads written to `threads.yaml`.
+    /// Active threads (in `threads.yaml`, or in `uwf.jsonl` when the TypeScript tool cannot
+    /// read their workflow).
     pub threads: u64,
-    /// Registry names written to `workflows.yaml` and `registry.yaml`.
+    /// Registry names (in `workflows.yaml` and `registry.yaml`, or in `uwf.jsonl`).
     pub registry: u64,
-    /// Lines written to `history.jsonl`.
+    /// Finished threads (in `history.jsonl`, or in `uwf.jsonl` when the TypeScript tool cannot
+    /// read their workflow).
     pub history: u64,
+    /// Lines of `uwf.jsonl` after its header: what the TypeScript tool cannot read, and the
+    /// registry history.
+    pub uwf_only: u64,
 }
 
 /// Writes the whole store to `dir` in the TypeScript tool's layout.
@@ -154,48 +162,147 @@ pub fn export(
     })?;
     report.files = w.finish()?;
 
+    write_root_files(store, dir, &mut report)?;
+    Ok(report)
+}
+
+/// Writes `threads.yaml`, `workflows.yaml`, `registry.yaml` and `history.jsonl` with what the
+/// TypeScript tool can read (workflows of its Workflow schema and their threads), and
+/// `uwf.jsonl` with the rest and the registry history (see [`super::extra`]).
+fn write_root_files(
+    store: &Store,
+    dir: &Path,
+    report: &mut ExportReport,
+) -> Result<(), TransferError> {
+    let snap = store.snapshot()?;
+    let mut readable = ReadableWorkflows::default();
+    let mut extra = AtomicFile::create(dir, UWF_FILE)?;
+    let extra_path = dir.join(UWF_FILE);
+    let write_err = |path: &Path, e: std::io::Error| TransferError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let mut put_extra = |e: Extra, n: &mut u64| -> Result<(), TransferError> {
+        *n += 1;
+        extra
+            .write_all(e.to_line().as_bytes())
+            .map_err(|e| write_err(&extra_path, e))
+    };
+    let mut n_extra = 0u64;
+    put_extra(Extra::Header { version: VERSION }, &mut 0)?;
+
     let threads = store.threads()?;
     report.threads = threads.len() as u64;
-    let heads: Vec<(String, String)> = threads
-        .into_iter()
-        .map(|(t, r)| (t, r.head.to_wire()))
-        .collect();
+    let mut heads: Vec<(String, String)> = Vec::with_capacity(threads.len());
+    for (t, r) in threads {
+        let wf = match r.workflow {
+            Some(w) => Some(w),
+            None => workflow_of(store, r.head)?,
+        };
+        if readable.check(&snap, wf)? {
+            heads.push((t, r.head.to_wire()));
+        } else {
+            put_extra(
+                Extra::Thread {
+                    thread: t,
+                    workflow: wf.map(NodeId::to_wire),
+                    head: r.head.to_wire(),
+                    updated_at: r.updated_ms,
+                    status: "active".into(),
+                },
+                &mut n_extra,
+            )?;
+        }
+    }
     let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, THREADS_FILE, text.as_bytes())?;
 
-    let reg: Vec<(String, String)> = store
-        .registry()?
-        .into_iter()
-        .map(|(n, id)| (n, id.to_wire()))
-        .collect();
-    report.registry = reg.len() as u64;
+    let mut reg: Vec<(String, String)> = Vec::new();
+    for (name, id) in store.registry()? {
+        report.registry += 1;
+        if readable.check(&snap, Some(id))? {
+            reg.push((name, id.to_wire()));
+        } else {
+            put_extra(
+                Extra::Workflow {
+                    name,
+                    workflow: id.to_wire(),
+                },
+                &mut n_extra,
+            )?;
+        }
+    }
     let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
     write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
+    for (name, v) in store.all_registry_history()? {
+        put_extra(
+            Extra::Registry {
+                name,
+                workflow: v.workflow.to_wire(),
+                time: v.time_ms,
+            },
+            &mut n_extra,
+        )?;
+    }
 
     let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
+    let hist_path = dir.join(HISTORY_FILE);
     store.for_each_history::<TransferError>(|e| {
-        let rec = HistoryRecord {
-            thread: e.thread,
-            workflow: e.workflow,
-            head: e.head,
-            completed_at: e.completed_at,
-            reason: if e.reason == "cancelled" {
-                Reason::Cancelled
-            } else {
-                Reason::Completed
-            },
-        };
-        hist.write_all(rec.to_line().as_bytes())
-            .map_err(|e| TransferError::Read {
-                path: dir.join(HISTORY_FILE),
-                message: e.to_string(),
-            })?;
         report.history += 1;
-        Ok(())
+        let reason = match e.reason.as_str() {
+            "completed" => Some(Reason::Completed),
+            "cancelled" => Some(Reason::Cancelled),
+            _ => None,
+        };
+        let wf = NodeId::parse_strict(&e.workflow);
+        match reason {
+            Some(reason) if wf.is_some() && readable.check(&snap, wf)? => {
+                let rec = HistoryRecord {
+                    thread: e.thread,
+                    workflow: e.workflow,
+                    head: e.head,
+                    completed_at: e.completed_at,
+                    reason,
+                };
+                hist.write_all(rec.to_line().as_bytes())
+                    .map_err(|e| write_err(&hist_path, e))
+            }
+            _ => put_extra(
+                Extra::History {
+                    thread: e.thread,
+                    workflow: e.workflow,
+                    head: e.head,
+                    completed_at: e.completed_at,
+                    reason: e.reason,
+                },
+                &mut n_extra,
+            ),
+        }
     })?;
     hist.commit()?;
-    Ok(report)
+    report.uwf_only = n_extra;
+    extra.commit()?;
+    Ok(())
+}
+
+/// Which workflow nodes the TypeScript tool can read: those of its Workflow schema.
+#[derive(Default)]
+struct ReadableWorkflows(std::collections::HashMap<NodeId, bool>);
+
+impl ReadableWorkflows {
+    fn check(&mut self, snap: &Snapshot, wf: Option<NodeId>) -> Result<bool, StoreError> {
+        let Some(wf) = wf else {
+            return Ok(false);
+        };
+        if let Some(&b) = self.0.get(&wf) {
+            return Ok(b);
+        }
+        let ts = NodeId::parse(ids::WORKFLOW).expect("builtin id");
+        let b = snap.get(wf)?.is_some_and(|n| n.type_id == ts);
+        self.0.insert(wf, b);
+        Ok(b)
+    }
 }
 
 /// Options of an import.
@@ -248,7 +355,12 @@ pub struct ImportReport {
     pub conflicts: Vec<String>,
     /// Everything skipped, one line each.
     pub problems: Vec<String>,
+    /// What was kept but is worth knowing (nodes whose type is not a schema), one line each.
+    pub warnings: Vec<String>,
 }
+
+/// Nodes whose type is not a schema named one by one in an import's warnings.
+const UNTYPED_WARNINGS: usize = 100;
 
 /// Imports the layout under `dir` into `store`. Every node file is re-hashed; nothing is
 /// trusted from file names. Files are only read.
@@ -338,18 +450,46 @@ pub fn import(
             break;
         }
     }
+    // The TypeScript tool keeps nodes of any type: so does the import, with no references,
+    // and says so.
+    let mut untyped = 0u64;
     for (id, layout) in deferred {
-        r.nodes.skipped += 1;
-        r.problems.push(format!(
-            "skipped {}: its type is not a schema in the store or the import",
-            node_path(dir, layout, id).display()
+        let path = node_path(dir, layout, id);
+        let n = match read_node_file(&path, id, layout, opts.max_file_size) {
+            Ok(n) => n,
+            Err(p) => {
+                r.nodes.skipped += 1;
+                r.problems.push(format!("skipped {p}"));
+                continue;
+            }
+        };
+        untyped += 1;
+        if r.warnings.len() < UNTYPED_WARNINGS {
+            r.warnings.push(format!(
+                "kept {}: its type {} is not a schema in the store or the import (stored unvalidated, no references)",
+                path.display(),
+                n.type_id
+            ));
+        }
+        let p = store.prepare_untyped(n.id, n.type_id, n.payload_cbor, n.digest);
+        batch.push((p, n.timestamp));
+        if batch.len() >= opts.batch {
+            flush(store, &mut batch, &mut r)?;
+        }
+    }
+    flush(store, &mut batch, &mut r)?;
+    if untyped > UNTYPED_WARNINGS as u64 {
+        r.warnings.push(format!(
+            "kept {} more node(s) whose type is not a schema",
+            untyped - UNTYPED_WARNINGS as u64
         ));
     }
     progress("import nodes", seen, seen);
 
-    import_threads(store, dir, opts, &mut r)?;
-    import_registry(store, dir, opts, &mut r)?;
-    import_history(store, dir, &mut r)?;
+    let extra = read_extra(dir, &mut r)?;
+    import_threads(store, dir, opts, &extra, &mut r)?;
+    import_registry(store, dir, opts, &extra, &mut r)?;
+    import_history(store, dir, extra, &mut r)?;
     Ok(r)
 }
 
@@ -683,27 +823,119 @@ fn workflow_of(store: &Store, head: NodeId) -> Result<Option<NodeId>, StoreError
         .and_then(NodeId::parse_strict))
 }
 
-fn is_thread_id(s: &str) -> bool {
-    s.len() == 26
-        && s.bytes()
-            .all(|c| crate::cas::id::digit_value(c).is_some() && !c.is_ascii_lowercase())
+/// What `uwf.jsonl` of an import holds (see [`super::extra`]).
+#[derive(Default)]
+struct ExtraRead {
+    /// Active threads: (thread, head, time of the last head move).
+    threads: Vec<(String, String, u64)>,
+    /// Registry names.
+    names: Vec<(String, String)>,
+    /// Registry versions by name, oldest first.
+    versions: indexmap::IndexMap<String, Vec<(String, u64)>>,
+    /// Finished threads.
+    history: Vec<HistoryEntry>,
+}
+
+/// Reads `uwf.jsonl` when present, reporting lines it skips.
+fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, TransferError> {
+    use std::io::BufRead;
+    let path = dir.join(UWF_FILE);
+    let mut out = ExtraRead::default();
+    if read_optional_meta(&path, r)?.is_none() {
+        return Ok(out);
+    }
+    let f = std::fs::File::open(&path).map_err(|e| TransferError::Read {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    for (i, line) in std::io::BufReader::new(f).split(b'\n').enumerate() {
+        let n = i + 1;
+        let line = match line {
+            Ok(l) => l,
+            Err(e) => {
+                r.problems
+                    .push(format!("stopped reading {}: {e}", path.display()));
+                break;
+            }
+        };
+        let skip = |r: &mut ImportReport, why: &str| {
+            r.problems
+                .push(format!("skipped {}:{n}: {why}", path.display()));
+        };
+        if line.len() > super::extra::MAX_LINE {
+            skip(r, "line too long");
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            skip(r, "not UTF-8");
+            continue;
+        };
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        match Extra::parse_line(text) {
+            Err(why) => skip(r, &why),
+            Ok(Extra::Header { .. }) => {}
+            Ok(Extra::Workflow { name, workflow }) => out.names.push((name, workflow)),
+            Ok(Extra::Registry {
+                name,
+                workflow,
+                time,
+            }) => out.versions.entry(name).or_default().push((workflow, time)),
+            Ok(Extra::Thread {
+                thread,
+                head,
+                updated_at,
+                ..
+            }) => out.threads.push((thread, head, updated_at)),
+            Ok(Extra::History {
+                thread,
+                workflow,
+                head,
+                completed_at,
+                reason,
+            }) => out.history.push(HistoryEntry {
+                thread,
+                workflow,
+                head,
+                completed_at,
+                reason,
+            }),
+        }
+    }
+    Ok(out)
+}
+
+/// A thread id as stored: upper case (ids are case-insensitive, and the TypeScript tool writes
+/// upper case only); `None` unless it is 26 letters and digits.
+fn thread_key(s: &str) -> Option<String> {
+    crate::thread::is_thread_id(s).then(|| s.to_ascii_uppercase())
 }
 
 fn import_threads(
     store: &Store,
     dir: &Path,
     opts: ImportOptions,
+    extra: &ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
     let path = dir.join(THREADS_FILE);
-    let Some(map) = read_map(&path, r) else {
-        return Ok(());
-    };
-    r.threads.skipped += map.skipped.len() as u64;
+    let mut listed: Vec<(String, String, u64, PathBuf)> = Vec::new();
+    if let Some(map) = read_map(&path, r) {
+        r.threads.skipped += map.skipped.len() as u64;
+        for (t, h) in map.entries {
+            listed.push((t, h, opts.now_ms, path.clone()));
+        }
+    }
+    let extra_path = dir.join(UWF_FILE);
+    for (t, h, at) in &extra.threads {
+        listed.push((t.clone(), h.clone(), *at, extra_path.clone()));
+    }
     let start_t = NodeId::parse(ids::START_NODE).expect("builtin id");
     let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
     let mut good = Vec::new();
-    for (thread, head) in &map.entries {
+    for (thread, head, updated_ms, path) in &listed {
         let skip = |r: &mut ImportReport, why: String| {
             r.threads.skipped += 1;
             r.problems.push(format!(
@@ -711,10 +943,10 @@ fn import_threads(
                 path.display()
             ));
         };
-        if !is_thread_id(thread) {
-            skip(r, "not a thread id (26 Crockford characters)".into());
+        let Some(key) = thread_key(thread) else {
+            skip(r, "not a thread id (26 letters and digits)".into());
             continue;
-        }
+        };
         let Some(head_id) = NodeId::parse_strict(head) else {
             skip(r, format!("head \"{head}\" is not a node id"));
             continue;
@@ -739,9 +971,9 @@ fn import_threads(
         let rec = ThreadRecord {
             head: head_id,
             workflow: workflow_of(store, head_id)?,
-            updated_ms: opts.now_ms,
+            updated_ms: *updated_ms,
         };
-        good.push((thread.clone(), rec));
+        good.push((key, rec));
     }
     let merged = store.write(|w| {
         good.iter()
@@ -769,14 +1001,47 @@ fn import_threads(
     Ok(())
 }
 
+/// Whether `id` is stored as a workflow this engine reads.
+fn is_workflow_node(store: &Store, id: NodeId) -> Result<Result<(), String>, StoreError> {
+    let wf_t = NodeId::parse(ids::WORKFLOW).expect("builtin id");
+    Ok(match store.get(id)? {
+        None => Err(format!("{id} is not in the store")),
+        Some(n)
+            if n.type_id != wf_t
+                && !crate::workflow::materialize::is_workflow_type(n.type_id)
+                && !is_workflow_schema(store, n.type_id)? =>
+        {
+            Err(format!(
+                "{id} is a node of type {}, not a Workflow",
+                n.type_id
+            ))
+        }
+        Some(_) => Ok(()),
+    })
+}
+
 fn import_registry(
     store: &Store,
     dir: &Path,
     opts: ImportOptions,
+    extra: &ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
-    let wf_t = NodeId::parse(ids::WORKFLOW).expect("builtin id");
     let mut merged: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
+    let mut add =
+        |r: &mut ImportReport, path: &Path, name: String, id: String| match merged.get(&name) {
+            Some(other) if *other != id => {
+                r.registry.skipped += 1;
+                r.problems.push(format!(
+                    "skipped workflow \"{name}\" in {}: another file of the root names {other}",
+                    path.display()
+                ));
+            }
+            Some(_) => {}
+            None => {
+                merged.insert(name, id);
+            }
+        };
     for file in [WORKFLOWS_FILE, REGISTRY_FILE] {
         let path = dir.join(file);
         let Some(map) = read_map(&path, r) else {
@@ -784,20 +1049,12 @@ fn import_registry(
         };
         r.registry.skipped += map.skipped.len() as u64;
         for (name, id) in map.entries {
-            match merged.get(&name) {
-                Some(other) if *other != id => {
-                    r.registry.skipped += 1;
-                    r.problems.push(format!(
-                        "skipped workflow \"{name}\" in {}: {WORKFLOWS_FILE} names {other}",
-                        path.display()
-                    ));
-                }
-                Some(_) => {}
-                None => {
-                    merged.insert(name, id);
-                }
-            }
+            add(r, &path, name, id);
         }
+    }
+    let extra_path = dir.join(UWF_FILE);
+    for (name, id) in &extra.names {
+        add(r, &extra_path, name.clone(), id.clone());
     }
     let mut good = Vec::new();
     for (name, id) in merged {
@@ -810,25 +1067,49 @@ fn import_registry(
             skip(r, format!("\"{id}\" is not a node id"));
             continue;
         };
-        match store.get(wid)? {
-            None => {
-                skip(r, format!("{wid} is not in the store"));
-                continue;
-            }
-            Some(n) if n.type_id != wf_t && !is_workflow_schema(store, n.type_id)? => {
-                skip(
-                    r,
-                    format!("{wid} is a node of type {}, not a Workflow", n.type_id),
-                );
-                continue;
-            }
-            Some(_) => {}
+        if let Err(why) = is_workflow_node(store, wid)? {
+            skip(r, why);
+            continue;
         }
         good.push((name, wid));
     }
+    // Registry versions: a name's versions are taken whole, and only when the store has none
+    // of its own (two histories of one name do not merge into one order).
+    let mut versions: Vec<(String, Vec<RegistryEntry>)> = Vec::new();
+    for (name, list) in &extra.versions {
+        let mut ok = Vec::with_capacity(list.len());
+        for (id, time) in list {
+            match NodeId::parse_strict(id) {
+                Some(wid) if store.has(wid)? => ok.push(RegistryEntry {
+                    workflow: wid,
+                    time_ms: *time,
+                }),
+                _ => r.problems.push(format!(
+                    "skipped a version of workflow \"{name}\" in {}: {id} is not a stored node",
+                    extra_path.display()
+                )),
+            }
+        }
+        versions.push((name.clone(), ok));
+    }
     let results = store.write(|w| {
+        let mut restored = HashSet::new();
+        for (name, list) in &versions {
+            if !list.is_empty() && !w.has_registry_history(name)? {
+                for v in list {
+                    w.append_registry_version(name, v)?;
+                }
+                restored.insert(name.as_str());
+            }
+        }
         good.iter()
-            .map(|(name, wid)| w.merge_registry(name, *wid, opts.now_ms, opts.overwrite))
+            .map(|(name, wid)| {
+                if restored.contains(name.as_str()) && w.registry_get(name)?.is_none() {
+                    w.set_registry_name(name, *wid)?;
+                    return Ok(Merge::Inserted);
+                }
+                w.merge_registry(name, *wid, opts.now_ms, opts.overwrite)
+            })
             .collect::<Result<Vec<_>, _>>()
     })?;
     for ((name, _), m) in good.iter().zip(results) {
@@ -862,69 +1143,165 @@ fn is_workflow_schema(store: &Store, type_id: NodeId) -> Result<bool, StoreError
     })
 }
 
-fn import_history(store: &Store, dir: &Path, r: &mut ImportReport) -> Result<(), TransferError> {
-    let path = dir.join(HISTORY_FILE);
-    if read_optional_meta(&path, r)?.is_none() {
-        return Ok(());
-    }
-    let f = std::fs::File::open(&path).map_err(|e| TransferError::Read {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    let reader = HistoryReader::new(std::io::BufReader::new(f), path.display().to_string());
-    let mut pending: Vec<HistoryEntry> = Vec::new();
-    for line in reader {
-        let line = match line {
-            Ok(l) => l,
-            Err(e) => {
-                r.problems
-                    .push(format!("stopped reading {}: {e}", path.display()));
-                break;
-            }
-        };
-        match line {
-            HistoryLine::Skipped { line, reason } => {
-                r.history.skipped += 1;
-                r.problems
-                    .push(format!("skipped {}:{line}: {reason}", path.display()));
-            }
-            HistoryLine::Record { record, .. } => {
-                let e = HistoryEntry {
-                    thread: record.thread,
-                    workflow: record.workflow,
-                    head: record.head,
-                    completed_at: record.completed_at,
-                    reason: record.reason.as_str().to_string(),
-                };
-                pending.push(e);
-                if pending.len() >= 4096 {
-                    append_history(store, &mut pending, r)?;
-                }
-            }
-        }
-    }
-    append_history(store, &mut pending, r)
-}
-
-fn append_history(
+fn import_history(
     store: &Store,
-    pending: &mut Vec<HistoryEntry>,
+    dir: &Path,
+    extra: ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
-    let added = store.write(|w| {
-        let mut added = 0u64;
-        for e in pending.iter() {
-            if !w.has_history(e)? {
-                w.append_history(e)?;
-                added += 1;
+    let mut h = HistoryImport {
+        store,
+        active: store.threads()?.into_iter().collect(),
+        pending: Vec::new(),
+    };
+    let path = dir.join(HISTORY_FILE);
+    if read_optional_meta(&path, r)?.is_some() {
+        let f = std::fs::File::open(&path).map_err(|e| TransferError::Read {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let reader = HistoryReader::new(std::io::BufReader::new(f), path.display().to_string());
+        for line in reader {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    r.problems
+                        .push(format!("stopped reading {}: {e}", path.display()));
+                    break;
+                }
+            };
+            match line {
+                HistoryLine::Skipped { line, reason } => {
+                    r.history.skipped += 1;
+                    r.problems
+                        .push(format!("skipped {}:{line}: {reason}", path.display()));
+                }
+                HistoryLine::Record { record, .. } => h.take(
+                    HistoryEntry {
+                        thread: record.thread,
+                        workflow: record.workflow,
+                        head: record.head,
+                        completed_at: record.completed_at,
+                        reason: record.reason.as_str().to_string(),
+                    },
+                    r,
+                )?,
             }
         }
-        Ok(added)
-    })?;
-    r.history.imported += added;
-    r.history.present += pending.len() as u64 - added;
-    pending.clear();
-    Ok(())
+    }
+    for e in extra.history {
+        h.take(e, r)?;
+    }
+    h.append(r)
+}
+
+/// The history part of [`import`]: lines are appended in batches, except that a line finishing
+/// a thread that is active in the store is applied on its own.
+struct HistoryImport<'a> {
+    store: &'a Store,
+    /// The store's active threads.
+    active: std::collections::HashMap<String, ThreadRecord>,
+    pending: Vec<HistoryEntry>,
+}
+
+impl HistoryImport<'_> {
+    fn take(&mut self, mut e: HistoryEntry, r: &mut ImportReport) -> Result<(), TransferError> {
+        if let Some(key) = thread_key(&e.thread) {
+            e.thread = key;
+        }
+        let Some(rec) = self.active.get(&e.thread).cloned() else {
+            self.pending.push(e);
+            if self.pending.len() >= 4096 {
+                self.append(r)?;
+            }
+            return Ok(());
+        };
+        self.append(r)?;
+        // The thread was finished elsewhere (the TypeScript tool, after an export): the line
+        // finishes it here too when its head is the thread's head or continues it.
+        let head = NodeId::parse_strict(&e.head);
+        if !head.is_some_and(|h| continues(self.store, h, rec.head).unwrap_or(false)) {
+            r.history.skipped += 1;
+            r.conflicts.push(format!(
+                "thread {} is active here at {}; its history line (\"{}\" at {}) does not continue it; the thread is left as it is",
+                e.thread, rec.head, e.reason, e.head
+            ));
+            return Ok(());
+        }
+        let done = self.store.write(|w| {
+            // Another process may have moved or finished the thread since it was read.
+            match w.thread(&e.thread)? {
+                Some(now) if now.head == rec.head => {
+                    w.remove_thread(&e.thread)?;
+                    if !w.has_history(&e)? {
+                        w.append_history(&e)?;
+                    }
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        })?;
+        self.active.remove(&e.thread);
+        if done {
+            r.history.imported += 1;
+        } else {
+            r.history.skipped += 1;
+            r.conflicts.push(format!(
+                "thread {} moved while its history line was imported; left as it is",
+                e.thread
+            ));
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, r: &mut ImportReport) -> Result<(), TransferError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = &self.pending;
+        let added = self.store.write(|w| {
+            let mut added = 0u64;
+            for e in pending.iter() {
+                if !w.has_history(e)? {
+                    w.append_history(e)?;
+                    added += 1;
+                }
+            }
+            Ok(added)
+        })?;
+        r.history.imported += added;
+        r.history.present += pending.len() as u64 - added;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// Whether the chain ending at `head` passes through `ancestor`: `head` itself, or a step whose
+/// `prev` links lead back to it.
+fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, StoreError> {
+    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
+    let snap = store.snapshot()?;
+    let mut at = head;
+    loop {
+        if at == ancestor {
+            return Ok(true);
+        }
+        let Some(n) = snap.get(at)? else {
+            return Ok(false);
+        };
+        if n.type_id != step_t {
+            return Ok(false);
+        }
+        match n
+            .payload()?
+            .get("prev")
+            .and_then(Value::as_str)
+            .and_then(NodeId::parse_strict)
+        {
+            Some(prev) => at = prev,
+            None => return Ok(false),
+        }
+    }
 }
 
 /// Checks that `path` is a regular file (not a link); `None` when absent or refused.

@@ -39,6 +39,26 @@ impl Store {
         })
     }
 
+    /// Prepares a node read from outside whose type is not a schema, unvalidated and with no
+    /// references (nothing says which of its strings are ids): the TypeScript tool stores nodes
+    /// of any type, and an import keeps everything it kept. `verify` lists such nodes as
+    /// warnings; if their type is imported as a schema later, `reindex` finds their references.
+    pub fn prepare_untyped(
+        &self,
+        id: NodeId,
+        type_id: NodeId,
+        payload_cbor: Vec<u8>,
+        digest: [u8; 32],
+    ) -> Prepared {
+        Prepared {
+            id,
+            type_id,
+            digest,
+            payload_cbor,
+            refs: Vec::new(),
+        }
+    }
+
     /// Whether `type_id` is a stored schema (or the meta-schema).
     ///
     /// # Errors

@@ -138,6 +138,21 @@ impl Store {
         Ok(out)
     }
 
+    /// Every version of every registry name: (name, version), in name order, oldest first.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(REGISTRY_HISTORY)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            let (k, v) = e?;
+            out.push((k.value().0.to_string(), dec(v.value())?));
+        }
+        Ok(out)
+    }
+
     /// Visits finished threads in the order they finished.
     ///
     /// # Errors
@@ -281,6 +296,36 @@ impl Writer<'_> {
         self.tx
             .open_table(REGISTRY_HISTORY)?
             .insert((name, seq), enc(&e).as_slice())?;
+        Ok(())
+    }
+
+    /// Whether `name` has any recorded version.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+        let t = self.tx.open_table(REGISTRY_HISTORY)?;
+        Ok(t.range((name, 0)..=(name, u64::MAX))?.next().is_some())
+    }
+
+    /// Records a version of `name` (an imported registry history) without changing the name.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        let seq = self.next("next_registry_seq")?;
+        self.tx
+            .open_table(REGISTRY_HISTORY)?
+            .insert((name, seq), enc(e).as_slice())?;
+        Ok(())
+    }
+
+    /// Points `name` at `workflow` without recording a version (its history was imported).
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+        self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
         Ok(())
     }
 

@@ -28,7 +28,8 @@ pub enum Damage {
     },
     /// The BLAKE3 digest does not match the bytes.
     BadDigest(NodeId),
-    /// The node's type is not a stored schema.
+    /// The node's type is not a stored schema. A warning, not damage: the TypeScript tool
+    /// stores nodes of any type and an import keeps them (with no references).
     MissingType {
         /// The node.
         id: NodeId,
@@ -109,6 +110,11 @@ pub struct VerifyReport {
     pub damage: Vec<Damage>,
     /// Problems found in all.
     pub damage_count: u64,
+    /// Findings that are not damage (nodes whose type is not a schema), at most
+    /// [`VerifyReport::LIMIT`] of them kept.
+    pub warnings: Vec<Damage>,
+    /// Warnings found in all.
+    pub warning_count: u64,
 }
 
 impl VerifyReport {
@@ -121,6 +127,13 @@ impl VerifyReport {
     }
 
     fn push(&mut self, d: Damage) {
+        if matches!(d, Damage::MissingType { .. }) {
+            self.warning_count += 1;
+            if self.warnings.len() < Self::LIMIT {
+                self.warnings.push(d);
+            }
+            return;
+        }
         self.damage_count += 1;
         if self.damage.len() < Self::LIMIT {
             self.damage.push(d);
@@ -140,8 +153,8 @@ struct Entry {
     refs_len: usize,
 }
 
-/// Schemas by type id, as `reindex` and `verify` meet them.
-type Types = HashMap<u64, Arc<super::TypeInfo>, BuildU64>;
+/// Schemas by type id, as `reindex` meets them (`None`: the type is not a schema).
+type Types = HashMap<u64, Option<Arc<super::TypeInfo>>, BuildU64>;
 
 impl Store {
     /// Rebuilds the derived data from the nodes and their payloads, in one transaction: the
@@ -152,7 +165,8 @@ impl Store {
     /// order, which is the order they lie in the file.
     ///
     /// # Errors
-    /// A redb failure, or a node whose type schema is missing or whose payload is corrupt.
+    /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
+    /// has no references.
     pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
         let tx = self.begin_write()?;
         tx.delete_table(TYPE_INDEX)?;
@@ -194,13 +208,21 @@ impl Store {
                         let info = match types.get(&type_id.0) {
                             Some(i) => i,
                             None => {
-                                let i = self.type_info_in(&nodes, &payloads, type_id)?;
+                                // A type that is not a schema (kept from an import) gives its
+                                // nodes no references.
+                                let i = match self.type_info_in(&nodes, &payloads, type_id) {
+                                    Ok(i) => Some(i),
+                                    Err(StoreError::UnknownType(_)) => None,
+                                    Err(e) => return Err(e),
+                                };
                                 types.entry(type_id.0).or_insert(i)
                             }
                         };
-                        info.plan()?
-                            .ids_in_cbor(payload, &mut found)
-                            .map_err(|_| StoreError::Corrupt(id))?;
+                        if let Some(info) = info {
+                            info.plan()?
+                                .ids_in_cbor(payload, &mut found)
+                                .map_err(|_| StoreError::Corrupt(id))?;
+                        }
                     }
                     let old = &stored[e.refs_at..e.refs_at + e.refs_len];
                     if !found.iter().map(|r| r.0).eq(old.iter().copied()) {

@@ -2,8 +2,10 @@
 //!
 //! 48 bits of milliseconds then 80 random bits, 128 bits in all, shifted left by two (zero bits
 //! at the low end) and written as 26 upper-case Crockford characters. This is not a standard
-//! ULID: a thread of 2026 starts `06…` where a standard ULID starts `01…`. Any 26 Crockford
-//! characters are accepted as an id; only ids of this shape carry a meaningful time.
+//! ULID: a thread of 2026 starts `06…` where a standard ULID starts `01…`. Ids made here are
+//! always of this shape; an id read back (typed, or brought in by an import) may be any 26 ASCII
+//! letters and digits, since the TypeScript tool keeps whatever string it was given, and only ids
+//! of this shape carry a meaningful time.
 
 use crate::cas::id::{ALPHABET, digit_value};
 use std::fmt;
@@ -41,15 +43,16 @@ impl ThreadId {
         ThreadId::new(now_ms, random_bytes())
     }
 
-    /// Parses 26 Crockford characters (lower case is accepted and upper-cased).
+    /// Parses an id of an existing thread: 26 ASCII letters and digits, upper-cased (ids are
+    /// case-insensitive). Not only Crockford characters: the TypeScript tool stores any string as
+    /// a thread id, and an import keeps those (`01JTEST000000000000CANCEL4`).
     ///
     /// # Errors
     /// The message names the input.
     pub fn parse(s: &str) -> Result<ThreadId, String> {
-        let ok = s.len() == THREAD_ID_LEN && s.bytes().all(|c| digit_value(c).is_some());
-        if !ok {
+        if !is_thread_id(s) {
             return Err(format!(
-                "invalid thread id \"{s}\": expected 26 Crockford base-32 characters"
+                "invalid thread id \"{s}\": expected 26 letters and digits"
             ));
         }
         Ok(ThreadId(s.to_ascii_uppercase()))
@@ -65,6 +68,11 @@ impl ThreadId {
     pub fn time_ms(&self) -> u64 {
         time_of(&self.0).unwrap_or(0)
     }
+}
+
+/// Whether `s` is accepted as a thread id: 26 ASCII letters and digits, in any case.
+pub fn is_thread_id(s: &str) -> bool {
+    s.len() == THREAD_ID_LEN && s.bytes().all(|c| c.is_ascii_alphanumeric())
 }
 
 /// The time of a thread id string, or `None` when it is not 26 Crockford characters.
@@ -132,7 +140,7 @@ mod tests {
     }
 
     #[test]
-    fn parse_accepts_any_crockford() {
+    fn parse_accepts_any_letters_and_digits() {
         assert_eq!(
             ThreadId::parse("06dqdqd8r3syn75hx43eq49cjr")
                 .unwrap()
@@ -141,7 +149,19 @@ mod tests {
         );
         assert!(ThreadId::parse("ZZZZZZZZZZZZZZZZZZZZZZZZZZ").is_ok());
         assert!(ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJ").is_err());
-        assert!(ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJU").is_err());
+        // Not Crockford, but the TypeScript tool may hold such ids.
+        assert_eq!(
+            ThreadId::parse("01jtest000000000000cancel4")
+                .unwrap()
+                .as_str(),
+            "01JTEST000000000000CANCEL4"
+        );
+        assert_eq!(time_of("01JTEST000000000000CANCEL4"), None);
+        assert!(ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJ-").is_err());
+        assert!(ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJÜ").is_err());
+        // Made ids stay strict Crockford.
+        let made = ThreadId::generate(1_767_225_600_000);
+        assert!(made.as_str().bytes().all(|c| digit_value(c).is_some()));
     }
 
     #[test]

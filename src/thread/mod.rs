@@ -21,7 +21,7 @@ pub mod time;
 
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow};
 pub use config::{AgentCommand, Config};
-pub use id::{THREAD_ID_LEN, ThreadId, time_of};
+pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
     ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_def, register_workflow,

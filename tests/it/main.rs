@@ -8,6 +8,7 @@ mod cli_snapshots;
 mod common;
 mod fuzz;
 mod interchange;
+mod interop;
 mod props;
 mod read_md;
 mod store;

@@ -1,0 +1,313 @@
+//! `uwf.jsonl`: what an export holds that the TypeScript tool cannot read, in a file of the
+//! export root that it ignores.
+//!
+//! The TypeScript tool (7a0c) reads only workflows of its own Workflow schema
+//! (`AZF3FA1TN3D4A`); one thread of another workflow in `threads.yaml` makes its `thread list`
+//! fail. So an export lists in `workflows.yaml`, `registry.yaml`, `threads.yaml` and
+//! `history.jsonl` only what that tool can read, and everything else goes here: registry names
+//! of uwf's transition-list workflows, the registry history of every name, and the active and
+//! finished threads of those workflows. The node files of all of them are in `cas/` as usual.
+//!
+//! One JSON object per line, its `kind` first:
+//!
+//! ```text
+//! {"kind":"uwf","version":1}
+//! {"kind":"workflow","name":"solve-issue","workflow":"48YZ260G6XFJ6"}
+//! {"kind":"registry","name":"solve-issue","workflow":"48YZ260G6XFJ6","time":1767225600000}
+//! {"kind":"thread","thread":"06…","workflow":"48YZ260G6XFJ6","head":"…","updatedAt":…,"status":"active"}
+//! {"kind":"history","thread":"06…","workflow":"…","head":"…","completedAt":…,"reason":"completed"}
+//! ```
+//!
+//! - `workflow`: a registry name whose workflow the TypeScript tool cannot read (the others are
+//!   in `workflows.yaml`).
+//! - `registry`: one version of a registry name, for every name, oldest first per name (the
+//!   TypeScript tool keeps no registry history).
+//! - `thread`: an active thread whose workflow the TypeScript tool cannot read; `workflow` may be
+//!   null when unknown. `status` is `active`; states the TypeScript tool has no word for (such as
+//!   paused or queued) are carried here under their own names.
+//! - `history`: a finished thread whose workflow the TypeScript tool cannot read; `reason` is
+//!   `completed`, `cancelled` or a uwf-only outcome (such as `failed` or `dropped`).
+//! - `outcome` (reserved): the real outcome of a thread that `history.jsonl` lists as
+//!   `cancelled` because the TypeScript tool has no word for it:
+//!   `{"kind":"outcome","thread","head","completedAt","reason","message"}`.
+//!
+//! A reader skips and reports a line it does not understand (another `kind`, a newer
+//! `version`, a missing field), so nothing is dropped silently.
+
+use crate::cas::Value;
+use crate::cas::value::{js_number_string, write_json_string};
+
+/// The file name in the export root.
+pub const UWF_FILE: &str = "uwf.jsonl";
+
+/// The format version written in the first line.
+pub const VERSION: u64 = 1;
+
+/// Longest line read; a longer one is reported and skipped.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// One line of `uwf.jsonl`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extra {
+    /// The first line: the format version.
+    Header {
+        /// The version.
+        version: u64,
+    },
+    /// A registry name whose workflow the TypeScript tool cannot read.
+    Workflow {
+        /// The name.
+        name: String,
+        /// The workflow node id.
+        workflow: String,
+    },
+    /// One version of a registry name.
+    Registry {
+        /// The name.
+        name: String,
+        /// The workflow node id.
+        workflow: String,
+        /// When it was registered, ms since the epoch.
+        time: u64,
+    },
+    /// An active thread.
+    Thread {
+        /// The thread id.
+        thread: String,
+        /// The workflow node id, when known.
+        workflow: Option<String>,
+        /// The head node id.
+        head: String,
+        /// When the head last moved, ms since the epoch.
+        updated_at: u64,
+        /// `active`.
+        status: String,
+    },
+    /// A finished thread.
+    History {
+        /// The thread id.
+        thread: String,
+        /// The workflow node id.
+        workflow: String,
+        /// The last node.
+        head: String,
+        /// When it finished, ms since the epoch.
+        completed_at: u64,
+        /// How it finished.
+        reason: String,
+    },
+}
+
+fn field(s: &mut String, key: &str, value: &str) {
+    s.push_str(",\"");
+    s.push_str(key);
+    s.push_str("\":");
+    write_json_string(value, s);
+}
+
+fn number(s: &mut String, key: &str, value: u64) {
+    s.push_str(",\"");
+    s.push_str(key);
+    s.push_str("\":");
+    s.push_str(&js_number_string(value as f64));
+}
+
+impl Extra {
+    /// The line, with its `\n`.
+    pub fn to_line(&self) -> String {
+        let mut s = String::with_capacity(160);
+        match self {
+            Extra::Header { version } => {
+                s.push_str("{\"kind\":\"uwf\"");
+                number(&mut s, "version", *version);
+            }
+            Extra::Workflow { name, workflow } => {
+                s.push_str("{\"kind\":\"workflow\"");
+                field(&mut s, "name", name);
+                field(&mut s, "workflow", workflow);
+            }
+            Extra::Registry {
+                name,
+                workflow,
+                time,
+            } => {
+                s.push_str("{\"kind\":\"registry\"");
+                field(&mut s, "name", name);
+                field(&mut s, "workflow", workflow);
+                number(&mut s, "time", *time);
+            }
+            Extra::Thread {
+                thread,
+                workflow,
+                head,
+                updated_at,
+                status,
+            } => {
+                s.push_str("{\"kind\":\"thread\"");
+                field(&mut s, "thread", thread);
+                match workflow {
+                    Some(w) => field(&mut s, "workflow", w),
+                    None => s.push_str(",\"workflow\":null"),
+                }
+                field(&mut s, "head", head);
+                number(&mut s, "updatedAt", *updated_at);
+                field(&mut s, "status", status);
+            }
+            Extra::History {
+                thread,
+                workflow,
+                head,
+                completed_at,
+                reason,
+            } => {
+                s.push_str("{\"kind\":\"history\"");
+                field(&mut s, "thread", thread);
+                field(&mut s, "workflow", workflow);
+                field(&mut s, "head", head);
+                number(&mut s, "completedAt", *completed_at);
+                field(&mut s, "reason", reason);
+            }
+        }
+        s.push_str("}\n");
+        s
+    }
+
+    /// Parses one line (without its newline).
+    ///
+    /// # Errors
+    /// A one-line reason: not a JSON object, an unknown kind or version, a missing field.
+    pub fn parse_line(line: &str) -> Result<Extra, String> {
+        let v = Value::from_json_str(line).map_err(|e| format!("broken JSON ({e})"))?;
+        if v.as_object().is_none() {
+            return Err("not a JSON object".into());
+        }
+        let text = |k: &str| -> Result<String, String> {
+            match v.get(k) {
+                Some(Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(format!("\"{k}\" is not a string")),
+                None => Err(format!("missing \"{k}\"")),
+            }
+        };
+        let time = |k: &str| -> Result<u64, String> {
+            match v.get(k).and_then(Value::as_f64) {
+                Some(n) if n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&n) => {
+                    Ok(n as u64)
+                }
+                Some(_) => Err(format!("\"{k}\" is not a time in ms")),
+                None => Err(format!("missing \"{k}\"")),
+            }
+        };
+        let kind = text("kind")?;
+        Ok(match kind.as_str() {
+            "uwf" => {
+                let version = time("version")?;
+                if version != VERSION {
+                    return Err(format!(
+                        "format version {version} is not known to this uwf (it reads {VERSION})"
+                    ));
+                }
+                Extra::Header { version }
+            }
+            "workflow" => Extra::Workflow {
+                name: text("name")?,
+                workflow: text("workflow")?,
+            },
+            "registry" => Extra::Registry {
+                name: text("name")?,
+                workflow: text("workflow")?,
+                time: time("time")?,
+            },
+            "thread" => {
+                let status = text("status")?;
+                if status != "active" {
+                    return Err(format!(
+                        "thread status \"{status}\" is not known to this uwf"
+                    ));
+                }
+                Extra::Thread {
+                    thread: text("thread")?,
+                    workflow: match v.get("workflow") {
+                        Some(Value::Null) | None => None,
+                        Some(Value::String(s)) => Some(s.clone()),
+                        Some(_) => return Err("\"workflow\" is not a string or null".into()),
+                    },
+                    head: text("head")?,
+                    updated_at: time("updatedAt")?,
+                    status,
+                }
+            }
+            "history" => Extra::History {
+                thread: text("thread")?,
+                workflow: text("workflow")?,
+                head: text("head")?,
+                completed_at: time("completedAt")?,
+                reason: text("reason")?,
+            },
+            other => return Err(format!("kind \"{other}\" is not known to this uwf")),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips() {
+        let all = [
+            Extra::Header { version: VERSION },
+            Extra::Workflow {
+                name: "solve-issue".into(),
+                workflow: "48YZ260G6XFJ6".into(),
+            },
+            Extra::Registry {
+                name: "a \"b\"\n".into(),
+                workflow: "48YZ260G6XFJ6".into(),
+                time: 1_767_225_600_000,
+            },
+            Extra::Thread {
+                thread: "06DQDQD8R3SYN75HX43EQ49CJR".into(),
+                workflow: None,
+                head: "77PZAJHZM536J".into(),
+                updated_at: 5,
+                status: "active".into(),
+            },
+            Extra::History {
+                thread: "01JTEST000000000000CANCEL4".into(),
+                workflow: "48YZ260G6XFJ6".into(),
+                head: "77PZAJHZM536J".into(),
+                completed_at: 9_007_199_254_740_991,
+                reason: "cancelled".into(),
+            },
+        ];
+        for e in all {
+            let line = e.to_line();
+            assert!(
+                line.ends_with("}\n") && line.matches('\n').count() == 1,
+                "{line}"
+            );
+            assert_eq!(Extra::parse_line(line.trim_end()), Ok(e));
+        }
+    }
+
+    #[test]
+    fn unknown_lines_are_refused_with_a_reason() {
+        for (line, why) in [
+            ("[1]", "not a JSON object"),
+            ("{\"kind\":\"later\"}", "kind \"later\""),
+            ("{\"kind\":\"uwf\",\"version\":2}", "format version 2"),
+            (
+                "{\"kind\":\"thread\",\"thread\":\"T\",\"head\":\"H\",\"updatedAt\":1,\"status\":\"paused\"}",
+                "\"paused\"",
+            ),
+            (
+                "{\"kind\":\"registry\",\"name\":\"n\",\"workflow\":\"W\",\"time\":-1}",
+                "time",
+            ),
+            ("{\"kind\":\"history\",\"thread\":\"T\"}", "missing"),
+        ] {
+            let e = Extra::parse_line(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+    }
+}
