@@ -194,7 +194,11 @@ pub fn run(
         stdout: Tail::new(limits.stdout_cap),
         stderr: Tail::new(limits.stderr_cap),
     };
-    let ending = s.supervise(&mut child, started + limits.timeout, limits, interrupt);
+    // A limit past what the clock can hold is no limit: a century.
+    let deadline = started
+        .checked_add(limits.timeout)
+        .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 86_400));
+    let ending = s.supervise(&mut child, deadline, limits, interrupt);
     Ok(AgentRun {
         ending,
         stdout: s.stdout,
