@@ -224,12 +224,14 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
         }
         CasCommand::Schema(SchemaCommand::List) => {
             let s = env.open_ro()?;
+            let ids = s.list_by_type(META)?;
+            let snap = s.snapshot()?;
             let mut list = Vec::new();
-            for id in s.list_by_type(META)? {
+            for id in ids {
                 let title = if id == META {
                     "(meta-schema)".to_string()
                 } else {
-                    let p = s.get(id)?.ok_or(StoreError::NotFound(id))?.payload()?;
+                    let p = snap.get(id)?.ok_or(StoreError::NotFound(id))?.payload()?;
                     p.get("title")
                         .or_else(|| p.get("description"))
                         .and_then(Value::as_str)

@@ -620,7 +620,9 @@ pub fn steps(store: &Store, thread: &str) -> Result<Value> {
 /// # Errors
 /// [`ThreadError::WrongType`] for a node that is not a StepNode, `step H has no detail`.
 pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
-    let n = store
+    // One read transaction for the whole expansion.
+    let snap = store.snapshot()?;
+    let n = snap
         .get(step)?
         .ok_or_else(|| ThreadError::NodeNotFound(step.to_wire()))?;
     if n.type_id != step_type() {
@@ -636,7 +638,8 @@ pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
         .and_then(NodeId::parse_strict)
         .ok_or_else(|| ThreadError::Invalid(format!("step {step} has no detail")))?;
     let mut seen = Expansion::default();
-    Ok(expand_node(store, detail, &mut seen)?.unwrap_or_else(|| Value::str(detail.to_wire())))
+    let expanded = expand_node(store, &snap, detail, &mut seen)?;
+    Ok(expanded.unwrap_or_else(|| Value::str(detail.to_wire())))
 }
 
 /// The state of one deep expansion: every node it has met (a node is expanded the first time
@@ -650,11 +653,18 @@ struct Expansion {
 /// Deeper than this, references stay ids (a bound on the call stack).
 const MAX_EXPANSION_DEPTH: usize = 256;
 
-fn expand_node(store: &Store, id: NodeId, st: &mut Expansion) -> Result<Option<Value>> {
+/// Node `id` read through `snap`, its references expanded; the store gives each type's plan
+/// (cached per store handle).
+fn expand_node(
+    store: &Store,
+    snap: &Snapshot,
+    id: NodeId,
+    st: &mut Expansion,
+) -> Result<Option<Value>> {
     if !st.seen.insert(id) || st.depth >= MAX_EXPANSION_DEPTH {
         return Ok(None);
     }
-    let Some(n) = store.get(id)? else {
+    let Some(n) = snap.get(id)? else {
         return Ok(None);
     };
     let payload = n.payload()?;
@@ -672,7 +682,7 @@ fn expand_node(store: &Store, id: NodeId, st: &mut Expansion) -> Result<Option<V
             continue;
         }
         if let Some(r) = at.as_str().and_then(NodeId::parse_strict)
-            && let Some(x) = expand_node(store, r, st)?
+            && let Some(x) = expand_node(store, snap, r, st)?
         {
             subs.push((at, x));
         }
