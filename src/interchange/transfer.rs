@@ -425,14 +425,8 @@ pub fn import(
         let before = deferred.len();
         let mut still = Vec::new();
         for (id, layout) in deferred {
-            let path = node_path(dir, layout, id);
-            let n = match read_node_file(&path, id, layout, opts.max_file_size) {
-                Ok(n) => n,
-                Err(p) => {
-                    r.nodes.skipped += 1;
-                    r.problems.push(format!("skipped {p}"));
-                    continue;
-                }
+            let Some(n) = read_or_skip(dir, layout, id, &opts, &mut r) else {
+                continue;
             };
             if !store.is_schema(n.type_id)? {
                 still.push((id, layout));
@@ -454,20 +448,14 @@ pub fn import(
     // and says so.
     let mut untyped = 0u64;
     for (id, layout) in deferred {
-        let path = node_path(dir, layout, id);
-        let n = match read_node_file(&path, id, layout, opts.max_file_size) {
-            Ok(n) => n,
-            Err(p) => {
-                r.nodes.skipped += 1;
-                r.problems.push(format!("skipped {p}"));
-                continue;
-            }
+        let Some(n) = read_or_skip(dir, layout, id, &opts, &mut r) else {
+            continue;
         };
         untyped += 1;
         if r.warnings.len() < UNTYPED_WARNINGS {
             r.warnings.push(format!(
                 "kept {}: its type {} is not a schema in the store or the import (stored unvalidated, no references)",
-                path.display(),
+                node_path(dir, layout, id).display(),
                 n.type_id
             ));
         }
@@ -734,6 +722,24 @@ fn flush(
     }
     batch.clear();
     Ok(())
+}
+
+/// Reads a listed node file; a file that cannot be used is counted as skipped and reported.
+fn read_or_skip(
+    dir: &Path,
+    layout: Layout,
+    id: NodeId,
+    opts: &ImportOptions,
+    r: &mut ImportReport,
+) -> Option<super::layout::ScannedNode> {
+    match read_node_file(&node_path(dir, layout, id), id, layout, opts.max_file_size) {
+        Ok(n) => Some(n),
+        Err(p) => {
+            r.nodes.skipped += 1;
+            r.problems.push(format!("skipped {p}"));
+            None
+        }
+    }
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>, TransferError> {

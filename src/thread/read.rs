@@ -10,6 +10,7 @@ use crate::cas::value::js_number_string;
 use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store};
 use crate::workflow::materialize::is_workflow_type;
+use crate::workflow::mustache::js_string;
 
 /// The default `--quota` of `thread read` and `step read`.
 pub const DEFAULT_QUOTA: usize = 4000;
@@ -53,25 +54,6 @@ fn js_text(v: Option<&Value>) -> String {
     match v {
         None => "undefined".to_string(),
         Some(v) => js_string(v),
-    }
-}
-
-/// `String(v)` in JavaScript.
-fn js_string(v: &Value) -> String {
-    match v {
-        Value::Null => "null".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => js_number_string(*n),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a
-            .iter()
-            .map(|x| match x {
-                Value::Null => String::new(),
-                x => js_string(x),
-            })
-            .collect::<Vec<_>>()
-            .join(","),
-        Value::Object(_) => "[object Object]".to_string(),
     }
 }
 
