@@ -15,6 +15,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod interchange;
+pub mod llm;
 pub mod store;
 pub mod thread;
 pub mod workflow;
