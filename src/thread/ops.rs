@@ -9,7 +9,7 @@ use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::engine::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
-use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode};
+use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata};
 use std::collections::HashMap;
 use std::path::Path;
@@ -496,11 +496,9 @@ pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
             expected: "StepNode",
         });
     }
-    let p = n.payload()?;
-    let detail = p
-        .get("detail")
-        .and_then(Value::as_str)
-        .and_then(NodeId::parse_strict)
+    let detail = StepNode::from_value(&n.payload()?)
+        .ok()
+        .and_then(|s| s.detail)
         .ok_or_else(|| ThreadError::Invalid(format!("step {step} has no detail")))?;
     let mut seen = Expansion::default();
     Ok(expand_node(store, detail, &mut seen)?.unwrap_or_else(|| Value::str(detail.to_wire())))

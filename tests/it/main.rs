@@ -9,6 +9,7 @@ mod common;
 mod fuzz;
 mod interchange;
 mod interop;
+mod model;
 mod props;
 mod read_md;
 mod store;
