@@ -17,15 +17,15 @@ pub(crate) enum WorkflowCommand {
         /// The workflow YAML.
         file: PathBuf,
     },
-    /// Print a registered workflow (by name or id).
+    /// Print a workflow (id, file, .workflow/ name or registered name).
     Show {
-        /// Name or node id.
+        /// Id, id prefix, file, .workflow/ name or registered name.
         workflow: String,
         /// Draw the graph instead: mermaid or dot.
         #[arg(long, value_name = "FORMAT")]
         graph: Option<GraphFormat>,
     },
-    /// List local (./.workflow, ./.workflows) and registered workflows.
+    /// List the names thread start finds: .workflow/ and .workflows/ here and above, registered.
     List,
     /// Check a workflow file without registering it.
     Validate {
