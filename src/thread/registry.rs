@@ -265,3 +265,58 @@ pub fn list(store: &Store, from: &Path) -> Result<Vec<Listed>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `.workflow/` wins over `.workflows/` in one directory, a nearer directory over a farther
+    /// one; ids and paths are never read as names, and hidden names are not names.
+    #[test]
+    fn locate_follows_the_typescript_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
+        let top = dir.path().join("top");
+        let here = top.join("here");
+        for d in [
+            top.join(".workflow"),
+            here.join(".workflow"),
+            here.join(".workflows"),
+        ] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for f in [
+            top.join(".workflow/a.yaml"),
+            here.join(".workflows/a.yaml"),
+            here.join(".workflow/b.yml"),
+            here.join(".workflows/b.yaml"),
+            top.join(".workflow/.h.yaml"),
+        ] {
+            std::fs::write(f, "x").unwrap();
+        }
+        let at = |spec: &str| locate(&store, spec, &here).unwrap();
+        assert_eq!(
+            at("a"),
+            Some(Located::Local(here.join(".workflows/a.yaml")))
+        );
+        assert_eq!(at("b"), Some(Located::Local(here.join(".workflow/b.yml"))));
+        assert_eq!(at(".h"), None);
+        assert_eq!(at("nope"), None);
+        assert_eq!(
+            at("AZF3FA1TN3D4A"),
+            Some(Located::Id(crate::workflow::nodes::WORKFLOW))
+        );
+        assert!(matches!(
+            locate(&store, "missing.yaml", &here),
+            Err(ThreadError::Workflow(WorkflowError::FileNotFound(_)))
+        ));
+        let names: Vec<String> = list(&store, &here)
+            .unwrap()
+            .into_iter()
+            .map(|l| match l {
+                Listed::Local(n, _) | Listed::Registered(n, _) => n,
+            })
+            .collect();
+        assert_eq!(names, ["b", "a"]);
+    }
+}
