@@ -8,24 +8,7 @@ use super::value::Value;
 use std::sync::OnceLock;
 
 /// The meta-schema id `CTS5P6RD8HMCS`.
-pub const META: NodeId = NodeId(meta_bits());
-
-const fn meta_bits() -> u64 {
-    // CTS5P6RD8HMCS decoded at compile time.
-    let s = b"CTS5P6RD8HMCS";
-    let mut x: u64 = 0;
-    let mut i = 0;
-    while i < 13 {
-        let c = s[i];
-        let mut d = 0;
-        while super::id::ALPHABET[d] != c {
-            d += 1;
-        }
-        x = (x << 5) | d as u64;
-        i += 1;
-    }
-    x
-}
+pub const META: NodeId = NodeId::from_crockford("CTS5P6RD8HMCS");
 
 /// Ids of well-known schemas, checked against the bootstrap table by a test.
 pub mod ids {

@@ -87,6 +87,29 @@ impl NodeId {
         Ok(NodeId(x))
     }
 
+    /// Decodes 13 upper-case Crockford characters at compile time, for ids written into the
+    /// source: `const X: NodeId = NodeId::from_crockford("CTS5P6RD8HMCS");`.
+    ///
+    /// # Panics
+    /// When `s` is not an upper-case id; in a `const` that is a build error.
+    pub const fn from_crockford(s: &str) -> NodeId {
+        let b = s.as_bytes();
+        assert!(b.len() == ID_LEN, "an id has 13 characters");
+        let mut x: u64 = 0;
+        let mut i = 0;
+        while i < ID_LEN {
+            let mut d = 0;
+            while ALPHABET[d] != b[i] {
+                d += 1;
+                assert!(d < 32, "not an upper-case Crockford character");
+            }
+            assert!(i > 0 || d < 16, "the first character must be 0-9 or A-F");
+            x = (x << 5) | d as u64;
+            i += 1;
+        }
+        NodeId(x)
+    }
+
     /// Parses an id written exactly as the TypeScript tool writes it (upper case only).
     pub fn parse_strict(s: &str) -> Option<NodeId> {
         if s.bytes().any(|c| c.is_ascii_lowercase()) {

@@ -2,7 +2,7 @@
 
 use super::output::{obj, print};
 use super::{CliError, CliResult, Env};
-use crate::cas::bootstrap::{self, META};
+use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value, cbor, hash};
 use crate::store::{Store, StoreError, WalkEvent};
 use clap::Subcommand;
@@ -121,7 +121,7 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
         }
         CasCommand::PutText { text } => {
             let s = env.open_rw()?;
-            let text_type = bootstrap::by_name("@ocas/string").expect("builtin").id;
+            let text_type = crate::workflow::nodes::TEXT;
             let p = s.prepare(text_type, &Value::String(text), false)?;
             s.put(std::slice::from_ref(&p), env.now_ms)?;
             print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))

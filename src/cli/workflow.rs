@@ -4,6 +4,7 @@ use super::output::{obj, print, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
+use crate::thread::registry::{self, Listed, Located};
 use crate::workflow::{self, GraphFormat, Jsonata, Materialized, StoredWorkflow, materialize};
 use clap::Subcommand;
 use std::path::{Path, PathBuf};
@@ -16,15 +17,15 @@ pub(crate) enum WorkflowCommand {
         /// The workflow YAML.
         file: PathBuf,
     },
-    /// Print a registered workflow (by name or id).
+    /// Print a workflow (id, file, .workflow/ name or registered name).
     Show {
-        /// Name or node id.
+        /// Id, id prefix, file, .workflow/ name or registered name.
         workflow: String,
         /// Draw the graph instead: mermaid or dot.
         #[arg(long, value_name = "FORMAT")]
         graph: Option<GraphFormat>,
     },
-    /// List local (./.workflow, ./.workflows) and registered workflows.
+    /// List the names thread start finds: .workflow/ and .workflows/ here and above, registered.
     List,
     /// Check a workflow file without registering it.
     Validate {
@@ -75,17 +76,12 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
         }
         WorkflowCommand::Show { workflow, graph } => {
             let s = env.open_ro()?;
-            let (id, name) = resolve(&s, &workflow)?;
-            let n = s
-                .get(id)?
-                .ok_or_else(|| CliError::new(format!("CAS node not found: {id}")))?;
-            if !workflow::materialize::is_workflow_type(n.type_id) {
+            let (id, type_id, payload, timestamp) = resolve(&s, &workflow, &env.cwd)?;
+            if !workflow::is_workflow_type(type_id) {
                 return Err(CliError::new(format!(
-                    "node {id} is not a Workflow (type {})",
-                    n.type_id
+                    "node {id} is not a Workflow (type {type_id})"
                 )));
             }
-            let payload = n.payload()?;
             if let Some(format) = graph {
                 let wf = StoredWorkflow::from_payload(&payload)
                     .map_err(|e| CliError::new(e.to_string()))?;
@@ -95,41 +91,44 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
                 }
                 return write_stdout(text.as_bytes());
             }
+            // The name given when it is registered for this id, else the first one that is.
+            let reg = s.registry()?;
+            let name = reg
+                .iter()
+                .find(|(n, i)| *i == id && *n == workflow)
+                .or_else(|| reg.iter().find(|(_, i)| *i == id))
+                .map(|(n, _)| n.clone());
             print(
                 env.format,
                 &obj([
                     ("hash", Value::str(id.to_wire())),
                     ("name", name.map_or(Value::Null, Value::String)),
-                    ("type", Value::str(n.type_id.to_wire())),
+                    ("type", Value::str(type_id.to_wire())),
                     ("payload", payload),
-                    ("timestamp", Value::Number(n.timestamp as f64)),
+                    (
+                        "timestamp",
+                        timestamp.map_or(Value::Null, |t| Value::Number(t as f64)),
+                    ),
                 ]),
             )
         }
         WorkflowCommand::List => {
             let s = env.open_ro()?;
-            let mut out = Vec::new();
-            let mut local = std::collections::BTreeSet::new();
-            for dir in [".workflow", ".workflows"] {
-                for name in local_names(&env.cwd.join(dir)) {
-                    if local.insert(name.clone()) {
-                        out.push(obj([
-                            ("name", Value::String(name)),
-                            ("hash", Value::str("(local)")),
-                            ("origin", Value::str("local")),
-                        ]));
-                    }
-                }
-            }
-            for (name, id) in s.registry()? {
-                if !local.contains(&name) {
-                    out.push(obj([
+            let out = registry::list(&s, &env.cwd)?
+                .into_iter()
+                .map(|row| match row {
+                    Listed::Local(name, _) => obj([
+                        ("name", Value::String(name)),
+                        ("hash", Value::str("(local)")),
+                        ("origin", Value::str("local")),
+                    ]),
+                    Listed::Registered(name, id) => obj([
                         ("name", Value::String(name)),
                         ("hash", Value::str(id.to_wire())),
                         ("origin", Value::str("global")),
-                    ]));
-                }
-            }
+                    ]),
+                })
+                .collect();
             print(env.format, &Value::Array(out))
         }
         WorkflowCommand::History { name } => {
@@ -160,39 +159,14 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
         }
         WorkflowCommand::Rollback { name, id } => {
             let s = env.open_rw()?;
-            let versions = s.registry_history(&name)?;
-            let current = s
-                .registry()?
-                .into_iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, id)| id)
-                .ok_or_else(|| unknown(&name))?;
-            let target = match id {
-                Some(id) => {
-                    let id = s.resolve(&id)?;
-                    if !versions.iter().any(|v| v.workflow == id) {
-                        return Err(CliError::new(format!(
-                            "{id} is not a version of workflow \"{name}\"; run \"uwf workflow history {name}\""
-                        )));
-                    }
-                    id
-                }
-                None => versions
-                    .iter()
-                    .rev()
-                    .map(|v| v.workflow)
-                    .find(|w| *w != current)
-                    .ok_or_else(|| {
-                        CliError::new(format!("workflow \"{name}\" has no earlier version"))
-                    })?,
-            };
-            s.write(|w| w.registry_set(&name, target, env.now_ms))?;
+            let to = id.map(|id| s.resolve(&id)).transpose()?;
+            let (target, previous) = registry::rollback(&s, &name, to, env.now_ms)?;
             print(
                 env.format,
                 &obj([
                     ("name", Value::str(name)),
                     ("hash", Value::str(target.to_wire())),
-                    ("previous", Value::str(current.to_wire())),
+                    ("previous", Value::str(previous.to_wire())),
                 ]),
             )
         }
@@ -214,42 +188,29 @@ fn load(file: &Path) -> CliResult<(Materialized, String)> {
     Ok((m, name))
 }
 
-/// A workflow by registry name, else by id or prefix; with its registry name when it has one.
-fn resolve(s: &Store, arg: &str) -> CliResult<(NodeId, Option<String>)> {
-    let reg = s.registry()?;
-    if let Some((name, id)) = reg.iter().find(|(n, _)| n == arg) {
-        return Ok((*id, Some(name.clone())));
-    }
-    let id = match s.resolve(arg) {
-        Ok(id) => id,
-        Err(crate::store::StoreError::NoMatch(_) | crate::store::StoreError::BadId(_)) => {
-            return Err(unknown(arg));
+/// The workflow `arg` names, by the resolver `thread start` uses (an id, a file, a local name,
+/// a registered name), else by id prefix: its id, type, payload and first-stored time (`None`
+/// for a workflow file that is not stored; it is shown as materialised, not stored).
+fn resolve(s: &Store, arg: &str, cwd: &Path) -> CliResult<(NodeId, NodeId, Value, Option<u64>)> {
+    let id = match registry::locate(s, arg, cwd)? {
+        Some(Located::Id(id) | Located::Registered(id)) => id,
+        Some(Located::File(path) | Located::Local(path)) => {
+            let (m, _) = load(&path)?;
+            return Ok(match s.get(m.workflow_id)? {
+                Some(n) => (m.workflow_id, n.type_id, n.payload()?, Some(n.timestamp)),
+                None => (m.workflow_id, m.workflow_type, m.workflow, None),
+            });
         }
-        Err(e) => return Err(e.into()),
-    };
-    let name = reg.into_iter().find(|(_, i)| *i == id).map(|(n, _)| n);
-    Ok((id, name))
-}
-
-/// Workflow names in a local directory: `<name>.yaml|yml` and `<name>/index.yaml|yml`.
-fn local_names(dir: &Path) -> Vec<String> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut names: Vec<String> = rd
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            let p = e.path();
-            if p.is_dir() {
-                (p.join("index.yaml").is_file() || p.join("index.yml").is_file()).then_some(name)
-            } else {
-                name.strip_suffix(".yaml")
-                    .or_else(|| name.strip_suffix(".yml"))
-                    .map(str::to_string)
+        None => match s.resolve(arg) {
+            Ok(id) => id,
+            Err(crate::store::StoreError::NoMatch(_) | crate::store::StoreError::BadId(_)) => {
+                return Err(unknown(arg));
             }
-        })
-        .collect();
-    names.sort();
-    names
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let n = s
+        .get(id)?
+        .ok_or_else(|| CliError::new(format!("CAS node not found: {id}")))?;
+    Ok((id, n.type_id, n.payload()?, Some(n.timestamp)))
 }

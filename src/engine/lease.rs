@@ -90,7 +90,7 @@ impl<'s> LeaseGuard<'s> {
             Err(None) => Err(match store.history_of(thread).map_err(ThreadError::from)? {
                 Some(h) => ThreadError::NotActive {
                     thread: thread.to_string(),
-                    reason: h.reason,
+                    reason: h.reason.to_string(),
                 },
                 None => ThreadError::NotFound(thread.to_string()),
             }

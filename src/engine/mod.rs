@@ -3,7 +3,7 @@
 //!
 //! A step holds one store handle from start to end (many processes open the file at once,
 //! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
-//! in the transaction that reads the head; a [`lease::LeaseGuard`] gives the lease back however
+//! in the transaction that reads the head; a `lease::LeaseGuard` gives the lease back however
 //! the step ends, and the head move that succeeds releases it in its own transaction. The
 //! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
 //! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
@@ -22,9 +22,10 @@ pub use supervisor::{AgentRun, Ending, Limits, SpawnError, Tail, adopt_orphans};
 
 use crate::cas::{NodeId, Value};
 use crate::store::{HistoryEntry, Lease, Snapshot, Store};
-use crate::thread::chain::{Moderated, expand_output, load_moderated, step_type};
+use crate::thread::chain::{Moderated, expand_output, load_moderated};
 use crate::thread::{AgentCommand, Config, Status, StepOutput, ThreadError};
-use crate::workflow::{self, Decision, Jsonata, StepView};
+use crate::workflow::nodes::{STEP_NODE, StepNode};
+use crate::workflow::{self, Decision, FinishReason, Jsonata, StepView};
 use lease::{LeaseGuard, is_mine, lease_of};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -443,44 +444,43 @@ fn check_returned(
     start: NodeId,
     head: NodeId,
     role: &str,
-) -> Result<Value> {
+) -> Result<StepNode> {
     let node = snap.get(id)?.ok_or(StepError::Missing { id })?;
-    if node.type_id != step_type() {
+    if node.type_id != STEP_NODE {
         return Err(StepError::NotStep {
             id,
             type_id: node.type_id,
         });
     }
     let p = node.payload()?;
-    let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    if field("start") != start.to_wire() {
-        return Err(StepError::WrongThread {
-            id,
-            found: field("start"),
-            expected: start,
-        });
-    }
-    let want_prev = if head == start {
-        Value::Null
-    } else {
-        Value::str(head.to_wire())
+    let raw = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let step = match StepNode::from_value(&p) {
+        Ok(s) if s.start == start => s,
+        _ => {
+            return Err(StepError::WrongThread {
+                id,
+                found: raw("start"),
+                expected: start,
+            });
+        }
     };
-    let prev = p.get("prev").cloned().unwrap_or(Value::Null);
-    if prev != want_prev {
+    let want_prev = (head != start).then_some(head);
+    if step.prev != want_prev {
+        let json = |r: Option<NodeId>| r.map_or(Value::Null, |x| Value::str(x.to_wire())).to_json();
         return Err(StepError::WrongPrev {
             id,
-            found: prev.to_json(),
-            expected: want_prev.to_json(),
+            found: json(step.prev),
+            expected: json(want_prev),
         });
     }
-    if field("role") != role {
+    if step.role != role {
         return Err(StepError::WrongRole {
             id,
-            found: field("role"),
+            found: step.role,
             expected: role.to_string(),
         });
     }
-    Ok(p)
+    Ok(step)
 }
 
 /// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
@@ -502,13 +502,12 @@ fn conclude(
     } = m;
     let head = chain.head();
     let snap = store.snapshot()?;
-    let p = check_returned(&snap, id, chain.start_id, head, role)?;
-    let field = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let step = check_returned(&snap, id, chain.start_id, head, role)?;
     history.steps.push(StepView {
         role: role.to_string(),
-        output: expand_output(&snap, &field("output"))?,
-        detail: field("detail"),
-        agent: field("agent"),
+        output: expand_output(&snap, step.output)?,
+        detail: step.detail.map(NodeId::to_wire).unwrap_or_default(),
+        agent: step.agent,
     });
     drop(snap);
     let next = workflow::next(&wf, &history, &Jsonata::default());
@@ -586,7 +585,7 @@ fn commit(
                 workflow: rec.workflow.unwrap_or(wf).to_wire(),
                 head: new.to_wire(),
                 completed_at: now_ms,
-                reason: "completed".into(),
+                reason: FinishReason::Completed,
             })?;
         } else {
             rec.head = new;

@@ -7,29 +7,11 @@
 //! bound on the line length.
 
 use crate::cas::value::{js_number_string, write_json_string};
+use crate::workflow::FinishReason;
 use std::io::{self, BufRead};
 
 /// Longest line the reader accepts; a longer one is reported and skipped without being held.
 pub const MAX_LINE: usize = 1 << 20;
-
-/// How a thread ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reason {
-    /// It reached its end state.
-    Completed,
-    /// It was cancelled.
-    Cancelled,
-}
-
-impl Reason {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::Completed => "completed",
-            Reason::Cancelled => "cancelled",
-        }
-    }
-}
 
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +25,7 @@ pub struct HistoryRecord {
     /// When it finished, in ms since the epoch.
     pub completed_at: u64,
     /// How it finished.
-    pub reason: Reason,
+    pub reason: FinishReason,
 }
 
 impl HistoryRecord {
@@ -92,8 +74,8 @@ impl HistoryRecord {
             None => return Err("missing \"completedAt\"".to_string()),
         };
         let reason = match obj.get("reason").and_then(|r| r.as_str()) {
-            Some("cancelled") => Reason::Cancelled,
-            _ => Reason::Completed,
+            Some("cancelled") => FinishReason::Cancelled,
+            _ => FinishReason::Completed,
         };
         Ok(HistoryRecord {
             thread: text("thread")?,
@@ -256,12 +238,12 @@ mod tests {
         let old = r#"{"thread":"T","workflow":"W","head":"H","completedAt":5}"#;
         assert_eq!(
             HistoryRecord::parse_line(old).unwrap().reason,
-            Reason::Completed
+            FinishReason::Completed
         );
         let odd = r#"{"thread":"T","workflow":"W","head":"H","completedAt":5,"reason":"x"}"#;
         assert_eq!(
             HistoryRecord::parse_line(odd).unwrap().reason,
-            Reason::Completed
+            FinishReason::Completed
         );
         let text = format!("{good}\n\n{{broken\n{old}");
         let lines: Vec<_> = HistoryReader::new(text.as_bytes(), "h")

@@ -9,17 +9,20 @@ use super::export_files::{
     AtomicFile, ExportError, ExportSummary, ExportWriter, Written, write_atomic, write_node_file,
 };
 use super::extra::{Extra, UWF_FILE, VERSION};
-use super::history::{HistoryLine, HistoryReader, HistoryRecord, Reason};
+use super::history::{HistoryLine, HistoryReader, HistoryRecord};
 use super::layout::{
     CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE, ScanItem,
     THREADS_FILE, WORKFLOWS_FILE, node_path, read_listed, read_node_file,
 };
 use super::yaml;
-use crate::cas::bootstrap::{META, ids};
-use crate::cas::{NodeId, Value, cbor};
+use crate::cas::bootstrap::META;
+use crate::cas::{NodeId, cbor};
 use crate::store::{
     HistoryEntry, Merge, Prepared, RegistryEntry, Snapshot, Store, StoreError, ThreadRecord,
 };
+use crate::thread::workflow_of;
+use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode, WORKFLOW};
+use crate::workflow::{FinishReason, is_workflow_type};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -197,7 +200,7 @@ fn write_root_files(
     for (t, r) in threads {
         let wf = match r.workflow {
             Some(w) => Some(w),
-            None => workflow_of(store, r.head)?,
+            None => workflow_of(&snap, r.head)?,
         };
         if readable.check(&snap, wf)? {
             heads.push((t, r.head.to_wire()));
@@ -250,10 +253,9 @@ fn write_root_files(
     let hist_path = dir.join(HISTORY_FILE);
     store.for_each_history::<TransferError>(|e| {
         report.history += 1;
-        let reason = match e.reason.as_str() {
-            "completed" => Some(Reason::Completed),
-            "cancelled" => Some(Reason::Cancelled),
-            _ => None,
+        let reason = match &e.reason {
+            FinishReason::Other(_) => None,
+            r => Some(r.clone()),
         };
         let wf = NodeId::parse_strict(&e.workflow);
         match reason {
@@ -274,7 +276,7 @@ fn write_root_files(
                     workflow: e.workflow,
                     head: e.head,
                     completed_at: e.completed_at,
-                    reason: e.reason,
+                    reason: e.reason.to_string(),
                 },
                 &mut n_extra,
             ),
@@ -298,8 +300,7 @@ impl ReadableWorkflows {
         if let Some(&b) = self.0.get(&wf) {
             return Ok(b);
         }
-        let ts = NodeId::parse(ids::WORKFLOW).expect("builtin id");
-        let b = snap.get(wf)?.is_some_and(|n| n.type_id == ts);
+        let b = snap.get(wf)?.is_some_and(|n| n.type_id == WORKFLOW);
         self.0.insert(wf, b);
         Ok(b)
     }
@@ -797,38 +798,6 @@ fn read_map(path: &Path, r: &mut ImportReport) -> Option<yaml::StringMap> {
     }
 }
 
-/// The workflow of a thread head: a StartNode names it; a StepNode names its StartNode.
-fn workflow_of(store: &Store, head: NodeId) -> Result<Option<NodeId>, StoreError> {
-    let start_t = NodeId::parse(ids::START_NODE).expect("builtin id");
-    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
-    let Some(n) = store.get(head)? else {
-        return Ok(None);
-    };
-    let start = if n.type_id == step_t {
-        match n
-            .payload()?
-            .get("start")
-            .and_then(Value::as_str)
-            .and_then(NodeId::parse_strict)
-        {
-            Some(s) => s,
-            None => return Ok(None),
-        }
-    } else {
-        head
-    };
-    let Some(s) = store.get(start)? else {
-        return Ok(None);
-    };
-    if s.type_id != start_t {
-        return Ok(None);
-    }
-    Ok(s.payload()?
-        .get("workflow")
-        .and_then(Value::as_str)
-        .and_then(NodeId::parse_strict))
-}
-
 /// What `uwf.jsonl` of an import holds (see [`super::extra`]).
 #[derive(Default)]
 struct ExtraRead {
@@ -906,7 +875,7 @@ fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, TransferErr
                 workflow,
                 head,
                 completed_at,
-                reason,
+                reason: FinishReason::parse(&reason),
             }),
         }
     }
@@ -938,9 +907,8 @@ fn import_threads(
     for (t, h, at) in &extra.threads {
         listed.push((t.clone(), h.clone(), *at, extra_path.clone()));
     }
-    let start_t = NodeId::parse(ids::START_NODE).expect("builtin id");
-    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
     let mut good = Vec::new();
+    let snap = store.snapshot()?;
     for (thread, head, updated_ms, path) in &listed {
         let skip = |r: &mut ImportReport, why: String| {
             r.threads.skipped += 1;
@@ -958,7 +926,7 @@ fn import_threads(
             continue;
         };
         match store.get(head_id)? {
-            Some(n) if n.type_id == start_t || n.type_id == step_t => {}
+            Some(n) if n.type_id == START_NODE || n.type_id == STEP_NODE => {}
             Some(n) => {
                 skip(
                     r,
@@ -976,7 +944,7 @@ fn import_threads(
         }
         let rec = ThreadRecord {
             head: head_id,
-            workflow: workflow_of(store, head_id)?,
+            workflow: workflow_of(&snap, head_id)?,
             updated_ms: *updated_ms,
         };
         good.push((key, rec));
@@ -1007,21 +975,14 @@ fn import_threads(
     Ok(())
 }
 
-/// Whether `id` is stored as a workflow this engine reads.
+/// Whether `id` is stored as a Workflow node (the rule `thread start` applies too).
 fn is_workflow_node(store: &Store, id: NodeId) -> Result<Result<(), String>, StoreError> {
-    let wf_t = NodeId::parse(ids::WORKFLOW).expect("builtin id");
     Ok(match store.get(id)? {
         None => Err(format!("{id} is not in the store")),
-        Some(n)
-            if n.type_id != wf_t
-                && !crate::workflow::materialize::is_workflow_type(n.type_id)
-                && !is_workflow_schema(store, n.type_id)? =>
-        {
-            Err(format!(
-                "{id} is a node of type {}, not a Workflow",
-                n.type_id
-            ))
-        }
+        Some(n) if !is_workflow_type(n.type_id) => Err(format!(
+            "{id} is a node of type {}, not a Workflow",
+            n.type_id
+        )),
         Some(_) => Ok(()),
     })
 }
@@ -1137,18 +1098,6 @@ fn import_registry(
     Ok(())
 }
 
-/// Whether `type_id` is a workflow schema of ours (titled "Workflow…").
-fn is_workflow_schema(store: &Store, type_id: NodeId) -> Result<bool, StoreError> {
-    Ok(match store.get(type_id)? {
-        Some(n) if n.type_id == META => n
-            .payload()?
-            .get("title")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t.starts_with("Workflow")),
-        _ => false,
-    })
-}
-
 fn import_history(
     store: &Store,
     dir: &Path,
@@ -1188,7 +1137,7 @@ fn import_history(
                         workflow: record.workflow,
                         head: record.head,
                         completed_at: record.completed_at,
-                        reason: record.reason.as_str().to_string(),
+                        reason: record.reason,
                     },
                     r,
                 )?,
@@ -1285,7 +1234,6 @@ impl HistoryImport<'_> {
 /// Whether the chain ending at `head` passes through `ancestor`: `head` itself, or a step whose
 /// `prev` links lead back to it.
 fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, StoreError> {
-    let step_t = NodeId::parse(ids::STEP_NODE).expect("builtin id");
     let snap = store.snapshot()?;
     let mut at = head;
     loop {
@@ -1295,17 +1243,14 @@ fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, Stor
         let Some(n) = snap.get(at)? else {
             return Ok(false);
         };
-        if n.type_id != step_t {
+        if n.type_id != STEP_NODE {
             return Ok(false);
         }
-        match n
-            .payload()?
-            .get("prev")
-            .and_then(Value::as_str)
-            .and_then(NodeId::parse_strict)
-        {
-            Some(prev) => at = prev,
-            None => return Ok(false),
+        match StepNode::from_value(&n.payload()?) {
+            Ok(StepNode {
+                prev: Some(prev), ..
+            }) => at = prev,
+            _ => return Ok(false),
         }
     }
 }

@@ -845,10 +845,9 @@ impl std::hash::Hasher for U64Hasher {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cas::bootstrap::ids;
 
     fn texts(s: &Store, from: usize, n: usize) -> Vec<Prepared> {
-        let text = NodeId::parse(ids::TEXT).expect("id");
+        let text = crate::workflow::nodes::TEXT;
         (from..from + n)
             .map(|i| {
                 s.prepare(text, &Value::str(format!("text {i}")), true)

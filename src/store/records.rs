@@ -85,7 +85,7 @@ impl Record for HistoryEntry {
             self.workflow.clone(),
             self.head.clone(),
             self.completed_at,
-            self.reason.clone(),
+            self.reason.as_str().to_string(),
         )
     }
     fn from_wire((thread, workflow, head, completed_at, reason): Self::Wire) -> Self {
@@ -94,7 +94,7 @@ impl Record for HistoryEntry {
             workflow,
             head,
             completed_at,
-            reason,
+            reason: crate::workflow::FinishReason::parse(&reason),
         }
     }
 }
@@ -196,7 +196,7 @@ mod tests {
                 workflow: "W".into(),
                 head: "H".into(),
                 completed_at: 70_000,
-                reason: "completed".into(),
+                reason: crate::workflow::FinishReason::Completed,
             },
             // array(5), str "06ABC", str "W", str "H", uint32 completed_at, str "completed"
             "95a53036414243a157a148ce00011170a9636f6d706c65746564",
@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(r.workflow, "W");
         assert_eq!(r.head, "H");
         assert_eq!(r.completed_at, 70_000);
-        assert_eq!(r.reason, "completed");
+        assert_eq!(r.reason, crate::workflow::FinishReason::Completed);
     }
 
     #[test]

@@ -56,8 +56,8 @@ pub struct HistoryEntry {
     pub head: String,
     /// When it finished, ms since the epoch.
     pub completed_at: u64,
-    /// `completed` or `cancelled`.
-    pub reason: String,
+    /// How it finished (stored as its string).
+    pub reason: crate::workflow::FinishReason,
 }
 
 /// What an import of a name did.

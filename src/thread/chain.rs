@@ -2,54 +2,24 @@
 //! and the moderator's history.
 
 use super::{Result, ThreadError};
-use crate::cas::bootstrap::ids;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::store::{Snapshot, Store};
-use crate::workflow::materialize::is_workflow_type;
+use crate::store::{Snapshot, Store, StoreError};
+use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode, is_workflow_type};
 use crate::workflow::{History, StepView, StoredWorkflow};
 use std::collections::HashSet;
-
-/// The StartNode type id.
-pub(crate) fn start_type() -> NodeId {
-    NodeId::parse(ids::START_NODE).expect("a valid id")
-}
-
-/// The StepNode type id.
-pub(crate) fn step_type() -> NodeId {
-    NodeId::parse(ids::STEP_NODE).expect("a valid id")
-}
-
-/// The text type id.
-pub(crate) fn text_type() -> NodeId {
-    NodeId::parse(ids::TEXT).expect("a valid id")
-}
 
 /// One StepNode of a chain.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepRecord {
     /// Its id.
     pub id: NodeId,
-    /// Its payload.
+    /// The step, typed.
+    pub node: StepNode,
+    /// Its payload as stored, for printing fields the way the TypeScript tool prints them.
     pub payload: Value,
     /// When it was first stored, ms since the epoch.
     pub timestamp: u64,
-}
-
-impl StepRecord {
-    /// A string field of the payload ("" when absent).
-    pub fn field(&self, key: &str) -> &str {
-        self.payload.get(key).and_then(Value::as_str).unwrap_or("")
-    }
-
-    /// An integer field of the payload.
-    pub fn number(&self, key: &str) -> Option<u64> {
-        self.payload
-            .get(key)
-            .and_then(Value::as_f64)
-            .filter(|n| *n >= 0.0)
-            .map(|n| n as u64)
-    }
 }
 
 /// A thread's nodes from the StartNode to a head.
@@ -57,7 +27,9 @@ impl StepRecord {
 pub struct Chain {
     /// The StartNode's id.
     pub start_id: NodeId,
-    /// The StartNode's payload (`{workflow, prompt, cwd}`).
+    /// The StartNode, typed.
+    pub start_node: StartNode,
+    /// The StartNode's payload as stored (the moderator's `start`).
     pub start: Value,
     /// When the StartNode was first stored.
     pub start_timestamp: u64,
@@ -76,27 +48,20 @@ impl Chain {
     /// # Errors
     /// [`ThreadError::Chain`] when the StartNode has none.
     pub fn workflow_id(&self) -> Result<NodeId> {
-        self.start
-            .get("workflow")
-            .and_then(Value::as_str)
-            .and_then(NodeId::parse_strict)
-            .ok_or_else(|| ThreadError::Chain {
-                node: self.start_id.to_wire(),
-                problem: "the StartNode has no workflow id".into(),
-            })
+        self.start_node.workflow.ok_or_else(|| ThreadError::Chain {
+            node: self.start_id.to_wire(),
+            problem: "the StartNode has no workflow id".into(),
+        })
     }
 
     /// The StartNode's `cwd` ("" when absent).
     pub fn cwd(&self) -> &str {
-        self.start.get("cwd").and_then(Value::as_str).unwrap_or("")
+        &self.start_node.cwd
     }
 
     /// The StartNode's `prompt` ("" when absent).
     pub fn prompt(&self) -> &str {
-        self.start
-            .get("prompt")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        &self.start_node.prompt
     }
 }
 
@@ -118,7 +83,6 @@ pub fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
 
 /// [`load_chain`] in a snapshot.
 pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
-    let (start, step) = (start_type(), step_type());
     let mut steps = Vec::new();
     let mut seen = HashSet::new();
     let mut cur = head;
@@ -134,7 +98,7 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
             return Err(broken(cur, "the node is missing from the store"));
         };
         let payload = node.payload()?;
-        if node.type_id == start {
+        if node.type_id == START_NODE {
             if let Some(s) = start_of_head
                 && s != cur
             {
@@ -143,12 +107,13 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
             steps.reverse();
             return Ok(Chain {
                 start_id: cur,
+                start_node: StartNode::from_value(&payload),
                 start: payload,
                 start_timestamp: node.timestamp,
                 steps,
             });
         }
-        if node.type_id != step {
+        if node.type_id != STEP_NODE {
             return Err(broken(
                 cur,
                 format!(
@@ -157,11 +122,8 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
                 ),
             ));
         }
-        let s = payload
-            .get("start")
-            .and_then(Value::as_str)
-            .and_then(NodeId::parse_strict)
-            .ok_or_else(|| broken(cur, "the StepNode has no start"))?;
+        let step = StepNode::from_value(&payload).map_err(|e| broken(cur, e.to_string()))?;
+        let s = step.start;
         match start_of_head {
             None => start_of_head = Some(s),
             Some(x) if x != s => {
@@ -169,14 +131,10 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
             }
             Some(_) => {}
         }
-        let prev = match payload.get("prev") {
-            Some(Value::String(p)) => {
-                Some(NodeId::parse_strict(p).ok_or_else(|| broken(cur, "bad prev id"))?)
-            }
-            _ => None,
-        };
+        let prev = step.prev;
         steps.push(StepRecord {
             id: cur,
+            node: step,
             payload,
             timestamp: node.timestamp,
         });
@@ -210,13 +168,39 @@ pub(crate) fn payload_of(snap: &Snapshot, id: NodeId) -> Result<Option<Value>> {
     }
 }
 
-/// The payload a string id names (`{}` when it is not an id or not stored): a step's output as
-/// the moderator sees it.
-pub(crate) fn expand_output(snap: &Snapshot, id: &str) -> Result<Value> {
-    match NodeId::parse_strict(id) {
+/// The payload of the output node `id` names (`{}` when there is none or it is not stored): a
+/// step's output as the moderator sees it.
+pub(crate) fn expand_output(snap: &Snapshot, id: Option<NodeId>) -> Result<Value> {
+    match id {
         Some(n) => Ok(payload_of(snap, n)?.unwrap_or_else(|| Value::Object(Map::new()))),
         None => Ok(Value::Object(Map::new())),
     }
+}
+
+/// The workflow of a thread whose head is `head`: a StartNode names it, a StepNode names its
+/// StartNode. `None` when a node on the way is missing, of another type, or names none.
+///
+/// # Errors
+/// A store failure.
+pub fn workflow_of(snap: &Snapshot, head: NodeId) -> Result<Option<NodeId>, StoreError> {
+    let Some(n) = snap.get(head)? else {
+        return Ok(None);
+    };
+    let start = if n.type_id == STEP_NODE {
+        match StepNode::from_value(&n.payload()?) {
+            Ok(s) => s.start,
+            Err(_) => return Ok(None),
+        }
+    } else {
+        head
+    };
+    let Some(s) = snap.get(start)? else {
+        return Ok(None);
+    };
+    if s.type_id != START_NODE {
+        return Ok(None);
+    }
+    Ok(StartNode::from_value(&s.payload()?).workflow)
 }
 
 /// The moderator's history of `chain`: the StartNode payload and each step with its output
@@ -233,10 +217,10 @@ pub(crate) fn history_in(snap: &Snapshot, chain: &Chain) -> Result<History> {
     let mut steps = Vec::with_capacity(chain.steps.len());
     for s in &chain.steps {
         steps.push(StepView {
-            role: s.field("role").to_string(),
-            output: expand_output(snap, s.field("output"))?,
-            detail: s.field("detail").to_string(),
-            agent: s.field("agent").to_string(),
+            role: s.node.role.clone(),
+            output: expand_output(snap, s.node.output)?,
+            detail: s.node.detail.map(NodeId::to_wire).unwrap_or_default(),
+            agent: s.node.agent.clone(),
         });
     }
     Ok(History {

@@ -1,13 +1,13 @@
 //! The store side of the agent kit: what an agent is given (`uwf agent context`), turning raw
 //! agent output into a StepNode (`uwf agent submit`), and the scripted agent's replies.
 
-use super::chain::{Chain, chain_in, load_history, load_workflow, step_type, text_type};
+use super::chain::{Chain, chain_in, load_history, load_workflow};
 use super::ops::active;
 use super::{Result, ThreadError};
 use crate::agent::{self, Script};
-use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
+use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, Jsonata, Role, StoredWorkflow};
 
 struct Ctx {
@@ -102,7 +102,7 @@ pub struct SubmitInput<'a> {
 /// that keeps the raw output; an inactive thread; an unknown role.
 pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
     let c = load_ctx(store, input.thread, input.role)?;
-    let text = text_type();
+    let text = TEXT;
     let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
         Ok(o) => o.output,
         Err(e) => {
@@ -119,31 +119,23 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
     let output = store.prepare(c.role.schema, &out, true)?;
     let detail = store.prepare(text, &Value::str(input.detail.unwrap_or(input.raw)), false)?;
     let head = c.chain.head();
-    let mut m = Map::new();
-    m.insert("start".into(), Value::str(c.chain.start_id.to_wire()));
-    m.insert(
-        "prev".into(),
-        if head == c.chain.start_id {
-            Value::Null
-        } else {
-            Value::str(head.to_wire())
-        },
-    );
-    m.insert("role".into(), Value::str(input.role));
-    m.insert("output".into(), Value::str(output.id.to_wire()));
-    m.insert("detail".into(), Value::str(detail.id.to_wire()));
-    m.insert("agent".into(), Value::str(input.agent));
-    if let Some(e) = input.edge_prompt.filter(|e| !e.is_empty()) {
-        m.insert("edgePrompt".into(), Value::str(e));
-    }
-    m.insert(
-        "startedAtMs".into(),
-        Value::Number(input.started_ms.min(input.now_ms) as f64),
-    );
-    m.insert("completedAtMs".into(), Value::Number(input.now_ms as f64));
-    m.insert("cwd".into(), Value::str(input.cwd));
-    m.insert("assembledPrompt".into(), Value::Null);
-    let step = store.prepare(step_type(), &Value::Object(m), true)?;
+    let node = StepNode {
+        start: c.chain.start_id,
+        prev: (head != c.chain.start_id).then_some(head),
+        role: input.role.to_string(),
+        output: Some(output.id),
+        detail: Some(detail.id),
+        agent: input.agent.to_string(),
+        edge_prompt: input
+            .edge_prompt
+            .filter(|e| !e.is_empty())
+            .map(str::to_string),
+        started_at_ms: Some(input.started_ms.min(input.now_ms)),
+        completed_at_ms: Some(input.now_ms),
+        cwd: input.cwd.to_string(),
+        assembled_prompt: None,
+    };
+    let step = store.prepare(STEP_NODE, &node.to_value(), true)?;
     let id = step.id;
     store.put(&[output, detail, step], input.now_ms)?;
     Ok(id)
@@ -156,12 +148,7 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
 /// A script without a reply for this run, an inactive thread, store failures.
 pub fn scripted_reply(store: &Store, thread: &str, role: &str, script: &Script) -> Result<String> {
     let c = load_ctx(store, thread, role)?;
-    let visit = c
-        .chain
-        .steps
-        .iter()
-        .filter(|s| s.field("role") == role)
-        .count();
+    let visit = c.chain.steps.iter().filter(|s| s.node.role == role).count();
     script
         .reply(role, visit)
         .map(|r| r.to_raw())

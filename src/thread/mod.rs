@@ -17,17 +17,19 @@ mod id;
 mod kit;
 pub(crate) mod ops;
 mod read;
+pub mod registry;
 pub mod time;
 
-pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow};
+pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
 pub use config::{AgentCommand, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
-    ListFilter, StartInput, Status, StepOutput, fork, kill, list, register_def, register_workflow,
-    resolve_step, show, start, step_details, steps, store_workflow,
+    ListFilter, StartInput, Status, StepOutput, fork, kill, list, resolve_step, show, start,
+    step_details, steps,
 };
 pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
+pub use registry::{register_def, register_workflow, store_workflow};
 
 use crate::cas::NodeId;
 use crate::store::StoreError;
@@ -60,6 +62,9 @@ pub enum ThreadError {
     /// `thread start` could not find the workflow.
     #[error("workflow not found: {0}; run \"uwf workflow list\" to see registered names")]
     WorkflowNotFound(String),
+    /// A name that is not registered (`workflow rollback`, `workflow show`).
+    #[error("unknown workflow \"{0}\"; run \"uwf workflow list\" to see registered names")]
+    UnknownName(String),
     /// A node that should be a Workflow is not one.
     #[error("node {id} is not a Workflow (type {type_id})")]
     NotWorkflow {

@@ -1,9 +1,7 @@
 //! Thread commands other than the step itself: start, fork, kill, show, list, steps and step
 //! details, and storing workflows.
 
-use super::chain::{
-    Chain, chain_in, expand_output, history_in, load_chain, load_workflow, start_type, step_type,
-};
+use super::chain::{Chain, chain_in, expand_output, history_in, load_chain, load_workflow};
 use super::id::{ThreadId, time_of};
 use super::{Result, ThreadError};
 use crate::cas::bootstrap::META;
@@ -11,35 +9,15 @@ use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::engine::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
-use crate::workflow::materialize::is_workflow_type;
-use crate::workflow::{self, Jsonata, Materialized, WorkflowDef, WorkflowError};
+use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode};
+use crate::workflow::{self, FinishReason, Jsonata};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A thread's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Status {
-    /// Active, no step running.
-    Idle,
-    /// Active, a live process holds its step lease.
-    Running,
-    /// Finished by reaching `$END`.
-    Completed,
-    /// Finished by `thread kill`.
-    Cancelled,
-}
+/// A thread's lifecycle state (the one enum of [`crate::workflow::nodes`]).
+pub use crate::workflow::ThreadStatus as Status;
 
 impl Status {
-    /// The name printed and accepted by `--status`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Idle => "idle",
-            Status::Running => "running",
-            Status::Completed => "completed",
-            Status::Cancelled => "cancelled",
-        }
-    }
-
     /// Parses a comma list of statuses; `active` means idle and running.
     ///
     /// # Errors
@@ -61,14 +39,6 @@ impl Status {
             }
         }
         Ok(out)
-    }
-
-    fn from_reason(reason: &str) -> Status {
-        if reason == "cancelled" {
-            Status::Cancelled
-        } else {
-            Status::Completed
-        }
     }
 }
 
@@ -107,51 +77,6 @@ impl StepOutput {
     }
 }
 
-/// Stores a parsed workflow: its schema nodes, then the workflow node. Returns what was stored.
-///
-/// # Errors
-/// A role schema the store refuses, or a store failure.
-pub fn store_workflow(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<Materialized> {
-    let m = workflow::materialize(def)?;
-    let schemas = m
-        .schemas
-        .iter()
-        .map(|s| store.prepare(META, &s.payload, false))
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    store.put(&schemas, now_ms)?;
-    let wf = store.prepare(m.workflow_type, &m.workflow, true)?;
-    debug_assert_eq!(wf.id, m.workflow_id);
-    store.put(&[wf], now_ms)?;
-    Ok(m)
-}
-
-/// Loads, checks and stores the workflow file at `path` and registers it under its name (a
-/// new registry version only when the id changed). Returns the name and the workflow id.
-///
-/// # Errors
-/// Any [`WorkflowError`] of the file, or a store failure.
-pub fn register_workflow(store: &Store, path: &Path, now_ms: u64) -> Result<(String, NodeId)> {
-    let def = workflow::load_file(path, &Jsonata::default())?;
-    register_def(store, &def, now_ms)
-}
-
-/// Stores a checked workflow and registers it under its name (a new registry version only when
-/// the id changed). Returns the name and the workflow id.
-///
-/// # Errors
-/// A schema the store refuses, or a store failure.
-pub fn register_def(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<(String, NodeId)> {
-    let m = store_workflow(store, def, now_ms)?;
-    let (name, id) = (def.name.clone(), m.workflow_id);
-    store.write(|w| {
-        if w.registry_get(&name)? != Some(id) {
-            w.registry_set(&name, id, now_ms)?;
-        }
-        Ok(())
-    })?;
-    Ok((name, id))
-}
-
 /// What `thread start` needs.
 #[derive(Debug, Clone)]
 pub struct StartInput<'a> {
@@ -169,75 +94,6 @@ pub struct StartInput<'a> {
     pub now_ms: u64,
 }
 
-fn looks_like_path(s: &str) -> bool {
-    s.contains('/') || s.contains('\\') || s.ends_with(".yaml") || s.ends_with(".yml")
-}
-
-fn local_workflow(from: &Path, name: &str) -> Option<PathBuf> {
-    if name.is_empty() || name.starts_with('.') {
-        return None;
-    }
-    let mut dir = Some(from);
-    while let Some(d) = dir {
-        for sub in [".workflow", ".workflows"] {
-            let base = d.join(sub);
-            for cand in [
-                base.join(format!("{name}.yaml")),
-                base.join(format!("{name}.yml")),
-                base.join(name).join("index.yaml"),
-                base.join(name).join("index.yml"),
-            ] {
-                if cand.is_file() {
-                    return Some(cand);
-                }
-            }
-        }
-        dir = d.parent();
-    }
-    None
-}
-
-/// Finds the workflow `spec` names, in the TypeScript tool's order: a 13-character id, a file
-/// path, a `.workflow/` or `.workflows/` directory in `from` or a parent, the registry. Files
-/// are stored (not registered).
-///
-/// # Errors
-/// [`ThreadError::WorkflowNotFound`], [`ThreadError::NotWorkflow`], or the file's
-/// [`WorkflowError`].
-pub fn resolve_workflow(store: &Store, spec: &str, from: &Path, now_ms: u64) -> Result<NodeId> {
-    if let Some(id) = NodeId::parse_strict(spec).filter(|_| spec.len() == 13) {
-        let node = store
-            .get(id)?
-            .ok_or_else(|| ThreadError::WorkflowNotFound(spec.to_string()))?;
-        if !is_workflow_type(node.type_id) {
-            return Err(ThreadError::NotWorkflow {
-                id,
-                type_id: node.type_id,
-            });
-        }
-        return Ok(id);
-    }
-    let file = if looks_like_path(spec) {
-        let p = from.join(spec);
-        if !p.exists() {
-            return Err(WorkflowError::FileNotFound(spec.to_string()).into());
-        }
-        Some(p)
-    } else {
-        local_workflow(from, spec)
-    };
-    if let Some(path) = file {
-        let def = workflow::load_file(&path, &Jsonata::default())?;
-        return Ok(store_workflow(store, &def, now_ms)?.workflow_id);
-    }
-    store
-        .registry()?
-        .into_iter()
-        .find(|(n, _)| n == spec)
-        .map(|(_, id)| id)
-        .ok_or_else(|| ThreadError::WorkflowNotFound(spec.to_string()))
-}
-
 /// Starts a thread: resolves the workflow, writes the StartNode and makes it the head.
 /// Returns the workflow id.
 ///
@@ -250,12 +106,14 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
             input.cwd
         )));
     }
-    let wf = resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
-    let mut m = Map::new();
-    m.insert("workflow".into(), Value::str(wf.to_wire()));
-    m.insert("prompt".into(), Value::str(input.prompt));
-    m.insert("cwd".into(), Value::str(input.cwd));
-    let node = store.prepare(start_type(), &Value::Object(m), true)?;
+    let wf =
+        super::registry::resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
+    let start = StartNode {
+        workflow: Some(wf),
+        prompt: input.prompt.to_string(),
+        cwd: input.cwd.to_string(),
+    };
+    let node = store.prepare(START_NODE, &start.to_value(), true)?;
     let head = node.id;
     let thread = input.thread.as_str();
     store.write(|w| {
@@ -298,7 +156,7 @@ pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Resu
     let n = store
         .get(node)?
         .ok_or_else(|| ThreadError::NodeNotFound(node.to_wire()))?;
-    if n.type_id != start_type() && n.type_id != step_type() {
+    if n.type_id != START_NODE && n.type_id != STEP_NODE {
         return Err(ThreadError::WrongType {
             id: node,
             expected: "StartNode or StepNode",
@@ -342,7 +200,7 @@ pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
         Found::Active(r) => Ok(r),
         Found::Finished(h) => Err(ThreadError::NotActive {
             thread: thread.to_string(),
-            reason: h.reason,
+            reason: h.reason.to_string(),
         }),
     }
 }
@@ -365,7 +223,12 @@ pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
     let rec = active(store, thread)?;
     let wf = match rec.workflow {
         Some(w) => w.to_wire(),
-        None => load_chain(store, rec.head)?.workflow_id()?.to_wire(),
+        None => super::chain::workflow_of(&store.snapshot()?, rec.head)?
+            .ok_or_else(|| ThreadError::Chain {
+                node: rec.head.to_wire(),
+                problem: "the thread names no workflow".into(),
+            })?
+            .to_wire(),
     };
     let archived = store.write(|w| {
         let Some(cur) = w.remove_thread(thread)? else {
@@ -377,7 +240,7 @@ pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
             workflow: cur.workflow.map_or(wf.clone(), |x| x.to_wire()),
             head: cur.head.to_wire(),
             completed_at: now_ms,
-            reason: "cancelled".into(),
+            reason: FinishReason::Cancelled,
         })?;
         Ok(true)
     })?;
@@ -441,7 +304,7 @@ pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
             workflow: h.workflow,
             thread: thread.to_string(),
             head: h.head,
-            status: Status::from_reason(&h.reason),
+            status: h.reason.status(),
             current_role: None,
             done: true,
         }),
@@ -522,7 +385,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
                 workflow: Some(h.workflow),
                 head: NodeId::parse_strict(&h.head).unwrap_or(NodeId(0)),
                 head_text: h.head,
-                status: Status::from_reason(&h.reason),
+                status: h.reason.status(),
                 thread: t,
             });
         }
@@ -595,12 +458,16 @@ pub fn steps(store: &Store, thread: &str) -> Result<Value> {
     for st in &chain.steps {
         let mut m = Map::new();
         m.insert("hash".into(), Value::str(st.id.to_wire()));
-        m.insert("role".into(), Value::str(st.field("role")));
-        m.insert("output".into(), expand_output(&snap, st.field("output"))?);
-        m.insert("detail".into(), Value::str(st.field("detail")));
-        m.insert("agent".into(), Value::str(st.field("agent")));
+        let n = &st.node;
+        m.insert("role".into(), Value::str(&n.role));
+        m.insert("output".into(), expand_output(&snap, n.output)?);
+        m.insert(
+            "detail".into(),
+            Value::str(n.detail.map(NodeId::to_wire).unwrap_or_default()),
+        );
+        m.insert("agent".into(), Value::str(&n.agent));
         m.insert("timestamp".into(), num(st.timestamp));
-        let d = match (st.number("startedAtMs"), st.number("completedAtMs")) {
+        let d = match (n.started_at_ms, n.completed_at_ms) {
             (Some(a), Some(b)) => Value::Number(b as f64 - a as f64),
             _ => Value::Null,
         };
@@ -625,17 +492,15 @@ pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
     let n = snap
         .get(step)?
         .ok_or_else(|| ThreadError::NodeNotFound(step.to_wire()))?;
-    if n.type_id != step_type() {
+    if n.type_id != STEP_NODE {
         return Err(ThreadError::WrongType {
             id: step,
             expected: "StepNode",
         });
     }
-    let p = n.payload()?;
-    let detail = p
-        .get("detail")
-        .and_then(Value::as_str)
-        .and_then(NodeId::parse_strict)
+    let detail = StepNode::from_value(&n.payload()?)
+        .ok()
+        .and_then(|s| s.detail)
         .ok_or_else(|| ThreadError::Invalid(format!("step {step} has no detail")))?;
     let mut seen = Expansion::default();
     let expanded = expand_node(store, &snap, detail, &mut seen)?;
@@ -711,7 +576,7 @@ fn substitute(v: &Value, subs: &[(&Value, Value)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cas::bootstrap::ids;
+    use crate::workflow::nodes::TEXT;
 
     fn put(store: &Store, type_id: NodeId, payload: &str) -> NodeId {
         let v = Value::from_json_str(payload).unwrap();
@@ -732,7 +597,7 @@ mod tests {
     fn step_details_expand_every_kind_of_ref_position() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
-        let text = NodeId::parse(ids::TEXT).unwrap();
+        let text = TEXT;
         let x = put(&store, text, r#""x""#);
         let y = put(&store, text, r#""y""#);
         let r = r#"{"type":"string","format":"ocas_ref"}"#;
@@ -752,7 +617,7 @@ mod tests {
         );
         let step = put(
             &store,
-            step_type(),
+            STEP_NODE,
             &format!(
                 r#"{{"start":"{x}","prev":null,"role":"r","output":"{x}","detail":"{detail}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#
             ),

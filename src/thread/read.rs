@@ -2,15 +2,15 @@
 //! format. Lengths and quotas count UTF-16 code units, as JavaScript's `length` does, and
 //! payload fields print as a JavaScript template literal would print them.
 
-use super::chain::{StepRecord, chain_in, step_type};
+use super::chain::{StepRecord, chain_in};
 use super::ops::head_of;
 use super::time::{format_duration, format_utc};
 use super::{Result, ThreadError};
 use crate::cas::value::js_number_string;
 use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store};
-use crate::workflow::materialize::is_workflow_type;
 use crate::workflow::mustache::js_string;
+use crate::workflow::nodes::{STEP_NODE, is_workflow_type};
 
 /// The default `--quota` of `thread read` and `step read`.
 pub const DEFAULT_QUOTA: usize = 4000;
@@ -366,7 +366,7 @@ pub fn read_step(store: &Store, step: NodeId, quota: usize, prompt: bool) -> Res
     let node = snap
         .get(step)?
         .ok_or_else(|| ThreadError::NodeNotFound(step.to_wire()))?;
-    if node.type_id != step_type() {
+    if node.type_id != STEP_NODE {
         return Err(ThreadError::WrongType {
             id: step,
             expected: "StepNode",

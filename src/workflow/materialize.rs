@@ -8,6 +8,7 @@
 
 use super::WorkflowError;
 use super::model::{Role, StoredWorkflow, Workflow, WorkflowDef};
+use super::nodes::WORKFLOW;
 use crate::cas::schema::check_schema;
 use crate::cas::{NodeId, Value, bootstrap, cbor, hash};
 use indexmap::IndexMap;
@@ -60,13 +61,6 @@ pub fn extended_schema() -> &'static SchemaNode {
     })
 }
 
-/// The TypeScript tool's Workflow schema id, `AZF3FA1TN3D4A`.
-pub fn ts_workflow_schema() -> NodeId {
-    bootstrap::by_name("uwf/Workflow")
-        .expect("uwf/Workflow is a built-in schema")
-        .id
-}
-
 /// A role's schema as stored: the inline schema with `title: "<wf>.<role>"` when it has none.
 pub fn titled_schema(workflow: &str, role: &str, schema: &Value) -> Value {
     let mut s = schema.clone();
@@ -117,7 +111,7 @@ pub fn materialize(def: &WorkflowDef) -> Result<Materialized, WorkflowError> {
     };
     let workflow = stored.to_payload();
     let workflow_type = if stored.is_ts_compatible() {
-        ts_workflow_schema()
+        WORKFLOW
     } else {
         let ext = extended_schema().clone();
         let id = ext.id;
@@ -134,12 +128,6 @@ pub fn materialize(def: &WorkflowDef) -> Result<Materialized, WorkflowError> {
     })
 }
 
-/// True when `type_id` is a Workflow schema this engine reads (the TypeScript tool's or the
-/// extended one).
-pub fn is_workflow_type(type_id: NodeId) -> bool {
-    type_id == ts_workflow_schema() || type_id == extended_schema().id
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,8 +138,8 @@ mod tests {
         let s = extended_schema();
         check_schema(&s.payload).unwrap();
         Validator::new(&s.payload).unwrap();
-        assert_ne!(s.id, ts_workflow_schema());
-        assert_eq!(ts_workflow_schema().to_string(), "AZF3FA1TN3D4A");
+        assert_ne!(s.id, WORKFLOW);
+        assert_eq!(WORKFLOW.to_string(), "AZF3FA1TN3D4A");
     }
 
     #[test]

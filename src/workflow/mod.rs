@@ -1,5 +1,6 @@
 //! Workflows: YAML with `!include`, the model with both role and graph forms, semantic
-//! validation, materialisation into CAS nodes, the moderator and graph drawing.
+//! validation, materialisation into CAS nodes, the moderator and graph drawing; the typed
+//! domain nodes and built-in type ids (`nodes`).
 //!
 //! Everything here is pure except [`yaml::load_file`] and [`load_file`], which read the
 //! workflow file and the files it includes.
@@ -18,6 +19,7 @@ pub mod materialize;
 pub mod model;
 pub mod moderator;
 pub mod mustache;
+pub mod nodes;
 pub mod render;
 pub mod validate;
 pub mod yaml;
@@ -29,6 +31,7 @@ pub use model::{
     WorkflowDef,
 };
 pub use moderator::{Decision, History, ModeratorError, StepView, next};
+pub use nodes::{FinishReason, StartNode, StepNode, ThreadStatus, is_workflow_type};
 pub use render::{GraphFormat, render_graph};
 
 use crate::cas::schema::SchemaError;

@@ -10,6 +10,7 @@ mod fuzz;
 mod interchange;
 mod interop;
 mod llm;
+mod model;
 mod props;
 mod read_md;
 mod store;
