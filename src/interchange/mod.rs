@@ -8,6 +8,7 @@
 //! [`layout::Lister`] in sorted runs and reads them with [`layout::read_listed`], so both
 //! stream with bounded memory.
 
+pub mod agent_root;
 pub mod export_files;
 pub mod extra;
 pub mod history;

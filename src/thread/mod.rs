@@ -20,7 +20,7 @@ mod read;
 pub mod time;
 
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow};
-pub use config::{AgentCommand, Config};
+pub use config::{AgentCommand, AgentProtocol, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
