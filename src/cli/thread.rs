@@ -5,8 +5,8 @@ use super::{CliError, CliResult, Env};
 use crate::cas::Value;
 use crate::engine::{self, Interrupt, StepOptions};
 use crate::thread::{
-    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId, config::parse_dotenv,
-    time::parse_time,
+    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
+    config::parse_dotenv, time::parse_time,
 };
 use clap::Subcommand;
 use std::time::Duration;

@@ -385,14 +385,7 @@ fn run_agent(
         sole_child: opts.sole_child,
         ..Limits::with_timeout(timeout)
     };
-    let run = supervisor::run(
-        &agent,
-        &args,
-        &cwd,
-        &env,
-        limits,
-        opts.interrupt,
-    )?;
+    let run = supervisor::run(&agent, &args, &cwd, &env, limits, opts.interrupt)?;
     match run.ending {
         Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
         Ending::TimedOut => {

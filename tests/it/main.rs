@@ -10,6 +10,7 @@ mod fuzz;
 mod interchange;
 mod interop;
 mod props;
+mod proto7a0c;
 mod read_md;
 mod store;
 mod store_batch;
