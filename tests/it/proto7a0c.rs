@@ -99,10 +99,16 @@ fn make_replies(cwd: &Path, replies: &Path) {
 /// the node files of its reply into `cas/` and prints `{"stepHash": …}` last. It never opens
 /// the store. `args` are the arguments it expects before the protocol's.
 fn ts_agent(env: &TestEnv, replies: &Path, args: &str) -> std::path::PathBuf {
+    ts_agent_after(env, replies, args, "")
+}
+
+/// [`ts_agent`] running the shell command `first` before it reads anything.
+fn ts_agent_after(env: &TestEnv, replies: &Path, args: &str, first: &str) -> std::path::PathBuf {
     env.agent(
         "ts-agent",
         &format!(
             r#"set -eu
+{first}
 usage() {{ echo "usage: ts-agent --thread <id> --role <role> --prompt <text>" >&2; exit 2; }}
 [ "${{1:-}}" = "{args}" ] || usage
 shift
@@ -208,6 +214,45 @@ fn config_agent_of_the_typescript_protocol_steps_debate_to_the_end() {
     assert!(!listed.contains(&a), "{listed}");
     assert!(listed.contains(&b), "{listed}");
     env.ok(&["cas", "verify"]);
+}
+
+#[test]
+fn agents_running_at_once_each_find_their_thread() {
+    let env = TestEnv::new();
+    let replies = env.root().join("replies");
+    make_replies(env.root(), &replies);
+    // Each agent reads threads.yaml after the others have rewritten it.
+    let agent = format!(
+        "{} --cli",
+        ts_agent_after(&env, &replies, "--cli", "sleep 0.3").display()
+    );
+    let debate = p(&example("debate.yaml"));
+    let threads: Vec<String> = (0..4).map(|_| env.start(&debate, PROMPT)).collect();
+    let children: Vec<_> = threads
+        .iter()
+        .map(|t| {
+            env.spawn_cmd()
+                .args(["thread", "step", t, "--agent", &agent])
+                .args(["--agent-protocol", "7a0c"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let listed = threads_yaml(&env);
+    for t in &threads {
+        assert_eq!(env.roles(t), ["against"]);
+        assert!(listed.contains(t.as_str()), "{listed}");
+    }
 }
 
 #[test]
