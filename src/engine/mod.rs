@@ -431,6 +431,17 @@ fn run_agent(
                 ..ImportOptions::default()
             },
         )?;
+        if !opts.store.has(id)? {
+            let wire = id.to_wire();
+            let message = match r.problems.iter().find(|p| p.contains(&wire)) {
+                Some(p) => format!("agent returned {wire}, whose node file was refused: {p}"),
+                None => format!(
+                    "agent returned {wire}, which is neither in the store nor in {}",
+                    opts.root.join(CAS_DIR).display()
+                ),
+            };
+            return Err(StepError::BadOutput { command, message });
+        }
         notes.extend(r.problems.iter().map(|p| format!("note: {p}")));
         notes.extend(r.warnings.iter().map(|w| format!("note: {w}")));
     }

@@ -256,6 +256,39 @@ fn agents_running_at_once_each_find_their_thread() {
 }
 
 #[test]
+fn a_step_the_agent_did_not_write_well_is_refused() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), PROMPT);
+    let head = env.head(&t);
+    let step = |body: &str, needle: &str| {
+        let agent = env.agent("bad-ts-agent", body);
+        env.fails(
+            &[
+                "thread",
+                "step",
+                &t,
+                "--agent",
+                &p(&agent),
+                "--agent-protocol",
+                "7a0c",
+            ],
+            needle,
+        );
+        assert_eq!(env.head(&t), head);
+    };
+    step(
+        "echo '{\"stepHash\":\"2B77HPWKR4V3V\"}'",
+        "agent returned 2B77HPWKR4V3V, which is neither in the store nor in",
+    );
+    step(
+        "echo junk > \"$UNCAGED_CAS_DIR/2B77HPWKR4V3V.bin\"\necho '{\"stepHash\":\"2B77HPWKR4V3V\"}'",
+        "agent returned 2B77HPWKR4V3V, whose node file was refused: skipped",
+    );
+    // Import only reads the files: the refused one is left as it is.
+    assert!(env.root().join("cas/2B77HPWKR4V3V.bin").exists());
+}
+
+#[test]
 fn agent_protocol_flag_on_step_and_run() {
     let env = TestEnv::new();
     let replies = env.root().join("replies");
