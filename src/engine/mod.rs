@@ -9,6 +9,11 @@
 //! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
 //! (SIGINT/SIGTERM) that ends it at once.
 //!
+//! An agent speaks one of two protocols ([`AgentProtocol`]): uwf's (`CMD <thread> <role>`,
+//! the agent uses the store) or the TypeScript tool's (`CMD --thread T --role R --prompt P`,
+//! the agent uses only the files under the root: [`crate::interchange::agent_root`] makes
+//! them current before it runs, and the node files it wrote are imported after).
+//!
 //! Every failure is a [`StepError`] that says whether a retry of the same step may succeed
 //! ([`StepError::retryable`]); the head is unchanged on every error.
 
