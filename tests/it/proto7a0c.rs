@@ -95,8 +95,9 @@ fn make_replies(cwd: &Path, replies: &Path) {
 }
 
 /// An agent of the TypeScript tool's protocol that works only on the files: it finds the
-/// thread's head in `threads.yaml`, checks that what it reads was exported to `cas/`, copies
-/// the node files of its reply into `cas/` and prints `{"stepHash": …}` last. It never opens
+/// thread's head in `threads.yaml`, checks that what it reads was exported to `cas/`, writes
+/// the node files of its reply into `cas/` (a temporary file renamed, as @ocas/fs does) and
+/// prints `{"stepHash": …}` last. It never opens
 /// the store. `args` are the arguments it expects before the protocol's.
 fn ts_agent(env: &TestEnv, replies: &Path, args: &str) -> std::path::PathBuf {
     ts_agent_after(env, replies, args, "")
@@ -133,7 +134,11 @@ for id in $(cat "$D/needs"); do
   [ -f "$ROOT/cas/$id.bin" ] || {{ echo "node $id was not exported" >&2; exit 7; }}
 done
 printf '%s\t%s\n' "$R" "$P" >> {replies}/prompts
-cp "$D"/files/*.bin "$UNCAGED_CAS_DIR/"
+for f in "$D"/files/*.bin; do
+  n=$(basename "$f")
+  cp "$f" "$UNCAGED_CAS_DIR/$n.$$.tmp"
+  mv -f "$UNCAGED_CAS_DIR/$n.$$.tmp" "$UNCAGED_CAS_DIR/$n"
+done
 echo "working on $T as $R"
 echo "{{\"stepHash\":\"$(cat "$D/step")\",\"role\":\"$R\"}}"
 "#,
