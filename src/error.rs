@@ -90,6 +90,7 @@ impl StepError {
             StepError::Thread(e) => e.kind(),
             StepError::Busy { .. } | StepError::Advanced { .. } => ErrorKind::Retry,
             StepError::Interrupted { signal } => ErrorKind::Interrupted(*signal),
+            StepError::Files(_) => ErrorKind::Internal,
             _ => ErrorKind::User,
         }
     }

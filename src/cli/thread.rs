@@ -5,8 +5,8 @@ use super::{CliError, CliResult, Env};
 use crate::cas::Value;
 use crate::engine::{self, Interrupt, StepOptions};
 use crate::thread::{
-    self, AgentCommand, Config, ListFilter, ReadOptions, Status, ThreadId, config::parse_dotenv,
-    time::parse_time,
+    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
+    config::parse_dotenv, time::parse_time,
 };
 use clap::Subcommand;
 use std::time::Duration;
@@ -40,6 +40,9 @@ pub(crate) enum ThreadCommand {
         /// Agent command (split on whitespace); overrides config.yaml.
         #[arg(long)]
         agent: Option<String>,
+        /// How --agent is called (default uwf).
+        #[arg(long, value_enum, requires = "agent", value_name = "PROTOCOL")]
+        agent_protocol: Option<ProtocolArg>,
         /// Most steps to run.
         #[arg(long, default_value = "100")]
         max_steps: String,
@@ -118,12 +121,34 @@ pub(crate) struct StepArgs {
     /// Agent command (split on whitespace); overrides config.yaml.
     #[arg(long)]
     agent: Option<String>,
+    /// How --agent is called (default uwf).
+    #[arg(long, value_enum, requires = "agent", value_name = "PROTOCOL")]
+    agent_protocol: Option<ProtocolArg>,
     /// Steps to run (stops early at $END).
     #[arg(short = 'c', long, default_value = "1", allow_hyphen_values = true)]
     count: String,
     /// Agent time limit in seconds; overrides config.yaml timeoutSeconds (default 600).
     #[arg(long)]
     timeout: Option<String>,
+}
+
+/// `--agent-protocol`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(crate) enum ProtocolArg {
+    /// `CMD <thread> <role>`, the agent uses the store.
+    Uwf,
+    /// The TypeScript tool's `CMD --thread T --role R --prompt P`, on threads.yaml and cas/.
+    #[value(name = "7a0c")]
+    Ts7a0c,
+}
+
+impl From<ProtocolArg> for AgentProtocol {
+    fn from(p: ProtocolArg) -> Self {
+        match p {
+            ProtocolArg::Uwf => AgentProtocol::Uwf,
+            ProtocolArg::Ts7a0c => AgentProtocol::Ts7a0c,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -194,6 +219,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             prompt,
             cwd,
             agent,
+            agent_protocol,
             max_steps,
             timeout,
         } => {
@@ -204,6 +230,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 StepArgs {
                     thread: t.as_str().to_string(),
                     agent,
+                    agent_protocol,
                     count: max_steps,
                     timeout,
                 },
@@ -424,7 +451,10 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
                 })
         })
         .transpose()?;
-    let agent = a.agent.as_deref().map(AgentCommand::parse).transpose()?;
+    let mut agent = a.agent.as_deref().map(AgentCommand::parse).transpose()?;
+    if let (Some(agent), Some(p)) = (&mut agent, a.agent_protocol) {
+        agent.protocol = p.into();
+    }
     let config = Config::load(&env.root)?;
     let store = env.open_rw()?;
     // Ctrl-C or SIGTERM ends the running agent, gives the lease back and exits 130/143.

@@ -3,11 +3,16 @@
 //!
 //! A step holds one store handle from start to end (many processes open the file at once,
 //! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
-//! in the transaction that reads the head; a `lease::LeaseGuard` gives the lease back however
+//! in the transaction that reads the head; a `LeaseGuard` gives the lease back however
 //! the step ends, and the head move that succeeds releases it in its own transaction. The
 //! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
 //! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
 //! (SIGINT/SIGTERM) that ends it at once.
+//!
+//! An agent speaks one of two protocols ([`AgentProtocol`]): uwf's (`CMD <thread> <role>`,
+//! the agent uses the store) or the TypeScript tool's (`CMD --thread T --role R --prompt P`,
+//! the agent uses only the files under the root: [`crate::interchange::agent_root`] makes
+//! them current before it runs, and the node files it wrote are imported after).
 //!
 //! Every failure is a [`StepError`] that says whether a retry of the same step may succeed
 //! ([`StepError::retryable`]); the head is unchanged on every error.
@@ -21,9 +26,11 @@ pub use lease::{boot_id, lease_is_live, pid_alive, start_ticks};
 pub use supervisor::{AgentRun, Ending, Limits, SpawnError, Tail, adopt_orphans};
 
 use crate::cas::{NodeId, Value};
+use crate::interchange::transfer::{ImportOptions, TransferError};
+use crate::interchange::{agent_root, layout::CAS_DIR, transfer};
 use crate::store::{HistoryEntry, Lease, Snapshot, Store};
 use crate::thread::chain::{Moderated, expand_output, load_moderated};
-use crate::thread::{AgentCommand, Config, Status, StepOutput, ThreadError};
+use crate::thread::{AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError};
 use crate::workflow::nodes::{STEP_NODE, StepNode};
 use crate::workflow::{self, Decision, FinishReason, Jsonata, StepView};
 use lease::{LeaseGuard, is_mine, lease_of};
@@ -51,6 +58,19 @@ pub enum StepError {
         /// The limit in seconds.
         secs: f64,
     },
+    /// An agent called with uwf's protocol answered with the usage of the TypeScript tool's.
+    #[error(
+        "agent command failed ({command}): {stderr}; it looks like an agent for the TypeScript tool's protocol; set protocol: 7a0c on its config entry or pass --agent-protocol 7a0c"
+    )]
+    WrongProtocol {
+        /// The agent command line.
+        command: String,
+        /// The tail of its stderr, on one line.
+        stderr: String,
+    },
+    /// The files a 7a0c agent works on could not be written or read back.
+    #[error(transparent)]
+    Files(TransferError),
     /// The agent exited unsuccessfully.
     #[error("agent command failed ({command}): {}", if .stderr.is_empty() { .status.as_str() } else { .stderr.as_str() })]
     Failed {
@@ -175,6 +195,15 @@ impl From<crate::store::StoreError> for StepError {
     }
 }
 
+impl From<TransferError> for StepError {
+    fn from(e: TransferError) -> Self {
+        match e {
+            TransferError::Store(s) => s.into(),
+            e => StepError::Files(e),
+        }
+    }
+}
+
 impl From<workflow::ModeratorError> for StepError {
     fn from(e: workflow::ModeratorError) -> Self {
         StepError::Thread(e.into())
@@ -192,7 +221,7 @@ pub struct StepOptions<'a> {
     pub root: &'a Path,
     /// The thread.
     pub thread: &'a str,
-    /// `--agent`: overrides the config.
+    /// `--agent` (with its protocol): overrides the config.
     pub agent: Option<AgentCommand>,
     /// `config.yaml`.
     pub config: &'a Config,
@@ -287,6 +316,11 @@ fn interrupted(i: Option<&Interrupt>) -> Result<()> {
 }
 
 /// Runs the agent the config or `--agent` names for `decision`; returns the id it printed.
+///
+/// An agent of the TypeScript tool's protocol gets `--thread T --role R --prompt P` and works
+/// on the files under the root: before it runs, the nodes it reads are exported to `cas/` and
+/// the thread's head to `threads.yaml`; after it ends, the node files it wrote are imported
+/// (re-hashed and checked as any import) so the returned StepNode is checked like any other.
 fn run_agent(
     opts: &StepOptions<'_>,
     m: &Moderated,
@@ -316,6 +350,37 @@ fn run_agent(
         ("UWF_CWD".to_string(), cwd.display().to_string()),
         ("UWF_STEP_STARTED_MS".to_string(), (opts.now)().to_string()),
     ]);
+    let prompt = decision.prompt.clone().unwrap_or_default();
+    let args: Vec<&str> = match agent.protocol {
+        AgentProtocol::Uwf => vec![opts.thread, &decision.role],
+        AgentProtocol::Ts7a0c => {
+            let head = m.chain.head();
+            agent_root::export_reachable(
+                opts.store,
+                opts.root,
+                &[head, m.chain.start_id, m.wf_id],
+            )?;
+            agent_root::set_thread_head(opts.store, opts.root, opts.thread, head)?;
+            env.extend([
+                (
+                    "UNCAGED_WORKFLOW_STORAGE_ROOT".to_string(),
+                    opts.root.display().to_string(),
+                ),
+                (
+                    "UNCAGED_CAS_DIR".to_string(),
+                    opts.root.join(CAS_DIR).display().to_string(),
+                ),
+            ]);
+            vec![
+                "--thread",
+                opts.thread,
+                "--role",
+                &decision.role,
+                "--prompt",
+                &prompt,
+            ]
+        }
+    };
     let command = agent.display();
     if agent.command == "uwf"
         && let Some(exe) = &opts.self_exe
@@ -326,14 +391,7 @@ fn run_agent(
         sole_child: opts.sole_child,
         ..Limits::with_timeout(timeout)
     };
-    let run = supervisor::run(
-        &agent,
-        &[opts.thread, &decision.role],
-        &cwd,
-        &env,
-        limits,
-        opts.interrupt,
-    )?;
+    let run = supervisor::run(&agent, &args, &cwd, &env, limits, opts.interrupt)?;
     match run.ending {
         Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
         Ending::TimedOut => {
@@ -343,6 +401,15 @@ fn run_agent(
             });
         }
         Ending::Exited(0) => {}
+        Ending::Exited(_)
+            if agent.protocol == AgentProtocol::Uwf
+                && looks_like_7a0c_usage(&run.stderr.text()) =>
+        {
+            return Err(StepError::WrongProtocol {
+                command,
+                stderr: one_line(&run.stderr.text()),
+            });
+        }
         Ending::Exited(c) => {
             return Err(StepError::Failed {
                 command,
@@ -359,7 +426,41 @@ fn run_agent(
         }
     }
     interrupted(opts.interrupt)?;
-    Ok((returned_id(&run.stdout.text(), &command)?, notes))
+    let id = returned_id(&run.stdout.text(), &command)?;
+    let mut notes = notes;
+    if agent.protocol == AgentProtocol::Ts7a0c {
+        let r = transfer::import_new_nodes(
+            opts.store,
+            opts.root,
+            ImportOptions {
+                now_ms: (opts.now)(),
+                ..ImportOptions::default()
+            },
+        )?;
+        if !opts.store.has(id)? {
+            let wire = id.to_wire();
+            let message = match r.problems.iter().find(|p| p.contains(&wire)) {
+                Some(p) => format!("agent returned {wire}, whose node file was refused: {p}"),
+                None => format!(
+                    "agent returned {wire}, which is neither in the store nor in {}",
+                    opts.root.join(CAS_DIR).display()
+                ),
+            };
+            return Err(StepError::BadOutput { command, message });
+        }
+        notes.extend(r.problems.iter().map(|p| format!("note: {p}")));
+        notes.extend(r.warnings.iter().map(|w| format!("note: {w}")));
+    }
+    Ok((id, notes))
+}
+
+/// Whether an agent's stderr is the usage message of an agent of the TypeScript tool's
+/// protocol (`usage: <agent> --thread <id> --role <role> --prompt <text>`, or commander's
+/// complaint about those options), which it prints when called as `<agent> <thread> <role>`.
+fn looks_like_7a0c_usage(stderr: &str) -> bool {
+    let s = stderr.to_ascii_lowercase();
+    (s.contains("--thread") || s.contains("--role"))
+        && (s.contains("usage") || s.contains("option"))
 }
 
 fn effective_cwd(decision: &Decision, thread_cwd: &str, fallback: &Path) -> (PathBuf, Vec<String>) {
@@ -638,6 +739,20 @@ mod tests {
             let e = returned_id(out, "a").unwrap_err();
             assert!(e.to_string().contains(says), "{out:?}: {e}");
             assert!(e.retryable());
+        }
+    }
+
+    #[test]
+    fn usage_of_7a0c_agents() {
+        for yes in [
+            "usage: uwf-hermes --thread <id> --role <role> --prompt <text>",
+            "Usage: agent [options]\n  --thread <id>  thread\n  --role <role>",
+            "error: required option '--thread <id>' not specified",
+        ] {
+            assert!(looks_like_7a0c_usage(yes), "{yes}");
+        }
+        for no in ["usage: agent <thread-id> <role>", "thread not found", ""] {
+            assert!(!looks_like_7a0c_usage(no), "{no}");
         }
     }
 

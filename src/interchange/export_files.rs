@@ -158,7 +158,7 @@ pub fn write_node_file(
 }
 
 /// Creates `path` as a directory if absent; refuses a link or a file in its place.
-fn ensure_dir(path: &Path) -> Result<(), ExportError> {
+pub(crate) fn ensure_dir(path: &Path) -> Result<(), ExportError> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.file_type().is_symlink() => Err(ExportError::InTheWay {
             path: path.to_path_buf(),

@@ -374,6 +374,37 @@ pub fn import(
     opts: ImportOptions,
     progress: Progress<'_>,
 ) -> Result<ImportReport, TransferError> {
+    let mut r = import_nodes(store, dir, opts, progress, false)?;
+    let extra = read_extra(dir, &mut r)?;
+    import_threads(store, dir, opts, &extra, &mut r)?;
+    import_registry(store, dir, opts, &extra, &mut r)?;
+    import_history(store, dir, extra, &mut r)?;
+    Ok(r)
+}
+
+/// Imports the node files under `dir` that are not in the store (checked as [`import`]
+/// checks every file); the root files are not read. Files whose ids the store holds are
+/// not opened.
+///
+/// # Errors
+/// A store failure (bad files are reported in the result, not as errors).
+pub fn import_new_nodes(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+) -> Result<ImportReport, TransferError> {
+    import_nodes(store, dir, opts, &|_, _, _| {}, true)
+}
+
+/// The node part of [`import`]; with `only_new`, listed files whose ids are stored are
+/// dropped before they are read.
+fn import_nodes(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+    only_new: bool,
+) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
     let schemas = schema_hint(dir);
     // Batches are committed on a second thread while the next one is read and prepared: at
@@ -403,7 +434,8 @@ pub fn import(
             seen: 0,
             pending_schemas: HashSet::new(),
         };
-        let read = read_all(dir, &schemas, opts, &mut nodes).and_then(|()| nodes.flush());
+        let read =
+            read_all(store, dir, &schemas, opts, only_new, &mut nodes).and_then(|()| nodes.flush());
         // Closing the queue lets the committer finish what it was given and return.
         nodes.to_commit = None;
         let committed = committer.join().expect("the committer does not panic");
@@ -474,11 +506,6 @@ pub fn import(
         ));
     }
     progress("import nodes", seen, seen);
-
-    let extra = read_extra(dir, &mut r)?;
-    import_threads(store, dir, opts, &extra, &mut r)?;
-    import_registry(store, dir, opts, &extra, &mut r)?;
-    import_history(store, dir, extra, &mut r)?;
     Ok(r)
 }
 
@@ -486,9 +513,11 @@ pub fn import(
 /// sorted by id (schemas the layout's index names first), so that each batch writes
 /// neighbouring keys of the `nodes` tree instead of random ones.
 fn read_all(
+    store: &Store,
     dir: &Path,
     schemas: &HashSet<NodeId>,
     opts: ImportOptions,
+    only_new: bool,
     nodes: &mut NodeImport<'_, '_>,
 ) -> Result<(), TransferError> {
     let mut lister = Lister::new(dir);
@@ -507,6 +536,17 @@ fn read_all(
         }
         if run.is_empty() {
             return Ok(());
+        }
+        if only_new {
+            // A snapshot per run, dropped before the run's commits.
+            let snap = store.snapshot()?;
+            let mut kept = Vec::with_capacity(run.len());
+            for (id, layout) in run {
+                if !snap.has(id)? {
+                    kept.push((id, layout));
+                }
+            }
+            run = kept;
         }
         run.sort_unstable_by_key(|&(id, _)| (!schemas.contains(&id), id.0));
         read_in_order(dir, &run, opts.max_file_size, |item| nodes.take(item))?;
@@ -743,7 +783,7 @@ fn read_or_skip(
     }
 }
 
-fn read_optional(path: &Path) -> Result<Option<String>, TransferError> {
+pub(crate) fn read_optional(path: &Path) -> Result<Option<String>, TransferError> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {

@@ -58,6 +58,17 @@ impl Snapshot {
             None => Ok(None),
         }
     }
+
+    /// Whether `id` is stored (its `nodes` record only; the payload is not read).
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn has(&self, id: NodeId) -> Result<bool> {
+        match &self.tables {
+            Some((nodes, _)) => Ok(nodes.get(id.0)?.is_some()),
+            None => Ok(false),
+        }
+    }
 }
 
 /// A node as stored.

@@ -9,13 +9,47 @@ use super::ThreadError;
 use crate::cas::Value;
 use std::path::Path;
 
-/// An agent command: the program and its leading arguments.
+/// How an agent is called and how it reads and writes the thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AgentProtocol {
+    /// uwf's own: `<command> …args <thread-id> <role>`, `UWF_*` variables, the store shared
+    /// with the agent.
+    #[default]
+    Uwf,
+    /// The TypeScript tool's (7a0c): `<command> …args --thread T --role R --prompt P`; the
+    /// agent reads `threads.yaml` and `cas/` under `UNCAGED_WORKFLOW_STORAGE_ROOT` and writes
+    /// its nodes there.
+    Ts7a0c,
+}
+
+impl AgentProtocol {
+    /// Reads a protocol name: `uwf` or `7a0c`.
+    pub fn parse(s: &str) -> Option<AgentProtocol> {
+        match s {
+            "uwf" => Some(AgentProtocol::Uwf),
+            "7a0c" => Some(AgentProtocol::Ts7a0c),
+            _ => None,
+        }
+    }
+
+    /// The name `config.yaml` and `--agent-protocol` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentProtocol::Uwf => "uwf",
+            AgentProtocol::Ts7a0c => "7a0c",
+        }
+    }
+}
+
+/// An agent command: the program, its leading arguments and its protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentCommand {
     /// The program.
     pub command: String,
-    /// Arguments before `<thread-id> <role>`.
+    /// Arguments before those the protocol adds.
     pub args: Vec<String>,
+    /// How it is called.
+    pub protocol: AgentProtocol,
 }
 
 impl AgentCommand {
@@ -31,6 +65,7 @@ impl AgentCommand {
         Ok(AgentCommand {
             command,
             args: parts.collect(),
+            protocol: AgentProtocol::Uwf,
         })
     }
 
@@ -109,7 +144,8 @@ impl Config {
     }
 
     /// The agent for `role` of workflow `workflow`: `agentOverrides[workflow][role]`, else
-    /// `defaultAgent`, looked up in `agents`.
+    /// `defaultAgent`, looked up in `agents`. An entry's `protocol` (`uwf`, the default, or
+    /// `7a0c`) is uwf's addition; the TypeScript tool ignores it.
     ///
     /// # Errors
     /// [`ThreadError::Config`]: no agent configured, an unknown alias, a malformed entry.
@@ -148,9 +184,19 @@ impl Config {
                 .collect(),
             _ => Vec::new(),
         };
+        let protocol = match entry.get("protocol") {
+            None | Some(Value::Null) => AgentProtocol::Uwf,
+            Some(v) => v.as_str().and_then(AgentProtocol::parse).ok_or_else(|| {
+                ThreadError::Config(format!(
+                    "config.agents.{alias}.protocol must be \"uwf\" or \"7a0c\", got: {}",
+                    v.to_json()
+                ))
+            })?,
+        };
         Ok(AgentCommand {
             command: command.to_string(),
             args,
+            protocol,
         })
     }
 }
@@ -210,6 +256,23 @@ mod tests {
             "unknown agent alias in config: zz"
         );
         assert!(Config::parse("", "t").unwrap().agent_for("w", "r").is_err());
+    }
+
+    #[test]
+    fn agent_protocols() {
+        let c = Config::parse(
+            "agents:\n  h: {command: uwf-hermes, args: [], protocol: 7a0c}\n  u: {command: a, protocol: uwf}\n  d: {command: b}\n  x: {command: c, protocol: v2}\ndefaultAgent: h\nagentOverrides:\n  wf: {u: u, d: d, x: x}\n",
+            "t",
+        )
+        .unwrap();
+        let p = |role: &str| c.agent_for("wf", role).map(|a| a.protocol);
+        assert_eq!(p("any").unwrap(), AgentProtocol::Ts7a0c);
+        assert_eq!(p("u").unwrap(), AgentProtocol::Uwf);
+        assert_eq!(p("d").unwrap(), AgentProtocol::Uwf);
+        assert_eq!(
+            p("x").unwrap_err().to_string(),
+            "config.agents.x.protocol must be \"uwf\" or \"7a0c\", got: \"v2\""
+        );
     }
 
     #[test]

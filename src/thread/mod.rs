@@ -21,7 +21,7 @@ pub mod registry;
 pub mod time;
 
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
-pub use config::{AgentCommand, Config};
+pub use config::{AgentCommand, AgentProtocol, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{

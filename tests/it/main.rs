@@ -12,6 +12,7 @@ mod interop;
 mod llm;
 mod model;
 mod props;
+mod proto7a0c;
 mod read_md;
 mod store;
 mod store_batch;
