@@ -6,7 +6,7 @@ use super::{CliError, CliResult, Env};
 use crate::cas::Value;
 use crate::interchange::transfer::{self, Counts, ImportOptions, ImportReport};
 use crate::store::Store;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn counts(c: &Counts) -> Value {
     obj([
@@ -57,16 +57,18 @@ pub(crate) fn export(env: &Env, dir: &Path) -> CliResult {
     )
 }
 
-/// `uwf import DIR`.
-pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool) -> CliResult {
-    if !dir.is_dir() {
-        return Err(CliError::new(format!(
-            "import: {} is not a directory",
-            dir.display()
-        )));
+/// `uwf import DIR [--cas DIR]…`.
+pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) -> CliResult {
+    for d in std::iter::once(dir).chain(cas.iter().map(PathBuf::as_path)) {
+        if !d.is_dir() {
+            return Err(CliError::new(format!(
+                "import: {} is not a directory",
+                d.display()
+            )));
+        }
     }
     let s = env.open_rw()?;
-    let r = run_import(env, &s, dir, overwrite)?;
+    let r = run_import(env, &s, dir, cas, overwrite)?;
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
     }
@@ -84,27 +86,58 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool) -> CliResult {
     }
 }
 
-fn run_import(env: &Env, s: &Store, dir: &Path, overwrite: bool) -> CliResult<ImportReport> {
+fn run_import(
+    env: &Env,
+    s: &Store,
+    dir: &Path,
+    more_cas: &[PathBuf],
+    overwrite: bool,
+) -> CliResult<ImportReport> {
     let bar = Bar::spinner(env, "import");
     let opts = ImportOptions {
         overwrite,
         now_ms: env.now_ms,
         ..ImportOptions::default()
     };
-    let r = transfer::import(s, dir, opts, &|_, d, t| bar.set(d, t))
+    let r = transfer::import_with_cas(s, dir, more_cas, opts, &|_, d, t| bar.set(d, t))
         .map_err(|e| CliError::new(e.to_string()))?;
     bar.finish();
     Ok(r)
 }
 
-/// First use of a root that has the file layout but no store: import it, leaving the files as
-/// they are, and say so on stderr.
+/// First use of a root that has the file layout but no store: import it, with the nodes the
+/// TypeScript CLI kept elsewhere ([`Env::ts_cas`]), leaving the files as they are, and say so
+/// on stderr. The store appears only once the import succeeded, so a failed one is tried
+/// again by the next command.
 pub(crate) fn auto_import(env: &Env) -> CliResult<Option<Store>> {
     if env.db_path().exists() || !transfer::has_layout(&env.root) {
         return Ok(None);
     }
-    let s = Store::open(&env.db_path())?;
-    let r = run_import(env, &s, &env.root, false)?;
+    let db = env.db_path();
+    let tmp = env.root.join(format!(
+        ".{}.importing-{}",
+        crate::store::DB_FILE,
+        std::process::id()
+    ));
+    let imported = Store::open(&tmp)
+        .map_err(CliError::from)
+        .and_then(|s| run_import(env, &s, &env.root, &env.ts_cas, false));
+    let r = match imported {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    // A link never replaces: when another process got there first, its store is the one.
+    let linked = std::fs::hard_link(&tmp, &db);
+    let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = linked
+        && !db.exists()
+    {
+        return Err(e.into());
+    }
+    let s = Store::open(&db)?;
     eprintln!(
         "uwf: imported the file layout of {} into {} ({} nodes, {} threads, {} workflows, {} history lines; {} problem(s)); the files are left as they were",
         env.root.display(),

@@ -17,7 +17,7 @@ use crate::store::{self, Store, StoreError};
 use crate::thread::{ThreadError, ThreadId};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A failed command: the one-line message for stderr, hints, and its kind (the exit code).
 #[derive(Debug)]
@@ -174,6 +174,10 @@ enum Command {
         /// Replace thread heads and workflow names that exist with other values.
         #[arg(long)]
         overwrite: bool,
+        /// Another CAS directory whose nodes are imported too (e.g. the TypeScript CLI's
+        /// ~/.uncaged/json-cas); may repeat.
+        #[arg(long, value_name = "DIR")]
+        cas: Vec<PathBuf>,
     },
     /// Threads: start, step, show, list, read, fork, kill.
     #[command(subcommand)]
@@ -198,6 +202,10 @@ pub struct Env {
     pub stderr_tty: bool,
     /// The working directory.
     pub cwd: PathBuf,
+    /// Where the TypeScript tool may have kept the root's nodes besides `<root>/cas`:
+    /// `$UNCAGED_CAS_DIR`, and `~/.uncaged/json-cas` when the root was found its way (not
+    /// through `UWF_HOME`). Read by the automatic import of a file-layout root.
+    pub ts_cas: Vec<PathBuf>,
     /// A fixed clock (`UWF_TEST_NOW_MS`, for tests): every reading of the time gives it.
     fixed_now: Option<u64>,
     /// A fixed random seed (`UWF_TEST_SEED`, for tests) and how many ids it has made.
@@ -291,8 +299,22 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
     let fixed_now = number("UWF_TEST_NOW_MS");
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let root = store::resolve_root(|k| std::env::var(k).ok());
+    let mut ts_cas: Vec<PathBuf> = var("UNCAGED_CAS_DIR")
+        .map(PathBuf::from)
+        .into_iter()
+        .collect();
+    if var("UWF_HOME").is_none()
+        && let Some(home) = var("HOME")
+    {
+        ts_cas.push(Path::new(&home).join(".uncaged").join("json-cas"));
+    }
+    ts_cas.retain(|c| *c != root.join(crate::interchange::layout::CAS_DIR));
+    ts_cas.dedup();
     let env = Env {
-        root: store::resolve_root(|k| std::env::var(k).ok()),
+        root,
+        ts_cas,
         format: cli.format.unwrap_or(Format::Json),
         now_ms: fixed_now.unwrap_or_else(system_now_ms),
         stderr_tty: std::io::stderr().is_terminal(),
@@ -304,7 +326,11 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Cas(c) => cas::run(c, &env),
         Command::Workflow(c) => workflow::run(c, &env),
         Command::Export { dir } => interchange::export(&env, &dir),
-        Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
+        Command::Import {
+            dir,
+            overwrite,
+            cas,
+        } => interchange::import(&env, &dir, overwrite, &cas),
         Command::Thread(c) => thread::run(c, &env),
         Command::Step(c) => thread::run_step(c, &env),
         Command::Agent(c) => agent::run(c, &env),

@@ -268,8 +268,14 @@ impl Lister {
     /// A lister of the root `dir` (the directory holding `cas/`). A root without `cas/`
     /// lists nothing.
     pub fn new(dir: &Path) -> Lister {
+        Lister::of_cas(&dir.join(CAS_DIR))
+    }
+
+    /// A lister of the CAS directory `cas` itself (`<root>/cas`, or a CAS kept elsewhere such
+    /// as the TypeScript CLI's `~/.uncaged/json-cas`). An absent directory lists nothing.
+    pub fn of_cas(cas: &Path) -> Lister {
         Lister {
-            cas: dir.join(CAS_DIR),
+            cas: cas.to_path_buf(),
             current: None,
             pending_nodes_dir: false,
             started: false,
@@ -402,7 +408,12 @@ impl Iterator for Lister {
 
 /// The path of node `id`'s file in `layout` under the root `dir`.
 pub fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
-    let cas = dir.join(CAS_DIR);
+    node_path_in(&dir.join(CAS_DIR), layout, id)
+}
+
+/// The path of node `id` of `layout` in the CAS directory `cas`.
+pub fn node_path_in(cas: &Path, layout: Layout, id: NodeId) -> PathBuf {
+    let cas = cas.to_path_buf();
     let base = match layout {
         Layout::Flat => cas,
         Layout::Nodes => cas.join(NODES_DIR),
@@ -412,7 +423,12 @@ pub fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
 
 /// Reads and checks the listed file `id` of `layout` under the root `dir`.
 pub fn read_listed(dir: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
-    match read_node_file(&node_path(dir, layout, id), id, layout, max_size) {
+    read_listed_in(&dir.join(CAS_DIR), layout, id, max_size)
+}
+
+/// Reads and checks the listed file `id` of `layout` in the CAS directory `cas`.
+pub fn read_listed_in(cas: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
+    match read_node_file(&node_path_in(cas, layout, id), id, layout, max_size) {
         Ok(n) => ScanItem::Node(Box::new(n)),
         Err(p) => ScanItem::Problem(p),
     }

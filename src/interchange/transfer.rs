@@ -12,7 +12,7 @@ use super::extra::{Extra, UWF_FILE, VERSION};
 use super::history::{HistoryLine, HistoryReader, HistoryRecord};
 use super::layout::{
     CAS_DIR, HISTORY_FILE, INDEX_DIR, Layout, Listed, Lister, META_INDEX, REGISTRY_FILE, ScanItem,
-    THREADS_FILE, WORKFLOWS_FILE, node_path, read_listed, read_node_file,
+    THREADS_FILE, WORKFLOWS_FILE, node_path_in, read_listed_in, read_node_file,
 };
 use super::yaml;
 use crate::cas::bootstrap::META;
@@ -374,7 +374,37 @@ pub fn import(
     opts: ImportOptions,
     progress: Progress<'_>,
 ) -> Result<ImportReport, TransferError> {
-    let mut r = import_nodes(store, dir, opts, progress, false)?;
+    import_with_cas(store, dir, &[], opts, progress)
+}
+
+/// [`import`], with the nodes of more CAS directories than `<dir>/cas`: the CAS is their
+/// union. The TypeScript CLI keeps its own nodes in `$UNCAGED_CAS_DIR` or
+/// `~/.uncaged/json-cas` while its agents write to `<root>/cas`. `more_cas` is read first (the
+/// schemas a workflow was added with live there), then `<dir>/cas`; an absent directory adds
+/// nothing.
+///
+/// # Errors
+/// As [`import`].
+pub fn import_with_cas(
+    store: &Store,
+    dir: &Path,
+    more_cas: &[std::path::PathBuf],
+    opts: ImportOptions,
+    progress: Progress<'_>,
+) -> Result<ImportReport, TransferError> {
+    let mut r = ImportReport::default();
+    for cas in more_cas
+        .iter()
+        .map(|p| p.as_path())
+        .chain([dir.join(CAS_DIR).as_path()])
+    {
+        let n = import_nodes(store, cas, opts, progress, false)?;
+        r.nodes.imported += n.nodes.imported;
+        r.nodes.present += n.nodes.present;
+        r.nodes.skipped += n.nodes.skipped;
+        r.problems.extend(n.problems);
+        r.warnings.extend(n.warnings);
+    }
     let extra = read_extra(dir, &mut r)?;
     import_threads(store, dir, opts, &extra, &mut r)?;
     import_registry(store, dir, opts, &extra, &mut r)?;
@@ -393,20 +423,20 @@ pub fn import_new_nodes(
     dir: &Path,
     opts: ImportOptions,
 ) -> Result<ImportReport, TransferError> {
-    import_nodes(store, dir, opts, &|_, _, _| {}, true)
+    import_nodes(store, &dir.join(CAS_DIR), opts, &|_, _, _| {}, true)
 }
 
 /// The node part of [`import`]; with `only_new`, listed files whose ids are stored are
 /// dropped before they are read.
 fn import_nodes(
     store: &Store,
-    dir: &Path,
+    cas: &Path,
     opts: ImportOptions,
     progress: Progress<'_>,
     only_new: bool,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
-    let schemas = schema_hint(dir);
+    let schemas = schema_hint(cas);
     // Batches are committed on a second thread while the next one is read and prepared: at
     // most one batch waits for it and one is being committed.
     let (to_commit, batches) = std::sync::mpsc::sync_channel::<Vec<(Prepared, u64)>>(1);
@@ -435,7 +465,7 @@ fn import_nodes(
             pending_schemas: HashSet::new(),
         };
         let read =
-            read_all(store, dir, &schemas, opts, only_new, &mut nodes).and_then(|()| nodes.flush());
+            read_all(store, cas, &schemas, opts, only_new, &mut nodes).and_then(|()| nodes.flush());
         // Closing the queue lets the committer finish what it was given and return.
         nodes.to_commit = None;
         let committed = committer.join().expect("the committer does not panic");
@@ -458,7 +488,7 @@ fn import_nodes(
         let before = deferred.len();
         let mut still = Vec::new();
         for (id, layout) in deferred {
-            let Some(n) = read_or_skip(dir, layout, id, &opts, &mut r) else {
+            let Some(n) = read_or_skip(cas, layout, id, &opts, &mut r) else {
                 continue;
             };
             if !store.is_schema(n.type_id)? {
@@ -481,14 +511,14 @@ fn import_nodes(
     // and says so.
     let mut untyped = 0u64;
     for (id, layout) in deferred {
-        let Some(n) = read_or_skip(dir, layout, id, &opts, &mut r) else {
+        let Some(n) = read_or_skip(cas, layout, id, &opts, &mut r) else {
             continue;
         };
         untyped += 1;
         if r.warnings.len() < UNTYPED_WARNINGS {
             r.warnings.push(format!(
                 "kept {}: its type {} is not a schema in the store or the import (stored unvalidated, no references)",
-                node_path(dir, layout, id).display(),
+                node_path_in(cas, layout, id).display(),
                 n.type_id
             ));
         }
@@ -514,13 +544,13 @@ fn import_nodes(
 /// neighbouring keys of the `nodes` tree instead of random ones.
 fn read_all(
     store: &Store,
-    dir: &Path,
+    cas: &Path,
     schemas: &HashSet<NodeId>,
     opts: ImportOptions,
     only_new: bool,
     nodes: &mut NodeImport<'_, '_>,
 ) -> Result<(), TransferError> {
-    let mut lister = Lister::new(dir);
+    let mut lister = Lister::of_cas(cas);
     loop {
         let mut run = Vec::new();
         for listed in lister.by_ref() {
@@ -549,7 +579,7 @@ fn read_all(
             run = kept;
         }
         run.sort_unstable_by_key(|&(id, _)| (!schemas.contains(&id), id.0));
-        read_in_order(dir, &run, opts.max_file_size, |item| nodes.take(item))?;
+        read_in_order(cas, &run, opts.max_file_size, |item| nodes.take(item))?;
     }
 }
 
@@ -570,7 +600,7 @@ const READERS: usize = 16;
 /// and hands them to `take` in the order of `run`. Memory: at most
 /// `READERS × READ_AHEAD × READ_CHUNK` files in flight.
 fn read_in_order(
-    dir: &Path,
+    cas: &Path,
     run: &[(NodeId, Layout)],
     max_size: u64,
     mut take: impl FnMut(ScanItem) -> Result<(), TransferError>,
@@ -587,7 +617,7 @@ fn read_in_order(
                 for chunk in chunks.iter().skip(first).step_by(readers) {
                     let items = chunk
                         .iter()
-                        .map(|&(id, layout)| read_listed(dir, layout, id, max_size))
+                        .map(|&(id, layout)| read_listed_in(cas, layout, id, max_size))
                         .collect();
                     // The receiver is gone when the import stopped on an error.
                     if tx.send(items).is_err() {
@@ -612,9 +642,9 @@ fn read_in_order(
 /// Ids the layout's own index lists as schemas (`cas/_index/<meta-schema id>` and
 /// `cas/_index/_meta`): read first, so nodes typed by them need not wait. Only a hint: every
 /// file is still read and checked, and a missing, odd or oversized index gives no hint.
-fn schema_hint(dir: &Path) -> HashSet<NodeId> {
+fn schema_hint(cas: &Path) -> HashSet<NodeId> {
     const LIMIT: u64 = 16 << 20;
-    let index = dir.join(CAS_DIR).join(INDEX_DIR);
+    let index = cas.join(INDEX_DIR);
     let mut ids = HashSet::new();
     for name in [META.to_wire(), META_INDEX.to_string()] {
         let path = index.join(name);
@@ -767,13 +797,18 @@ fn flush(
 
 /// Reads a listed node file; a file that cannot be used is counted as skipped and reported.
 fn read_or_skip(
-    dir: &Path,
+    cas: &Path,
     layout: Layout,
     id: NodeId,
     opts: &ImportOptions,
     r: &mut ImportReport,
 ) -> Option<super::layout::ScannedNode> {
-    match read_node_file(&node_path(dir, layout, id), id, layout, opts.max_file_size) {
+    match read_node_file(
+        &node_path_in(cas, layout, id),
+        id,
+        layout,
+        opts.max_file_size,
+    ) {
         Ok(n) => Some(n),
         Err(p) => {
             r.nodes.skipped += 1;

@@ -448,3 +448,91 @@ fn any_thread_id_the_typescript_tool_wrote_is_imported_and_addressable() {
     env.ok(&["thread", "kill", odd]);
     assert_eq!(s(&env.show(odd), "status"), "cancelled");
 }
+
+/// `uwf` with the TypeScript tool's variables only (no `UWF_HOME`): `HOME` and the root
+/// `UNCAGED_WORKFLOW_STORAGE_ROOT`, plus `extra`.
+fn ts_way(home: &Path, root: &Path, extra: &[(&str, &Path)], args: &[&str]) -> crate::common::Run {
+    let mut c = std::process::Command::new(crate::common::uwf_bin());
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("UNCAGED_WORKFLOW_STORAGE_ROOT", root)
+        .args(args);
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run uwf");
+    crate::common::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The TypeScript CLI's own nodes in `~/.uncaged/json-cas` (its default, a root with no
+/// `cas/`), in `$UNCAGED_CAS_DIR`, or named with `uwf import --cas`: all are imported, and
+/// the threads read as in a root that holds its CAS itself.
+#[test]
+fn a_root_whose_cas_is_in_json_cas_imports_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join(".uncaged/workflow");
+    copy_tree(&ts_root(), &root);
+    let json_cas = home.path().join(".uncaged/json-cas");
+    std::fs::rename(root.join("cas"), &json_cas).unwrap();
+    let r = ts_way(home.path(), &root, &[], &["thread", "list", "--all"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let threads = json(&r.stdout);
+    assert_eq!(threads.as_array().unwrap().len(), 5, "{}", r.stdout);
+    for t in threads.as_array().unwrap() {
+        let id = t.get("thread").unwrap().as_str().unwrap();
+        let r = ts_way(home.path(), &root, &[], &["thread", "steps", id]);
+        assert_eq!(r.code, 0, "{id}: {}", r.stderr);
+    }
+    let r = ts_way(home.path(), &root, &[], &["cas", "verify"]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+
+    // UNCAGED_CAS_DIR names it, whatever the root.
+    let home2 = tempfile::tempdir().unwrap();
+    let root2 = home2.path().join("root");
+    copy_tree(&ts_root(), &root2);
+    let elsewhere = home2.path().join("elsewhere");
+    std::fs::rename(root2.join("cas"), &elsewhere).unwrap();
+    let r = ts_way(
+        home2.path(),
+        &root2,
+        &[("UNCAGED_CAS_DIR", &elsewhere)],
+        &["thread", "list", "--all"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(json(&r.stdout).as_array().unwrap().len(), 5);
+
+    // `uwf import DIR --cas X` into a uwf home.
+    let env = TestEnv::new();
+    let src = tempfile::tempdir().unwrap();
+    copy_tree(&ts_root(), src.path());
+    let cas = home.path().join("cas-copy");
+    std::fs::rename(src.path().join("cas"), &cas).unwrap();
+    let out = env.ok(&[
+        "import",
+        &src.path().display().to_string(),
+        "--cas",
+        &cas.display().to_string(),
+    ]);
+    assert!(
+        json(&out)
+            .get("nodes")
+            .unwrap()
+            .get("imported")
+            .unwrap()
+            .as_f64()
+            .unwrap()
+            > 100.0
+    );
+    assert_eq!(
+        json(&env.ok(&["thread", "list", "--all"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+}
