@@ -2,6 +2,7 @@
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
 mod agent;
+mod background;
 mod cas;
 mod interchange;
 mod output;
