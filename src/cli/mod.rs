@@ -6,6 +6,7 @@ mod background;
 mod cas;
 mod interchange;
 mod output;
+mod skill;
 mod thread;
 pub mod workflow;
 
@@ -185,6 +186,12 @@ enum Command {
     /// The agent kit and the built-in scripted agent.
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Reference texts (markdown) for users, workflow authors and agent writers.
+    Skill {
+        /// Which text; `list` names them all.
+        #[arg(value_enum)]
+        name: skill::Skill,
+    },
 }
 
 /// What a command needs from its surroundings.
@@ -309,6 +316,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Thread(c) => thread::run(c, &env),
         Command::Step(c) => thread::run_step(c, &env),
         Command::Agent(c) => agent::run(c, &env),
+        Command::Skill { name } => skill::run(name),
     };
     match r {
         Ok(()) => 0,
