@@ -168,6 +168,10 @@ enum Command {
     Export {
         /// Target directory (may be the storage root itself).
         dir: PathBuf,
+        /// Also write config.yaml with every secret value (keys named like key, token, secret,
+        /// password) replaced by a placeholder; .env is never copied.
+        #[arg(long)]
+        with_config: bool,
     },
     /// Read a file layout (cas/<ID>.bin or cas/nodes/<ID>.bin, threads, registry, history).
     Import {
@@ -311,7 +315,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let r = match cli.command {
         Command::Cas(c) => cas::run(c, &env),
         Command::Workflow(c) => workflow::run(c, &env),
-        Command::Export { dir } => interchange::export(&env, &dir),
+        Command::Export { dir, with_config } => interchange::export(&env, &dir, with_config),
         Command::Import { dir, overwrite } => interchange::import(&env, &dir, overwrite),
         Command::Thread(c) => thread::run(c, &env),
         Command::Step(c) => thread::run_step(c, &env),

@@ -1,13 +1,14 @@
 //! Export and import of the TypeScript tool's directory layout, the store-independent parts:
 //! path ↔ id rules and the directory scanner ([`layout`]), the file writers
-//! ([`export_files`]), and the formats of the storage root ([`yaml`], [`history`]) and of
-//! uwf's own file beside them ([`extra`]).
+//! ([`export_files`]), and the formats of the storage root ([`yaml`], [`history`], a masked
+//! [`config`]) and of uwf's own file beside them ([`extra`]).
 //!
 //! Apart from [`transfer`], nothing here knows the store: the exporter feeds
 //! [`export_files::ExportWriter`] node by node, and the importer takes the names of
 //! [`layout::Lister`] in sorted runs and reads them with [`layout::read_listed`], so both
 //! stream with bounded memory.
 
+pub mod config;
 pub mod export_files;
 pub mod extra;
 pub mod history;

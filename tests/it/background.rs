@@ -82,7 +82,9 @@ fn a_background_run_is_running_until_thread_stop_ends_it() {
     let out = json(&env.ok(&["thread", "stop", &t]));
     assert_eq!(out.get("stopped"), Some(&Value::Bool(true)));
     assert!(!running(worker), "the worker outlived thread stop");
-    wait_until("the agent to end", || pids_in(&pids).iter().all(|p| !running(*p)));
+    wait_until("the agent to end", || {
+        pids_in(&pids).iter().all(|p| !running(*p))
+    });
     assert!(!marker(&env, &t).exists());
     let store = Store::open_read_only(&env.db()).unwrap();
     assert!(store.leases().unwrap().is_empty(), "a lease is left");
@@ -95,7 +97,11 @@ fn a_background_run_is_running_until_thread_stop_ends_it() {
     // Nothing runs now: a second stop says so and stops nothing.
     let r = env.run(&["thread", "stop", &t]);
     assert_eq!(r.code, 0);
-    assert!(r.stderr.contains("is not currently running"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is not currently running"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(json(&r.stdout).get("stopped"), Some(&Value::Bool(false)));
 }
 
@@ -104,7 +110,16 @@ fn a_background_run_to_the_end_completes_the_thread() {
     let env = TestEnv::new();
     let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
     let agent = env.scripted(&example("debate.script.yaml"));
-    env.ok(&["thread", "exec", &t, "--background", "-c", "20", "--agent", &agent]);
+    env.ok(&[
+        "thread",
+        "exec",
+        &t,
+        "--background",
+        "-c",
+        "20",
+        "--agent",
+        &agent,
+    ]);
     wait_until("the thread to complete", || {
         status(&env, &t) == Value::str("completed")
     });

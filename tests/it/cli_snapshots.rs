@@ -166,7 +166,12 @@ fn skill_list_and_texts() {
             let mut args = words.clone();
             args.push("--help");
             let r = env.run(&args);
-            assert_eq!(r.code, 0, "{name}: `uwf {}` is not a command", words.join(" "));
+            assert_eq!(
+                r.code,
+                0,
+                "{name}: `uwf {}` is not a command",
+                words.join(" ")
+            );
         }
     }
 }
