@@ -106,6 +106,21 @@ pub(crate) fn live_marker(root: &Path, thread: &str) -> Option<u32> {
     }
 }
 
+/// The threads with a live background run (stale markers are deleted).
+pub(crate) fn running_threads(root: &Path) -> std::collections::HashSet<String> {
+    let Ok(dir) = std::fs::read_dir(root.join(RUNNING)) else {
+        return Default::default();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let thread = name.strip_suffix(".json")?;
+            (!thread.starts_with('.') && live_marker(root, thread).is_some())
+                .then(|| thread.to_string())
+        })
+        .collect()
+}
+
 /// Removes `thread`'s marker if it names `pid` (a newer run's marker is left alone).
 pub(crate) fn remove_marker_of(root: &Path, thread: &str, pid: u32) {
     if marker_pid(root, thread) == Some(pid) {

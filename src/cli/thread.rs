@@ -248,6 +248,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 before: before.map(|b| parse_time(&b, env.now_ms)).transpose()?,
                 skip,
                 take: take.map(|t| t as usize),
+                background: background::running_threads(&env.root),
             };
             let s = env.open_ro()?;
             print(env.format, &Value::Array(thread::list(&s, &f)?))
@@ -278,6 +279,11 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         ThreadCommand::StepDetails { step } => details(env, &step),
         ThreadCommand::Kill { thread } => {
             let t = thread_id(&thread)?;
+            // A background run of the thread ends first, so no step of it lands afterwards.
+            if let Some(pid) = background::live_marker(&env.root, &t) {
+                background::terminate(pid, &t, Duration::from_secs(30));
+                background::remove_marker_of(&env.root, &t, pid);
+            }
             let s = env.open_rw()?;
             thread::kill(&s, &t, env.now_ms)?;
             print(

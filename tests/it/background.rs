@@ -77,6 +77,8 @@ fn a_background_run_is_running_until_thread_stop_ends_it() {
     assert!(running(worker));
     wait_until("the agent", || pids_in(&pids).len() >= 2);
     assert_eq!(status(&env, &t), Value::str("running"));
+    let listed = env.ok(&["thread", "list", "--status", "running"]);
+    assert!(listed.contains(&t), "{listed}");
     env.fails(&["thread", "exec", &t, "--agent", &p(&agent)], "PID: ");
 
     let out = json(&env.ok(&["thread", "stop", &t]));
@@ -128,4 +130,24 @@ fn a_background_run_to_the_end_completes_the_thread() {
         &["thread", "exec", &t, "--background", "--agent", &agent],
         "thread not active",
     );
+}
+
+#[test]
+fn cancel_ends_a_background_run_first() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
+    let pids = env.root().join("pids");
+    let agent = env.agent(
+        "sleeper.sh",
+        &format!("echo $$ >> {}\nsleep 60", pids.display()),
+    );
+    env.ok(&["thread", "exec", &t, "--background", "--agent", &p(&agent)]);
+    wait_until("the agent", || !pids_in(&pids).is_empty());
+    env.ok(&["thread", "cancel", &t]);
+    assert!(
+        pids_in(&pids).iter().all(|p| !running(*p)),
+        "the agent outlived the cancel"
+    );
+    assert!(!marker(&env, &t).exists());
+    assert_eq!(status(&env, &t), Value::str("cancelled"));
 }
