@@ -334,6 +334,16 @@ fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
     if out.done {
         return Err(CliError::new(format!("thread not active: {t}")));
     }
+    // A step in progress in the foreground would make the worker fail at once.
+    if out.status == Status::Running {
+        return Err(CliError::of(
+            crate::ErrorKind::Retry,
+            format!("thread {t} is busy: a step is in progress"),
+        )
+        .hint(format!(
+            "wait for that step to end; \"uwf thread show {t}\" shows when it has"
+        )));
+    }
     let mut args = vec![
         "thread".to_string(),
         "exec".to_string(),

@@ -151,3 +151,30 @@ fn cancel_ends_a_background_run_first() {
     assert!(!marker(&env, &t).exists());
     assert_eq!(status(&env, &t), Value::str("cancelled"));
 }
+
+#[test]
+fn a_thread_stepped_in_the_foreground_is_not_started_in_the_background() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
+    let pids = env.root().join("pids");
+    let agent = env.agent(
+        "sleeper.sh",
+        &format!("echo $$ >> {}\nsleep 60", pids.display()),
+    );
+    let mut fg = env
+        .spawn_cmd()
+        .args(["thread", "exec", &t, "--agent", &p(&agent)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the agent", || !pids_in(&pids).is_empty());
+    let r = env.fails(
+        &["thread", "exec", &t, "--background", "--agent", &p(&agent)],
+        "is busy",
+    );
+    assert_eq!(r.code, 75);
+    assert!(!marker(&env, &t).exists());
+    fg.kill().unwrap();
+    fg.wait().unwrap();
+}
