@@ -1,6 +1,7 @@
 //! Engine benchmarks: the overhead of one `uwf thread step` process (the whole command minus
-//! the agent's own time, both measured as whole processes) with a trivial agent, and `uwf thread show` / `uwf thread list`
-//! processes against a store holding 10,000 threads.
+//! the agent's own time, both measured as whole processes) with a trivial agent, `uwf thread show` / `uwf thread list`
+//! processes against a store holding 10,000 threads, and `uwf thread read` / `uwf step read`
+//! processes on a thread of 1,000 steps.
 //!
 //! ```sh
 //! cargo bench --bench engine
@@ -276,5 +277,23 @@ fn show_and_list(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, step_overhead, show_and_list);
+/// `uwf thread read` and `uwf step read` processes on a thread of 1,000 steps, each timed from
+/// spawn to exit (criterion's `iter` around the whole `Command::output`).
+fn read_long(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Bench::long(dir.path(), 1000);
+    let show = String::from_utf8(run(&b.home, &["thread", "show", &b.thread])).unwrap();
+    let head = show.split("\"head\":\"").nth(1).unwrap()[..13].to_string();
+    let mut g = c.benchmark_group("read_1000_steps");
+    g.sample_size(30);
+    g.bench_function("thread_read", |bch| {
+        bch.iter(|| run(&b.home, &["thread", "read", &b.thread]))
+    });
+    g.bench_function("step_read", |bch| {
+        bch.iter(|| run(&b.home, &["step", "read", &head]))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, step_overhead, show_and_list, read_long);
 criterion_main!(benches);

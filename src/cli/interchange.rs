@@ -4,8 +4,12 @@ use super::cas::Bar;
 use super::output::{obj, print};
 use super::{CliError, CliResult, Env};
 use crate::cas::Value;
+use crate::interchange::config::redact;
+use crate::interchange::export_files::write_atomic;
 use crate::interchange::transfer::{self, Counts, ImportOptions, ImportReport};
+use crate::interchange::yaml::stringify_value;
 use crate::store::Store;
+use crate::thread::Config;
 use std::path::{Path, PathBuf};
 
 fn counts(c: &Counts) -> Value {
@@ -32,29 +36,70 @@ fn report_value(r: &ImportReport) -> Value {
     ])
 }
 
-/// `uwf export DIR`.
-pub(crate) fn export(env: &Env, dir: &Path) -> CliResult {
+/// `uwf export DIR [--with-config]`.
+pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
+    // The config is read first: a config that does not parse stops the export before it
+    // writes anything.
+    let config = if with_config {
+        Some(masked_config(env)?)
+    } else {
+        None
+    };
     let s = env.open_ro()?;
     let bar = Bar::new(env, "export");
     let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t))
         .map_err(|e| CliError::new(e.to_string()))?;
     bar.finish();
-    print(
-        env.format,
-        &obj([
-            ("dir", Value::str(dir.display().to_string())),
-            ("nodes", Value::Number(r.nodes as f64)),
-            (
-                "written",
-                Value::Number((r.files.written + r.files.replaced) as f64),
-            ),
-            ("unchanged", Value::Number(r.files.skipped as f64)),
-            ("threads", Value::Number(r.threads as f64)),
-            ("registry", Value::Number(r.registry as f64)),
-            ("history", Value::Number(r.history as f64)),
-            ("uwfOnly", Value::Number(r.uwf_only as f64)),
-        ]),
-    )
+    let mut out = obj([
+        ("dir", Value::str(dir.display().to_string())),
+        ("nodes", Value::Number(r.nodes as f64)),
+        (
+            "written",
+            Value::Number((r.files.written + r.files.replaced) as f64),
+        ),
+        ("unchanged", Value::Number(r.files.skipped as f64)),
+        ("threads", Value::Number(r.threads as f64)),
+        ("registry", Value::Number(r.registry as f64)),
+        ("history", Value::Number(r.history as f64)),
+        ("uwfOnly", Value::Number(r.uwf_only as f64)),
+    ]);
+    if let Some(text) = config {
+        let written = match &text {
+            Some(t) => {
+                write_atomic(dir, "config.yaml", t.as_bytes())
+                    .map_err(|e| CliError::new(e.to_string()))?;
+                true
+            }
+            None => {
+                eprintln!(
+                    "warning: {} has no config.yaml; none was exported",
+                    env.root.display()
+                );
+                false
+            }
+        };
+        if let Value::Object(m) = &mut out {
+            m.insert("config".into(), Value::Bool(written));
+        }
+    }
+    print(env.format, &out)
+}
+
+/// The root's `config.yaml` with its secrets masked, as YAML text; `None` without one.
+fn masked_config(env: &Env) -> CliResult<Option<String>> {
+    let path = env.root.join("config.yaml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(CliError::new(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let c = Config::parse(&text, &path.display().to_string())?;
+    Ok(Some(stringify_value(&redact(&c.doc))))
 }
 
 /// `uwf import DIR [--cas DIR]…`.

@@ -2,9 +2,11 @@
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
 mod agent;
+mod background;
 mod cas;
 mod interchange;
 mod output;
+mod skill;
 mod thread;
 pub mod workflow;
 
@@ -166,6 +168,10 @@ enum Command {
     Export {
         /// Target directory (may be the storage root itself).
         dir: PathBuf,
+        /// Also write config.yaml with every secret value (keys named like key, token, secret,
+        /// password) replaced by a placeholder; .env is never copied.
+        #[arg(long)]
+        with_config: bool,
     },
     /// Read a file layout (cas/<ID>.bin or cas/nodes/<ID>.bin, threads, registry, history).
     Import {
@@ -188,6 +194,12 @@ enum Command {
     /// The agent kit and the built-in scripted agent.
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Reference texts (markdown) for users, workflow authors and agent writers.
+    Skill {
+        /// Which text; `list` names them all.
+        #[arg(value_enum)]
+        name: skill::Skill,
+    },
 }
 
 /// What a command needs from its surroundings.
@@ -325,7 +337,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let r = match cli.command {
         Command::Cas(c) => cas::run(c, &env),
         Command::Workflow(c) => workflow::run(c, &env),
-        Command::Export { dir } => interchange::export(&env, &dir),
+        Command::Export { dir, with_config } => interchange::export(&env, &dir, with_config),
         Command::Import {
             dir,
             overwrite,
@@ -334,6 +346,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Thread(c) => thread::run(c, &env),
         Command::Step(c) => thread::run_step(c, &env),
         Command::Agent(c) => agent::run(c, &env),
+        Command::Skill { name } => skill::run(name),
     };
     match r {
         Ok(()) => 0,

@@ -1,5 +1,6 @@
 //! `uwf thread …` and `uwf step …`: threads and their steps.
 
+use super::background;
 use super::output::{obj, print, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::cas::Value;
@@ -111,6 +112,11 @@ pub(crate) enum ThreadCommand {
         /// Thread id.
         thread: String,
     },
+    /// End a background run (`thread exec --background`) of a thread.
+    Stop {
+        /// Thread id.
+        thread: String,
+    },
 }
 
 /// Arguments of `thread step`.
@@ -130,6 +136,12 @@ pub(crate) struct StepArgs {
     /// Agent time limit in seconds; overrides config.yaml timeoutSeconds (default 600).
     #[arg(long)]
     timeout: Option<String>,
+    /// Run the steps in a detached uwf process and return at once (`thread stop` ends it).
+    #[arg(long)]
+    background: bool,
+    /// This process is the detached worker of a background run.
+    #[arg(long = "_background-worker", hide = true)]
+    background_worker: bool,
 }
 
 /// `--agent-protocol`.
@@ -140,6 +152,16 @@ pub(crate) enum ProtocolArg {
     /// The TypeScript tool's `CMD --thread T --role R --prompt P`, on threads.yaml and cas/.
     #[value(name = "7a0c")]
     Ts7a0c,
+}
+
+impl ProtocolArg {
+    /// The value as written on the command line.
+    fn name(self) -> &'static str {
+        match self {
+            ProtocolArg::Uwf => "uwf",
+            ProtocolArg::Ts7a0c => "7a0c",
+        }
+    }
 }
 
 impl From<ProtocolArg> for AgentProtocol {
@@ -233,13 +255,20 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                     agent_protocol,
                     count: max_steps,
                     timeout,
+                    background: false,
+                    background_worker: false,
                 },
             )
         }
         ThreadCommand::Show { thread } => {
             let t = thread_id(&thread)?;
             let s = env.open_ro()?;
-            print(env.format, &thread::show(&s, &t)?.to_value())
+            let mut out = thread::show(&s, &t)?;
+            // Between two steps a background run holds no lease; its marker still says running.
+            if out.status == Status::Idle && background::live_marker(&env.root, &t).is_some() {
+                out.status = Status::Running;
+            }
+            print(env.format, &out.to_value())
         }
         ThreadCommand::List {
             all,
@@ -256,6 +285,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 before: before.map(|b| parse_time(&b, env.now_ms)).transpose()?,
                 skip,
                 take: take.map(|t| t as usize),
+                background: background::running_threads(&env.root),
             };
             let s = env.open_ro()?;
             print(env.format, &Value::Array(thread::list(&s, &f)?))
@@ -286,6 +316,11 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         ThreadCommand::StepDetails { step } => details(env, &step),
         ThreadCommand::Kill { thread } => {
             let t = thread_id(&thread)?;
+            // A background run of the thread ends first, so no step of it lands afterwards.
+            if let Some(pid) = background::live_marker(&env.root, &t) {
+                background::terminate(pid, &t, Duration::from_secs(30));
+                background::remove_marker_of(&env.root, &t, pid);
+            }
             let s = env.open_rw()?;
             thread::kill(&s, &t, env.now_ms)?;
             print(
@@ -293,7 +328,85 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 &obj([("thread", Value::str(t)), ("cancelled", Value::Bool(true))]),
             )
         }
+        ThreadCommand::Stop { thread } => stop(env, &thread),
     }
+}
+
+/// `thread stop`: SIGTERM to the background run's process, which ends its agent, gives the
+/// lease back and exits 143; waits for it to end, then removes the marker.
+fn stop(env: &Env, thread: &str) -> CliResult {
+    let t = thread_id(thread)?;
+    let stopped = match background::live_marker(&env.root, &t) {
+        Some(pid) => {
+            if !background::terminate(pid, &t, Duration::from_secs(30)) {
+                eprintln!("warning: process {pid} of thread {t} has not ended yet");
+            }
+            background::remove_marker_of(&env.root, &t, pid);
+            true
+        }
+        None => {
+            eprintln!("Warning: thread {t} is not currently running");
+            false
+        }
+    };
+    print(
+        env.format,
+        &obj([("thread", Value::str(t)), ("stopped", Value::Bool(stopped))]),
+    )
+}
+
+/// `thread exec --background`: checks what the worker would check first, starts it detached,
+/// writes the running marker and prints the thread's state as running.
+fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
+    if let Some(pid) = background::live_marker(&env.root, t) {
+        return Err(CliError::of(
+            crate::ErrorKind::Retry,
+            format!("thread already executing in background (PID: {pid})"),
+        ));
+    }
+    let mut out = {
+        let s = env.open_ro()?;
+        thread::show(&s, t)?
+    };
+    if out.done {
+        return Err(CliError::new(format!("thread not active: {t}")));
+    }
+    // A step in progress in the foreground would make the worker fail at once.
+    if out.status == Status::Running {
+        return Err(CliError::of(
+            crate::ErrorKind::Retry,
+            format!("thread {t} is busy: a step is in progress"),
+        )
+        .hint(format!(
+            "wait for that step to end; \"uwf thread show {t}\" shows when it has"
+        )));
+    }
+    let mut args = vec![
+        "thread".to_string(),
+        "exec".to_string(),
+        t.to_string(),
+        "--count".to_string(),
+        count.to_string(),
+    ];
+    for (flag, v) in [("--agent", &a.agent), ("--timeout", &a.timeout)] {
+        if let Some(v) = v {
+            args.push(flag.to_string());
+            args.push(v.clone());
+        }
+    }
+    if let Some(p) = a.agent_protocol {
+        args.push("--agent-protocol".to_string());
+        args.push(p.name().to_string());
+    }
+    args.push("--_background-worker".to_string());
+    let pid = background::spawn_detached(&args, &background::log_path(&env.root, t))?;
+    background::write_marker(&env.root, t, &out.workflow, pid, env.clock())?;
+    out.status = Status::Running;
+    let mut v = out.to_value();
+    if let Value::Object(m) = &mut v {
+        m.insert("background".into(), Value::Bool(true));
+    }
+    print(env.format, &v)
 }
 
 pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
@@ -438,6 +551,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     let t = thread_id(&a.thread)?;
     let timeout = a
         .timeout
+        .as_deref()
         .map(|s| {
             s.trim()
                 .parse::<f64>()
@@ -455,6 +569,22 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     if let (Some(agent), Some(p)) = (&mut agent, a.agent_protocol) {
         agent.protocol = p.into();
     }
+    if a.background && !a.background_worker {
+        return start_background(env, &a, &t, count);
+    }
+    let me = std::process::id();
+    if let Some(pid) = background::live_marker(&env.root, &t).filter(|p| *p != me) {
+        return Err(CliError::of(
+            crate::ErrorKind::Retry,
+            format!("thread already executing in background (PID: {pid})"),
+        ));
+    }
+    // The worker's marker goes when it ends, whatever the outcome.
+    let _marker = a.background_worker.then(|| MarkerGuard {
+        root: &env.root,
+        thread: &t,
+        pid: me,
+    });
     let config = Config::load(&env.root)?;
     let store = env.open_rw()?;
     // Ctrl-C or SIGTERM ends the running agent, gives the lease back and exits 130/143.
@@ -507,6 +637,19 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     match failure {
         Some(e) => Err(e.into()),
         None => Ok(()),
+    }
+}
+
+/// Removes a background worker's running marker when dropped.
+struct MarkerGuard<'a> {
+    root: &'a std::path::Path,
+    thread: &'a str,
+    pid: u32,
+}
+
+impl Drop for MarkerGuard<'_> {
+    fn drop(&mut self) {
+        background::remove_marker_of(self.root, self.thread, self.pid);
     }
 }
 

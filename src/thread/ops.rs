@@ -326,6 +326,9 @@ pub struct ListFilter {
     pub skip: usize,
     /// Rows to keep at most.
     pub take: Option<usize>,
+    /// Active threads that a background run holds (running markers), shown as running even
+    /// between two steps, when no lease is held.
+    pub background: std::collections::HashSet<String>,
 }
 
 struct Row {
@@ -357,7 +360,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     let active_ids: std::collections::HashSet<String> =
         active.iter().map(|(t, _)| t.clone()).collect();
     for (t, r) in active {
-        let status = if leases.get(&t).copied().unwrap_or(false) {
+        let status = if leases.get(&t).copied().unwrap_or(false) || f.background.contains(&t) {
             Status::Running
         } else {
             Status::Idle

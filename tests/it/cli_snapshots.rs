@@ -125,3 +125,53 @@ fn thread_cases() {
     </prompt>
     ");
 }
+
+#[test]
+fn skill_list_and_texts() {
+    let env = TestEnv::fixed();
+    insta::assert_snapshot!(env.transcript("skill list"), @"
+    user       running workflows and threads with uwf
+    author     writing workflow YAML: roles, graphs, !include, conditions, schemas
+    developer  writing an agent in any language: the protocol and the agent kit
+    adapter    wrapping a coding-agent CLI as an agent
+    bootstrap  first steps on a new machine
+    ");
+    insta::assert_snapshot!(env.transcript("skill nosuch").lines().next().unwrap_or(""), @"! error: invalid value 'nosuch' for '<NAME>'");
+    for name in ["user", "author", "developer", "adapter", "bootstrap"] {
+        let text = env.ok(&["skill", name]);
+        assert!(text.starts_with("# uwf"), "{name}: {text}");
+        assert!(text.lines().count() > 30, "{name} is too short");
+        // Every command a code block shows exists: its help succeeds.
+        let mut code = false;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                code = !code;
+                continue;
+            }
+            let line = line.trim_start();
+            if !code {
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("uwf ") else {
+                continue;
+            };
+            let words: Vec<&str> = rest
+                .split_whitespace()
+                .take_while(|w| w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+                .take(2)
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            let mut args = words.clone();
+            args.push("--help");
+            let r = env.run(&args);
+            assert_eq!(
+                r.code,
+                0,
+                "{name}: `uwf {}` is not a command",
+                words.join(" ")
+            );
+        }
+    }
+}

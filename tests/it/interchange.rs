@@ -548,3 +548,78 @@ fn yaml_values_match_npm_yaml() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The keys of a YAML document, recursively, with the kind of each leaf.
+fn shape(v: &yaml_serde::Value) -> String {
+    match v {
+        yaml_serde::Value::Mapping(m) => {
+            let inner: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}:{}", k.as_str().unwrap_or("?"), shape(v)))
+                .collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        yaml_serde::Value::Sequence(s) => {
+            format!("[{}]", s.iter().map(shape).collect::<Vec<_>>().join(","))
+        }
+        yaml_serde::Value::Null => "null".into(),
+        _ => "leaf".into(),
+    }
+}
+
+#[test]
+fn export_with_config_masks_every_secret_and_never_copies_dotenv() {
+    let env = crate::common::TestEnv::new();
+    let config = "# the user's config
+providers:
+  openai:
+    baseUrl: https://api.example.com/v1
+    apiKey: sk-live-0123456789abcdef
+models:
+  default: { provider: openai, name: gpt-x }
+agents:
+  hermes: { command: uwf-hermes, args: [--fast] }
+  custom:
+    command: my-agent
+    args: []
+    env: { GITHUB_TOKEN: ghp_secret_value_42, client_secret: cs-999, retries: 3 }
+defaultAgent: hermes
+defaultModel: default
+database: { password: hunter2-pass, user: me }
+timeoutSeconds: 900
+";
+    std::fs::write(env.root().join("config.yaml"), config).unwrap();
+    std::fs::write(env.root().join(".env"), "OPENAI_API_KEY=sk-env-secret\n").unwrap();
+    let out_dir = env.root().join("out");
+    let out = env.ok(&["export", out_dir.to_str().unwrap(), "--with-config"]);
+    assert!(out.contains("\"config\":true"), "{out}");
+    assert!(!out_dir.join(".env").exists(), ".env was exported");
+    let text = std::fs::read_to_string(out_dir.join("config.yaml")).unwrap();
+    for secret in [
+        "sk-live-0123456789abcdef",
+        "ghp_secret_value_42",
+        "cs-999",
+        "hunter2-pass",
+        "sk-env-secret",
+    ] {
+        assert!(!text.contains(secret), "{secret} leaked into {text}");
+    }
+    let original: yaml_serde::Value = yaml_serde::from_str(config).unwrap();
+    let exported: yaml_serde::Value = yaml_serde::from_str(&text).unwrap();
+    assert_eq!(shape(&exported), shape(&original));
+    // What is not secret is kept as it was.
+    assert_eq!(exported["agents"]["hermes"], original["agents"]["hermes"]);
+    assert_eq!(
+        exported["providers"]["openai"]["baseUrl"],
+        original["providers"]["openai"]["baseUrl"]
+    );
+    assert_eq!(exported["timeoutSeconds"], original["timeoutSeconds"]);
+    assert_eq!(exported["database"]["user"], original["database"]["user"]);
+    // Without the flag no config is written.
+    let again = env.root().join("again");
+    env.ok(&["export", again.to_str().unwrap()]);
+    assert!(
+        !again.join("config.yaml").exists(),
+        "config exported without --with-config"
+    );
+}

@@ -1,0 +1,203 @@
+//! `thread exec --background` and `thread stop`: the step loop in a detached uwf process, and
+//! the TypeScript tool's running marker `<root>/running/<THREAD>.json` that says which process
+//! runs it.
+//!
+//! The marker is pretty JSON (two spaces, no trailing newline)
+//! `{"thread","workflow","pid","startedAt"}`, written to `running/.<thread>-<pid>.tmp` and
+//! renamed, as that tool writes it, so either tool sees the other's background runs. A marker
+//! whose process is gone (or is another program now) is stale and is deleted when read.
+
+#![allow(unsafe_code)] // setsid in the child and SIGTERM to a worker; each block says why it is sound.
+
+use crate::thread::time::format_utc;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The directory of running markers under the root.
+const RUNNING: &str = "running";
+/// uwf's own directory for the stderr of background workers (the TypeScript tool ignores it).
+const LOGS: &str = "background";
+
+/// The marker file of `thread`.
+pub(crate) fn marker_path(root: &Path, thread: &str) -> PathBuf {
+    root.join(RUNNING).join(format!("{thread}.json"))
+}
+
+/// The log of `thread`'s background runs (appended to).
+pub(crate) fn log_path(root: &Path, thread: &str) -> PathBuf {
+    root.join(LOGS).join(format!("{thread}.log"))
+}
+
+/// `new Date(ms).toISOString()`.
+fn iso(ms: u64) -> String {
+    format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000)
+}
+
+/// Writes `thread`'s marker for process `pid` (temporary file, then rename).
+///
+/// # Errors
+/// The directory or the file cannot be written.
+pub(crate) fn write_marker(
+    root: &Path,
+    thread: &str,
+    workflow: &str,
+    pid: u32,
+    now_ms: u64,
+) -> io::Result<()> {
+    let dir = root.join(RUNNING);
+    std::fs::create_dir_all(&dir)?;
+    let body = serde_json::json!({
+        "thread": thread,
+        "workflow": workflow,
+        "pid": pid,
+        "startedAt": iso(now_ms),
+    });
+    let text = serde_json::to_string_pretty(&body).map_err(io::Error::other)?;
+    let tmp = dir.join(format!(".{thread}-{pid}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, marker_path(root, thread))
+}
+
+/// The pid a marker names, if the file exists and holds one.
+fn marker_pid(root: &Path, thread: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(marker_path(root, thread)).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("pid")?.as_u64().and_then(|p| u32::try_from(p).ok())
+}
+
+/// Whether `pid` is a live process running `thread` (its command line names the thread; a
+/// zombie has ended). Without `/proc`, whether the pid exists at all.
+fn runs_thread(pid: u32, thread: &str) -> bool {
+    if !crate::engine::pid_alive(pid) {
+        return false;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return !Path::new("/proc/self").exists();
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next());
+    if matches!(state, Some("Z" | "X")) {
+        return false;
+    }
+    // A reused pid runs some other command line; the TypeScript tool's worker names the
+    // thread as it was given, in any case.
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        let c = String::from_utf8_lossy(&c).to_ascii_uppercase();
+        c.contains(&thread.to_ascii_uppercase())
+    })
+}
+
+/// The pid of `thread`'s live background run; a stale marker is deleted.
+pub(crate) fn live_marker(root: &Path, thread: &str) -> Option<u32> {
+    let path = marker_path(root, thread);
+    if !path.exists() {
+        return None;
+    }
+    match marker_pid(root, thread) {
+        Some(pid) if runs_thread(pid, thread) => Some(pid),
+        _ => {
+            let _ = std::fs::remove_file(&path);
+            None
+        }
+    }
+}
+
+/// The threads with a live background run (stale markers are deleted).
+pub(crate) fn running_threads(root: &Path) -> std::collections::HashSet<String> {
+    let Ok(dir) = std::fs::read_dir(root.join(RUNNING)) else {
+        return Default::default();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_string();
+            let thread = name.strip_suffix(".json")?;
+            (!thread.starts_with('.') && live_marker(root, thread).is_some())
+                .then(|| thread.to_string())
+        })
+        .collect()
+}
+
+/// Removes `thread`'s marker if it names `pid` (a newer run's marker is left alone).
+pub(crate) fn remove_marker_of(root: &Path, thread: &str, pid: u32) {
+    if marker_pid(root, thread) == Some(pid) {
+        let _ = std::fs::remove_file(marker_path(root, thread));
+    }
+}
+
+/// Starts `uwf <args>` detached: its own session, stdin and stdout on `/dev/null`, stderr
+/// appended to `log`. Returns its pid; the process is not waited for.
+///
+/// # Errors
+/// The log cannot be opened or the process cannot be started.
+pub(crate) fn spawn_detached(args: &[String], log: &Path) -> io::Result<u32> {
+    if let Some(d) = log.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let exe = std::env::current_exe()?;
+    let mut c = Command::new(exe);
+    c.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(err));
+    // SAFETY: setsid is async-signal-safe and touches no memory of the parent; it fails only
+    // for a process group leader, which a freshly forked child is not.
+    unsafe {
+        c.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = c.spawn()?;
+    Ok(child.id())
+}
+
+/// Sends SIGTERM to `pid` and waits up to `within` for it to end; true when it has.
+pub(crate) fn terminate(pid: u32, thread: &str, within: Duration) -> bool {
+    let Ok(p) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: a signal to a process checked just before to be a uwf worker of this thread.
+    unsafe {
+        libc::kill(p, libc::SIGTERM);
+    }
+    let until = Instant::now() + within;
+    while runs_thread(pid, thread) {
+        if Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_written_as_the_typescript_tool_writes_them() {
+        let d = tempfile::tempdir().unwrap();
+        let me = std::process::id();
+        write_marker(d.path(), "ZQ9XJW7", "W", me, 1_767_225_600_123).unwrap();
+        let text = std::fs::read_to_string(marker_path(d.path(), "ZQ9XJW7")).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{{\n  \"thread\": \"ZQ9XJW7\",\n  \"workflow\": \"W\",\n  \"pid\": {me},\n  \"startedAt\": \"2026-01-01T00:00:00.123Z\"\n}}"
+            )
+        );
+        // This test process's command line does not name the thread: the marker is stale.
+        assert_eq!(live_marker(d.path(), "ZQ9XJW7"), None);
+        assert!(!marker_path(d.path(), "ZQ9XJW7").exists());
+    }
+}
