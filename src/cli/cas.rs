@@ -178,10 +178,29 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             )
         }
         CasCommand::Verify => {
-            let s = env.open_ro()?;
             let bar = Bar::new(env, "verify");
-            let r = s.verify(&|d, t| bar.set(d, t))?;
+            let r = env
+                .open_ro()
+                .and_then(|s| Ok(s.verify(&|d, t| bar.set(d, t))?));
             bar.finish();
+            let r = match r {
+                Ok(r) => r,
+                // Damage that stops the check is its finding: the report says so, and the
+                // error line names the file and what to do.
+                Err(e) if e.kind == crate::ErrorKind::Damaged => {
+                    print(
+                        env.format,
+                        &obj([
+                            ("status", Value::str("damaged")),
+                            ("nodes", Value::Number(0.0)),
+                            ("damageCount", Value::Number(1.0)),
+                            ("damage", Value::Array(vec![Value::str(&e.message)])),
+                        ]),
+                    )?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let status = if r.is_clean() { "ok" } else { "damaged" };
             let mut out = obj([
                 ("status", Value::str(status)),

@@ -32,12 +32,20 @@ fn report_value(r: &ImportReport) -> Value {
     ])
 }
 
+/// A failed export or import: the store's own errors keep their kind (a damaged store exits
+/// 65), the rest are the user's.
+fn transfer_error(e: transfer::TransferError) -> CliError {
+    match e {
+        transfer::TransferError::Store(s) => s.into(),
+        e => CliError::new(e.to_string()),
+    }
+}
+
 /// `uwf export DIR`.
 pub(crate) fn export(env: &Env, dir: &Path) -> CliResult {
     let s = env.open_ro()?;
     let bar = Bar::new(env, "export");
-    let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t))
-        .map_err(|e| CliError::new(e.to_string()))?;
+    let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t)).map_err(transfer_error)?;
     bar.finish();
     print(
         env.format,
@@ -91,8 +99,7 @@ fn run_import(env: &Env, s: &Store, dir: &Path, overwrite: bool) -> CliResult<Im
         now_ms: env.now_ms,
         ..ImportOptions::default()
     };
-    let r = transfer::import(s, dir, opts, &|_, d, t| bar.set(d, t))
-        .map_err(|e| CliError::new(e.to_string()))?;
+    let r = transfer::import(s, dir, opts, &|_, d, t| bar.set(d, t)).map_err(transfer_error)?;
     bar.finish();
     Ok(r)
 }

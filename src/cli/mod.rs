@@ -300,7 +300,9 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
     };
-    let r = match cli.command {
+    // The store catches the database engine's panics in its own operations; this catches
+    // those of the few reads that run outside them (a table a command iterates itself).
+    let r = store::catching_damage(&env.db_path(), || match cli.command {
         Command::Cas(c) => cas::run(c, &env),
         Command::Workflow(c) => workflow::run(c, &env),
         Command::Export { dir } => interchange::export(&env, &dir),
@@ -308,7 +310,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Thread(c) => thread::run(c, &env),
         Command::Step(c) => thread::run_step(c, &env),
         Command::Agent(c) => agent::run(c, &env),
-    };
+    });
     match r {
         Ok(()) => 0,
         Err(e) => {
