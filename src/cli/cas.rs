@@ -223,10 +223,13 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                     m.insert("warningCount".into(), Value::Number(r.warning_count as f64));
                     m.insert("warnings".into(), Value::Array(list));
                 }
-                eprintln!(
-                    "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
-                    r.warning_count, r.warnings[0]
-                );
+                // On a damaged store such nodes are more of the damage: one line says it.
+                if r.is_clean() {
+                    eprintln!(
+                        "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
+                        r.warning_count, r.warnings[0]
+                    );
+                }
             }
             print(env.format, &out)?;
             if r.is_clean() {
@@ -235,8 +238,10 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                 Err(CliError::of(
                     crate::ErrorKind::Damaged,
                     format!(
-                        "store is damaged: {} problem(s), first: {}",
-                        r.damage_count, r.damage[0]
+                        "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
+                        env.db_path().display(),
+                        r.damage_count,
+                        r.damage[0]
                     ),
                 ))
             }

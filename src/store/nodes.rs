@@ -283,6 +283,12 @@ where
 }
 
 impl StoredNode {
+    /// Whether the stored bytes still hash to the node's id: the cheap check (XXH64) a walk
+    /// of every node makes; [`is_intact`](Self::is_intact) checks the digest as well.
+    pub fn hashes_to_id(&self) -> bool {
+        hash::id_for(self.type_id, self.type_id == self.id, &self.payload_cbor) == self.id
+    }
+
     /// Whether the stored bytes still hash to the node's id and BLAKE3 digest.
     pub fn is_intact(&self) -> bool {
         let self_typed = self.type_id == self.id;
@@ -548,8 +554,8 @@ impl Store {
             let mut queue = VecDeque::new();
             let mut stats = WalkStats::default();
             seen.insert(root.0);
-            queue.push_back(root);
-            while let Some(id) = queue.pop_front() {
+            queue.push_back((root, None));
+            while let Some((id, parent)) = queue.pop_front() {
                 match t.get(id.0)? {
                     Some(v) => {
                         let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
@@ -557,11 +563,16 @@ impl Store {
                         visit(WalkEvent::Node(id));
                         for r in unpack_refs(h.refs) {
                             if seen.insert(r.0) {
-                                queue.push_back(r);
+                                queue.push_back((r, Some(id)));
                             }
                         }
                     }
                     None => {
+                        // A missing node is reported only when its referrer's payload really
+                        // names it: stored references that do not match the payload are damage.
+                        if let Some(p) = parent {
+                            self.check_refs(p)?;
+                        }
                         stats.missing += 1;
                         visit(WalkEvent::Missing(id));
                     }
@@ -569,6 +580,33 @@ impl Store {
             }
             Ok(stats)
         })
+    }
+
+    /// Checks that the stored references of node `id` are the ones its payload holds.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when they differ or the payload cannot be read.
+    fn check_refs(&self, id: NodeId) -> Result<()> {
+        let n = self.get(id)?.ok_or(StoreError::Corrupt(id))?;
+        if !n.hashes_to_id() {
+            return Err(StoreError::Corrupt(id));
+        }
+        let stored = self.refs(id)?.ok_or(StoreError::Corrupt(id))?;
+        let found = if n.type_id == id || n.type_id == META {
+            Vec::new()
+        } else {
+            match self.type_info(n.type_id) {
+                Ok(info) => refs_in(&info, id, &n.payload_cbor)?,
+                // A node whose type is not a schema has no references.
+                Err(StoreError::UnknownType(_)) => Vec::new(),
+                Err(e) => return Err(e),
+            }
+        };
+        if found == stored {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt(id))
+        }
     }
 
     /// Ids of type `type_id`, in write order.
@@ -707,13 +745,31 @@ impl Store {
                         digest: s.digest,
                         payload_cbor: payload.to_vec(),
                     })
+                    .map_err(Walked::Caller)
                 },
-            )?;
+            )
+            .map_err(|e| match e {
+                Walked::Store(e) => E::from(e.located(&self.path)),
+                Walked::Caller(e) => e,
+            })?;
             match next {
                 Some(n) => lo = n,
                 None => return Ok(()),
             }
         }
+    }
+}
+
+/// An error of a walk over the store: the store's own, named with the file when it means
+/// damage, or the caller's, passed on as it is.
+enum Walked<E> {
+    Store(StoreError),
+    Caller(E),
+}
+
+impl<E> From<StoreError> for Walked<E> {
+    fn from(e: StoreError) -> Self {
+        Walked::Store(e)
     }
 }
 
@@ -957,7 +1013,7 @@ mod tests {
         tx.commit().expect("commit");
         for window in [3, 1 << 19] {
             match in_windows(&s, window) {
-                Err(StoreError::Corrupt(_)) => {}
+                Err(StoreError::Damaged { what, .. }) if what.starts_with("corrupt record") => {}
                 other => panic!("window {window}: {:?}", other.map(|v| v.len())),
             }
         }

@@ -181,7 +181,7 @@ impl Store {
                 .map_err(|e| StoreError::from(e).located(&self.path))?
             {
                 let (_, v) = e.map_err(|e| StoreError::from(e).located(&self.path))?;
-                f(dec(v.value())?)?;
+                f(dec(v.value()).map_err(|e| e.located(&self.path))?)?;
             }
             Ok(())
         })

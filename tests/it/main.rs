@@ -6,6 +6,7 @@ mod agent;
 mod cas_cli;
 mod cli_snapshots;
 mod common;
+mod corrupt;
 mod fuzz;
 mod interchange;
 mod interop;
