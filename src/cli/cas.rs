@@ -31,11 +31,17 @@ pub(crate) enum CasCommand {
         /// With --jsonl: payloads per transaction.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         commit_every: u64,
+        /// Print only the id (one per line with --jsonl).
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Store a text node.
     PutText {
         /// The text.
         text: String,
+        /// Print only the id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Print the id a payload would get, without storing or validating it.
     Hash {
@@ -84,6 +90,15 @@ pub(crate) enum SchemaCommand {
     },
 }
 
+/// `{"hash"}` of a stored node, or with `quiet` its id alone.
+fn print_hash(env: &Env, id: NodeId, quiet: bool) -> CliResult {
+    if quiet {
+        super::output::write_stdout(format!("{}\n", id.to_wire()).as_bytes())
+    } else {
+        print(env.format, &obj([("hash", Value::str(id.to_wire()))]))
+    }
+}
+
 pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
     match c {
         CasCommand::Get { id, timestamp } => {
@@ -108,23 +123,27 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             payload,
             jsonl: true,
             commit_every,
-        } => put_jsonl(env, &type_id, &payload, commit_every as usize),
+            quiet,
+        } => put_jsonl(env, &type_id, &payload, commit_every as usize, quiet),
         CasCommand::Put {
-            type_id, payload, ..
+            type_id,
+            payload,
+            quiet,
+            ..
         } => {
             let type_id = parse_id(&type_id)?;
             let payload = read_payload(&payload)?;
             let s = env.open_rw()?;
             let p = s.prepare(type_id, &payload, true)?;
             s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+            print_hash(env, p.id, quiet)
         }
-        CasCommand::PutText { text } => {
+        CasCommand::PutText { text, quiet } => {
             let s = env.open_rw()?;
             let text_type = bootstrap::by_name("@ocas/string").expect("builtin").id;
             let p = s.prepare(text_type, &Value::String(text), false)?;
             s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+            print_hash(env, p.id, quiet)
         }
         CasCommand::Hash { type_id, payload } => {
             let type_id = parse_id(&type_id)?;
@@ -328,7 +347,7 @@ fn walk(env: &Env, id: &str) -> CliResult {
     print(env.format, &out)
 }
 
-fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult {
+fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize, quiet: bool) -> CliResult {
     use std::io::BufRead;
     let type_id = parse_id(type_id)?;
     let reader: Box<dyn BufRead> = if source == "-" {
@@ -344,7 +363,11 @@ fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult 
         s.put(pending, env.now_ms)?;
         let mut out = String::new();
         for p in pending.drain(..) {
-            out.push_str(&obj([("hash", Value::str(p.id.to_wire()))]).to_json());
+            if quiet {
+                out.push_str(&p.id.to_wire());
+            } else {
+                out.push_str(&obj([("hash", Value::str(p.id.to_wire()))]).to_json());
+            }
             out.push('\n');
         }
         super::output::write_stdout(out.as_bytes())
