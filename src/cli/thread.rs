@@ -38,7 +38,7 @@ pub(crate) enum ThreadCommand {
         /// The thread's working directory (absolute; default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
-        /// Agent command (split on whitespace); overrides config.yaml.
+        /// Agent command, split into words as a shell does (quotes keep spaces); overrides config.yaml.
         #[arg(long)]
         agent: Option<String>,
         /// Most steps to run.
@@ -132,17 +132,19 @@ pub(crate) struct PromptArgs {
 }
 
 impl PromptArgs {
-    /// The task's text.
+    /// The task's text; trailing line ends of stdin or a file are dropped, as the shell's
+    /// `$(cat FILE)` drops them.
     fn text(self) -> CliResult<String> {
+        let trim = |t: String| t.trim_end_matches(['\n', '\r']).to_string();
         match (self.prompt, self.prompt_file) {
             (Some(p), _) if p == "-" => {
                 let mut t = String::new();
                 std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
                     .map_err(|e| CliError::new(format!("cannot read the prompt on stdin: {e}")))?;
-                Ok(t)
+                Ok(trim(t))
             }
             (Some(p), _) => Ok(p),
-            (None, Some(f)) => std::fs::read_to_string(&f).map_err(|e| {
+            (None, Some(f)) => std::fs::read_to_string(&f).map(trim).map_err(|e| {
                 CliError::new(format!("cannot read prompt file {}: {e}", f.display()))
             }),
             // clap requires one of them.
@@ -159,7 +161,7 @@ impl PromptArgs {
 pub(crate) struct StepArgs {
     /// Thread id.
     thread: String,
-    /// Agent command (split on whitespace); overrides config.yaml.
+    /// Agent command, split into words as a shell does (quotes keep spaces); overrides config.yaml.
     #[arg(long)]
     agent: Option<String>,
     /// Steps to run (stops early at $END).
@@ -214,7 +216,7 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
 
 fn thread_id(s: &str) -> CliResult<String> {
     Ok(ThreadId::parse(s)
-        .map_err(CliError::new)?
+        .map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))?
         .as_str()
         .to_string())
 }

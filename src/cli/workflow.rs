@@ -209,6 +209,7 @@ fn unknown(name: &str) -> CliError {
     CliError::new(format!(
         "unknown workflow \"{name}\"; run \"uwf workflow list\" to see registered names"
     ))
+    .missing(super::Missing::Workflow(name.to_string()))
 }
 
 /// Reads, checks and materialises a workflow file.
