@@ -12,6 +12,7 @@ mod interchange;
 mod interop;
 mod props;
 mod read_md;
+mod shell;
 mod store;
 mod store_batch;
 mod supervise;
