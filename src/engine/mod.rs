@@ -3,7 +3,7 @@
 //!
 //! A step holds one store handle from start to end (many processes open the file at once,
 //! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
-//! in the transaction that reads the head; a [`lease::LeaseGuard`] gives the lease back however
+//! in the transaction that reads the head; a `lease::LeaseGuard` gives the lease back however
 //! the step ends, and the head move that succeeds releases it in its own transaction. The
 //! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
 //! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]

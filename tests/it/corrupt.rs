@@ -129,7 +129,7 @@ fn damaged_copies_fail_cleanly_or_read_correctly() {
     }
     let good = std::fs::read(base.db()).unwrap();
 
-    let mut rng = Rng(0x5EED_0F_DA4A6E);
+    let mut rng = Rng(0x5EED_0FDA_4A6E);
     let damaged: Vec<Vec<u8>> = (0..copies).map(|_| damage(&good, &mut rng)).collect();
     let tally = std::sync::Mutex::new(BTreeMap::<(String, i32), usize>::new());
     let next = std::sync::atomic::AtomicUsize::new(0);
