@@ -207,14 +207,18 @@ pub fn catching_damage<T, E: From<StoreError>>(
     path: &Path,
     f: impl FnOnce() -> std::result::Result<T, E>,
 ) -> std::result::Result<T, E> {
-    CATCHING.with(|c| c.set(c.get() + 1));
+    let depth = CATCHING.with(|c| c.replace(c.get() + 1));
+    if depth == 0 {
+        FOREIGN_PANIC.with(|c| c.set(false));
+    }
     // Nothing the closure borrows is used after a panic but to drop it.
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    CATCHING.with(|c| c.set(c.get() - 1));
+    CATCHING.with(|c| c.set(depth));
     match r {
         Ok(r) => r,
         Err(payload) => {
-            if FOREIGN_PANIC.with(|c| c.replace(false)) {
+            // A bug unwinds through every enclosing operation, not only this one.
+            if FOREIGN_PANIC.with(Cell::get) {
                 std::panic::resume_unwind(payload);
             }
             let msg = payload
@@ -473,4 +477,41 @@ pub fn resolve_root(env: impl Fn(&str) -> Option<String>) -> PathBuf {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| ".".to_string());
     Path::new(&home).join(".uncaged").join("workflow")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_panic_becomes_damage_naming_the_file() {
+        let path = Path::new("/x/uwf.redb");
+        let ok: Result<u32> = catching_damage(path, || Ok(7));
+        assert!(matches!(ok, Ok(7)));
+        // Without a hook that tells them apart, a panic inside a store operation is damage.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r: Result<()> = catching_damage(path, || panic!("entered unreachable code"));
+        std::panic::set_hook(hook);
+        let e = r.expect_err("a panic is an error");
+        assert!(matches!(e, StoreError::Damaged { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/x/uwf.redb") && msg.contains("uwf cas verify"),
+            "{msg}"
+        );
+        assert_eq!(CATCHING.with(Cell::get), 0);
+    }
+
+    #[test]
+    fn damage_errors_are_located() {
+        let path = Path::new("/x/uwf.redb");
+        let e = StoreError::Corrupt(NodeId(1)).located(path);
+        assert!(matches!(e, StoreError::Damaged { .. }));
+        assert!(e.to_string().contains("corrupt record for node"));
+        let e = StoreError::Db(redb::Error::PreviousIo).located(path);
+        assert!(matches!(e, StoreError::Damaged { .. }));
+        let e = StoreError::ReadOnly.located(path);
+        assert!(matches!(e, StoreError::ReadOnly));
+    }
 }
