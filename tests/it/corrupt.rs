@@ -179,6 +179,16 @@ fn damaged_copies_fail_cleanly_or_read_correctly() {
                                 .filter(|l| !l.starts_with("hint: "))
                                 .collect();
                             assert_eq!(lines.len(), 1, "{what}: {:?}", got.stderr);
+                            if c[1] == "verify" {
+                                // Damage verify cannot read past is its finding, reported as such.
+                                let report = json(&got.stdout);
+                                assert_eq!(
+                                    report.get("status").and_then(|s| s.as_str()),
+                                    Some("damaged"),
+                                    "{what}: {}",
+                                    got.stdout
+                                );
+                            }
                             assert!(
                                 lines[0].contains("uwf.redb") || lines[0].contains("damaged"),
                                 "{what}: {}",
