@@ -156,6 +156,10 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
         }
         Missing::Thread(given) => {
             let given = given.trim().to_ascii_uppercase();
+            // Fewer characters than a node id prefix say too little to pick a thread.
+            if given.chars().count() < 4 {
+                return None;
+            }
             let mut ids: Vec<String> = s.threads().ok()?.into_iter().map(|(t, _)| t).collect();
             let _ = s.for_each_history::<StoreError>(|h| {
                 ids.push(h.thread);

@@ -159,6 +159,14 @@ impl StoreError {
             StoreError::CorruptRecord { what, message } => {
                 damaged(format!("corrupt {what} record ({message})"))
             }
+            StoreError::Db(redb::Error::Io(io))
+                if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
+                damaged("it ends before its recorded layout does (cut short?)".into())
+            }
+            StoreError::Db(redb::Error::PreviousIo) => {
+                damaged("a read of it failed (is it cut short?)".into())
+            }
             StoreError::Db(e) if db_damage(&e) => damaged(format!("{e}")),
             e => e,
         }
