@@ -126,8 +126,8 @@ pub fn export(
         let mut chunk = Vec::with_capacity(EXPORT_CHUNK);
         let fed = store.for_each_node_in_write_order::<TransferError>(|n| {
             index.push((n.type_id, n.id));
-            // A damaged payload is refused, never exported as if it were the node.
-            if !n.hashes_to_id() {
+            // A damaged node is refused, never exported as if it were the node.
+            if !n.is_intact() {
                 return Err(StoreError::Corrupt(n.id).located(store.path()).into());
             }
             let bytes = cbor::encode_node(&n.type_id.to_wire(), &n.payload_cbor, n.timestamp);

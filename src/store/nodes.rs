@@ -283,16 +283,20 @@ where
 }
 
 impl StoredNode {
-    /// Whether the stored bytes still hash to the node's id: the cheap check (XXH64) a walk
-    /// of every node makes; [`is_intact`](Self::is_intact) checks the digest as well.
+    /// Whether the stored bytes still hash to the node's id (XXH64); [`is_intact`](Self::is_intact)
+    /// checks the digest and timestamp as well.
     pub fn hashes_to_id(&self) -> bool {
         hash::id_for(self.type_id, self.type_id == self.id, &self.payload_cbor) == self.id
     }
 
-    /// Whether the stored bytes still hash to the node's id and BLAKE3 digest.
+    /// Whether the stored bytes still hash to the node's id and BLAKE3 digest, and the
+    /// timestamp is one a JavaScript number holds exactly. The timestamp is not hashed: damage
+    /// that reaches it without reaching the digest before it sets its high bytes, which this
+    /// catches.
     pub fn is_intact(&self) -> bool {
         let self_typed = self.type_id == self.id;
-        hash::id_for(self.type_id, self_typed, &self.payload_cbor) == self.id
+        self.timestamp <= MAX_SAFE_MS
+            && hash::id_for(self.type_id, self_typed, &self.payload_cbor) == self.id
             && hash::digest(self.type_id, self_typed, &self.payload_cbor) == self.digest
     }
 
@@ -772,6 +776,9 @@ impl<E> From<StoreError> for Walked<E> {
         Walked::Store(e)
     }
 }
+
+/// The greatest timestamp a node can have: JavaScript's `Number.MAX_SAFE_INTEGER`.
+const MAX_SAFE_MS: u64 = (1 << 53) - 1;
 
 /// Sequence numbers per pass of [`Store::for_each_node_in_write_order`].
 const SEQ_WINDOW: u64 = 1 << 19;
