@@ -62,7 +62,9 @@ impl StoreError {
             StoreError::Open { .. }
             | StoreError::Corrupt(_)
             | StoreError::CorruptRecord { .. }
-            | StoreError::HashCollision(_) => ErrorKind::Damaged,
+            | StoreError::HashCollision(_)
+            | StoreError::Damaged { .. } => ErrorKind::Damaged,
+            StoreError::Db(e) if crate::store::db_damage(e) => ErrorKind::Damaged,
             StoreError::Db(_) | StoreError::Internal(_) | StoreError::ReadOnly => {
                 ErrorKind::Internal
             }

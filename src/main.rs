@@ -1,6 +1,11 @@
 fn main() {
     // A bug must still end in one line on stderr and a non-zero exit.
     std::panic::set_hook(Box::new(|info| {
+        // The store turns the database engine's panics on a damaged file into its one-line
+        // damage error; nothing is printed for them here.
+        if uwf::store::panic_is_caught(info) {
+            return;
+        }
         let msg = info
             .payload()
             .downcast_ref::<&str>()

@@ -31,11 +31,17 @@ pub(crate) enum CasCommand {
         /// With --jsonl: payloads per transaction.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         commit_every: u64,
+        /// Print only the id (one per line with --jsonl).
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Store a text node.
     PutText {
         /// The text.
         text: String,
+        /// Print only the id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Print the id a payload would get, without storing or validating it.
     Hash {
@@ -84,6 +90,15 @@ pub(crate) enum SchemaCommand {
     },
 }
 
+/// `{"hash"}` of a stored node, or with `quiet` its id alone.
+fn print_hash(env: &Env, id: NodeId, quiet: bool) -> CliResult {
+    if quiet {
+        super::output::write_stdout(format!("{}\n", id.to_wire()).as_bytes())
+    } else {
+        print(env.format, &obj([("hash", Value::str(id.to_wire()))]))
+    }
+}
+
 pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
     match c {
         CasCommand::Get { id, timestamp } => {
@@ -108,23 +123,27 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             payload,
             jsonl: true,
             commit_every,
-        } => put_jsonl(env, &type_id, &payload, commit_every as usize),
+            quiet,
+        } => put_jsonl(env, &type_id, &payload, commit_every as usize, quiet),
         CasCommand::Put {
-            type_id, payload, ..
+            type_id,
+            payload,
+            quiet,
+            ..
         } => {
             let type_id = parse_id(&type_id)?;
             let payload = read_payload(&payload)?;
             let s = env.open_rw()?;
             let p = s.prepare(type_id, &payload, true)?;
             s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+            print_hash(env, p.id, quiet)
         }
-        CasCommand::PutText { text } => {
+        CasCommand::PutText { text, quiet } => {
             let s = env.open_rw()?;
             let text_type = crate::workflow::nodes::TEXT;
             let p = s.prepare(text_type, &Value::String(text), false)?;
             s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
+            print_hash(env, p.id, quiet)
         }
         CasCommand::Hash { type_id, payload } => {
             let type_id = parse_id(&type_id)?;
@@ -178,10 +197,29 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             )
         }
         CasCommand::Verify => {
-            let s = env.open_ro()?;
             let bar = Bar::new(env, "verify");
-            let r = s.verify(&|d, t| bar.set(d, t))?;
+            let r = env
+                .open_ro()
+                .and_then(|s| Ok(s.verify(&|d, t| bar.set(d, t))?));
             bar.finish();
+            let r = match r {
+                Ok(r) => r,
+                // Damage that stops the check is its finding: the report says so, and the
+                // error line names the file and what to do.
+                Err(e) if e.kind == crate::ErrorKind::Damaged => {
+                    print(
+                        env.format,
+                        &obj([
+                            ("status", Value::str("damaged")),
+                            ("nodes", Value::Number(0.0)),
+                            ("damageCount", Value::Number(1.0)),
+                            ("damage", Value::Array(vec![Value::str(&e.message)])),
+                        ]),
+                    )?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            };
             let status = if r.is_clean() { "ok" } else { "damaged" };
             let mut out = obj([
                 ("status", Value::str(status)),
@@ -204,10 +242,13 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                     m.insert("warningCount".into(), Value::Number(r.warning_count as f64));
                     m.insert("warnings".into(), Value::Array(list));
                 }
-                eprintln!(
-                    "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
-                    r.warning_count, r.warnings[0]
-                );
+                // On a damaged store such nodes are more of the damage: one line says it.
+                if r.is_clean() {
+                    eprintln!(
+                        "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
+                        r.warning_count, r.warnings[0]
+                    );
+                }
             }
             print(env.format, &out)?;
             if r.is_clean() {
@@ -216,8 +257,10 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
                 Err(CliError::of(
                     crate::ErrorKind::Damaged,
                     format!(
-                        "store is damaged: {} problem(s), first: {}",
-                        r.damage_count, r.damage[0]
+                        "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
+                        env.db_path().display(),
+                        r.damage_count,
+                        r.damage[0]
                     ),
                 ))
             }
@@ -306,7 +349,7 @@ fn walk(env: &Env, id: &str) -> CliResult {
     print(env.format, &out)
 }
 
-fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult {
+fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize, quiet: bool) -> CliResult {
     use std::io::BufRead;
     let type_id = parse_id(type_id)?;
     let reader: Box<dyn BufRead> = if source == "-" {
@@ -322,7 +365,11 @@ fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize) -> CliResult 
         s.put(pending, env.now_ms)?;
         let mut out = String::new();
         for p in pending.drain(..) {
-            out.push_str(&obj([("hash", Value::str(p.id.to_wire()))]).to_json());
+            if quiet {
+                out.push_str(&p.id.to_wire());
+            } else {
+                out.push_str(&obj([("hash", Value::str(p.id.to_wire()))]).to_json());
+            }
             out.push('\n');
         }
         super::output::write_stdout(out.as_bytes())

@@ -36,6 +36,15 @@ fn report_value(r: &ImportReport) -> Value {
     ])
 }
 
+/// A failed export or import: the store's own errors keep their kind (a damaged store exits
+/// 65), the rest are the user's.
+fn transfer_error(e: transfer::TransferError) -> CliError {
+    match e {
+        transfer::TransferError::Store(s) => s.into(),
+        e => CliError::new(e.to_string()),
+    }
+}
+
 /// `uwf export DIR [--with-config]`.
 pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
     // The config is read first: a config that does not parse stops the export before it
@@ -47,8 +56,7 @@ pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
     };
     let s = env.open_ro()?;
     let bar = Bar::new(env, "export");
-    let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t))
-        .map_err(|e| CliError::new(e.to_string()))?;
+    let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t)).map_err(transfer_error)?;
     bar.finish();
     let mut out = obj([
         ("dir", Value::str(dir.display().to_string())),
@@ -145,7 +153,7 @@ fn run_import(
         ..ImportOptions::default()
     };
     let r = transfer::import_with_cas(s, dir, more_cas, opts, &|_, d, t| bar.set(d, t))
-        .map_err(|e| CliError::new(e.to_string()))?;
+        .map_err(transfer_error)?;
     bar.finish();
     Ok(r)
 }

@@ -34,6 +34,17 @@ pub struct CliError {
     pub retryable: bool,
     /// Exit 0 without a message (a closed stdout pipe).
     pub quiet: bool,
+    /// The name or thread id that matched nothing, for a "did you mean" hint.
+    pub(crate) missing: Option<Missing>,
+}
+
+/// What a command looked for and did not find.
+#[derive(Debug, Clone)]
+pub(crate) enum Missing {
+    /// A thread id (or the start of one).
+    Thread(String),
+    /// A registered workflow name.
+    Workflow(String),
 }
 
 impl CliError {
@@ -50,7 +61,14 @@ impl CliError {
             hints: Vec::new(),
             retryable: kind == ErrorKind::Retry,
             quiet: false,
+            missing: None,
         }
+    }
+
+    /// Marks the error as about `m`, which matched nothing.
+    pub(crate) fn missing(mut self, m: Missing) -> CliError {
+        self.missing = Some(m);
+        self
     }
 
     /// Adds a `hint:` line.
@@ -103,9 +121,63 @@ impl From<StoreError> for CliError {
 
 impl From<ThreadError> for CliError {
     fn from(e: ThreadError) -> Self {
-        match e {
+        let missing = match &e {
+            ThreadError::NotFound(t) => Some(Missing::Thread(t.clone())),
+            ThreadError::WorkflowNotFound(w) => Some(Missing::Workflow(w.clone())),
+            _ => None,
+        };
+        let mut c = match e {
             ThreadError::Store(s) => s.into(),
             e => CliError::of(e.kind(), e.to_string()),
+        };
+        c.missing = missing;
+        c
+    }
+}
+
+/// A `did you mean …` hint for what `e` did not find: the nearest registered name, or the
+/// thread whose id starts with, or nearly with, what was given. Nothing when the store does not
+/// exist yet or nothing is near.
+fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
+    let missing = e.missing.as_ref()?;
+    let path = env.db_path();
+    if !path.exists() {
+        return None;
+    }
+    let s = Store::open_read_only(&path).ok()?;
+    match missing {
+        Missing::Workflow(name) => {
+            let best = s
+                .registry()
+                .ok()?
+                .into_iter()
+                .map(|(n, _)| (strsim::levenshtein(name, &n), n))
+                .filter(|(d, n)| *d <= (n.chars().count() / 3).max(2))
+                .min()?;
+            Some(format!("did you mean \"{}\"?", best.1))
+        }
+        Missing::Thread(given) => {
+            let given = given.trim().to_ascii_uppercase();
+            // Fewer characters than a node id prefix say too little to pick a thread.
+            if given.chars().count() < 4 {
+                return None;
+            }
+            let mut ids: Vec<String> = s.threads().ok()?.into_iter().map(|(t, _)| t).collect();
+            let _ = s.for_each_history::<StoreError>(|h| {
+                ids.push(h.thread);
+                Ok(())
+            });
+            let best = ids
+                .into_iter()
+                .filter(|t| *t != given)
+                .map(|t| {
+                    // A shorter input is compared with the start of each id.
+                    let head: String = t.chars().take(given.chars().count()).collect();
+                    (strsim::levenshtein(&given, &head), t)
+                })
+                .filter(|(d, _)| *d <= 2)
+                .min()?;
+            Some(format!("did you mean {}?", best.1))
         }
     }
 }
@@ -200,6 +272,62 @@ enum Command {
         #[arg(value_enum)]
         name: skill::Skill,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write manual pages: one per command into DIR, or the main page to stdout.
+    Man {
+        /// Directory for uwf.1, uwf-thread.1, uwf-thread-start.1, …
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `uwf completions SHELL`.
+fn completions(shell: clap_complete::Shell) -> CliResult {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut command(), "uwf", &mut out);
+    output::write_stdout(&out)
+}
+
+/// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
+/// into `dir`.
+fn man(dir: Option<&std::path::Path>) -> CliResult {
+    let mut cmd = command();
+    cmd.build();
+    let Some(dir) = dir else {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut out)?;
+        return output::write_stdout(&out);
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| CliError::new(format!("cannot create {}: {e}", dir.display())))?;
+    let mut pages = Vec::new();
+    collect_pages(&cmd, "uwf", &mut pages);
+    let mut written = String::new();
+    for (name, page) in pages {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(page).render(&mut out)?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, out)
+            .map_err(|e| CliError::new(format!("cannot write {}: {e}", path.display())))?;
+        written.push_str(&format!("{}\n", path.display()));
+    }
+    output::write_stdout(written.as_bytes())
+}
+
+/// `cmd` and its subcommands (not `help`), each named by its path (`uwf-thread-start`).
+fn collect_pages(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::Command)>) {
+    out.push((
+        name.to_string(),
+        cmd.clone()
+            .name(name.to_string())
+            .bin_name(name.replace('-', " ")),
+    ));
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        collect_pages(sub, &format!("{name}-{}", sub.get_name()), out);
+    }
 }
 
 /// What a command needs from its surroundings.
@@ -292,7 +420,17 @@ pub fn command() -> clap::Command {
 
 /// Runs the CLI with `args`, printing to stdout/stderr; returns the exit code.
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
-    let cli = match Cli::try_parse_from(args) {
+    // Colour only where the stream is a terminal (clap checks that) and never with NO_COLOR.
+    let color = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+        clap::ColorChoice::Never
+    } else {
+        clap::ColorChoice::Auto
+    };
+    let parsed = command()
+        .color(color)
+        .try_get_matches_from(args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             // clap's whole message: usage errors name what is wrong and how to get help.
@@ -334,20 +472,30 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
     };
-    let r = match cli.command {
-        Command::Cas(c) => cas::run(c, &env),
-        Command::Workflow(c) => workflow::run(c, &env),
-        Command::Export { dir, with_config } => interchange::export(&env, &dir, with_config),
-        Command::Import {
-            dir,
-            overwrite,
-            cas,
-        } => interchange::import(&env, &dir, overwrite, &cas),
-        Command::Thread(c) => thread::run(c, &env),
-        Command::Step(c) => thread::run_step(c, &env),
-        Command::Agent(c) => agent::run(c, &env),
-        Command::Skill { name } => skill::run(name),
-    };
+    // The store catches the database engine's panics in its own operations; this catches
+    // those of the few reads that run outside them (a table a command iterates itself).
+    let r = store::catching_damage(&env.db_path(), || {
+        let r = match cli.command {
+            Command::Cas(c) => cas::run(c, &env),
+            Command::Workflow(c) => workflow::run(c, &env),
+            Command::Export { dir, with_config } => interchange::export(&env, &dir, with_config),
+            Command::Import {
+                dir,
+                overwrite,
+                cas,
+            } => interchange::import(&env, &dir, overwrite, &cas),
+            Command::Thread(c) => thread::run(c, &env),
+            Command::Step(c) => thread::run_step(c, &env),
+            Command::Agent(c) => agent::run(c, &env),
+            Command::Completions { shell } => completions(shell),
+            Command::Man { dir } => man(dir.as_deref()),
+            Command::Skill { name } => skill::run(name),
+        };
+        r.map_err(|e| match did_you_mean(&env, &e) {
+            Some(h) => e.hint(h),
+            None => e,
+        })
+    });
     match r {
         Ok(()) => 0,
         Err(e) => {

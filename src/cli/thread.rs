@@ -18,12 +18,14 @@ pub(crate) enum ThreadCommand {
     Start {
         /// The workflow.
         workflow: String,
-        /// The task.
-        #[arg(short = 'p', long)]
-        prompt: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
         /// The thread's working directory (absolute; default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
+        /// Print only the new thread's id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Run one or more steps: moderator, agent, head move (stops early at the end).
     #[command(visible_alias = "exec")]
@@ -32,13 +34,12 @@ pub(crate) enum ThreadCommand {
     Run {
         /// The workflow.
         workflow: String,
-        /// The task.
-        #[arg(short = 'p', long)]
-        prompt: String,
+        #[command(flatten)]
+        prompt: PromptArgs,
         /// The thread's working directory (absolute; default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
-        /// Agent command (split on whitespace); overrides config.yaml.
+        /// Agent command, split into words as a shell does (quotes keep spaces); overrides config.yaml.
         #[arg(long)]
         agent: Option<String>,
         /// How --agent is called (default uwf).
@@ -100,6 +101,9 @@ pub(crate) enum ThreadCommand {
     Fork {
         /// Step id or prefix.
         step: String,
+        /// Print only the new thread's id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// A step's detail, deep-expanded.
     StepDetails {
@@ -119,12 +123,54 @@ pub(crate) enum ThreadCommand {
     },
 }
 
+/// The task of a new thread: `-p TEXT`, `-p -` (standard input) or `--prompt-file FILE`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct PromptArgs {
+    /// The task; - reads it from standard input.
+    #[arg(
+        short = 'p',
+        long,
+        required_unless_present = "prompt_file",
+        conflicts_with = "prompt_file",
+        allow_hyphen_values = true
+    )]
+    prompt: Option<String>,
+    /// Read the task from this file.
+    #[arg(long, value_name = "FILE")]
+    prompt_file: Option<std::path::PathBuf>,
+}
+
+impl PromptArgs {
+    /// The task's text; trailing line ends of stdin or a file are dropped, as the shell's
+    /// `$(cat FILE)` drops them.
+    fn text(self) -> CliResult<String> {
+        let trim = |t: String| t.trim_end_matches(['\n', '\r']).to_string();
+        match (self.prompt, self.prompt_file) {
+            (Some(p), _) if p == "-" => {
+                let mut t = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
+                    .map_err(|e| CliError::new(format!("cannot read the prompt on stdin: {e}")))?;
+                Ok(trim(t))
+            }
+            (Some(p), _) => Ok(p),
+            (None, Some(f)) => std::fs::read_to_string(&f).map(trim).map_err(|e| {
+                CliError::new(format!("cannot read prompt file {}: {e}", f.display()))
+            }),
+            // clap requires one of them.
+            (None, None) => Err(CliError::of(
+                crate::ErrorKind::Usage,
+                "a prompt is required",
+            )),
+        }
+    }
+}
+
 /// Arguments of `thread step`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct StepArgs {
     /// Thread id.
     thread: String,
-    /// Agent command (split on whitespace); overrides config.yaml.
+    /// Agent command, split into words as a shell does (quotes keep spaces); overrides config.yaml.
     #[arg(long)]
     agent: Option<String>,
     /// How --agent is called (default uwf).
@@ -189,6 +235,9 @@ pub(crate) enum StepCommand {
     Fork {
         /// Step id or prefix.
         step: String,
+        /// Print only the new thread's id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// A step's turns as markdown, newest first within the quota.
     Read {
@@ -214,7 +263,7 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
 
 fn thread_id(s: &str) -> CliResult<String> {
     Ok(ThreadId::parse(s)
-        .map_err(CliError::new)?
+        .map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))?
         .as_str()
         .to_string())
 }
@@ -225,8 +274,12 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             workflow,
             prompt,
             cwd,
+            quiet,
         } => {
-            let (wf, t) = start_thread(env, &workflow, &prompt, cwd)?;
+            let (wf, t) = start_thread(env, &workflow, &prompt.text()?, cwd)?;
+            if quiet {
+                return write_stdout(format!("{}\n", t.as_str()).as_bytes());
+            }
             print(
                 env.format,
                 &obj([
@@ -245,7 +298,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             max_steps,
             timeout,
         } => {
-            let (_, t) = start_thread(env, &workflow, &prompt, cwd)?;
+            let (_, t) = start_thread(env, &workflow, &prompt.text()?, cwd)?;
             eprintln!("started thread {}", t.as_str());
             step(
                 env,
@@ -312,7 +365,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             )?;
             write_stdout(thread::with_newline(md).as_bytes())
         }
-        ThreadCommand::Fork { step } => fork(env, &step),
+        ThreadCommand::Fork { step, quiet } => fork(env, &step, quiet),
         ThreadCommand::StepDetails { step } => details(env, &step),
         ThreadCommand::Kill { thread } => {
             let t = thread_id(&thread)?;
@@ -413,7 +466,7 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
     match c {
         StepCommand::List { thread } => steps(env, &thread),
         StepCommand::Show { step } => details(env, &step),
-        StepCommand::Fork { step } => fork(env, &step),
+        StepCommand::Fork { step, quiet } => fork(env, &step, quiet),
         StepCommand::Read {
             step,
             quota,
@@ -440,11 +493,14 @@ fn details(env: &Env, step: &str) -> CliResult {
     print(env.format, &thread::step_details(&s, id)?)
 }
 
-fn fork(env: &Env, step: &str) -> CliResult {
+fn fork(env: &Env, step: &str, quiet: bool) -> CliResult {
     let s = env.open_rw()?;
     let id = thread::resolve_step(&s, step)?;
     let t = env.new_thread_id();
     thread::fork(&s, id, &t, env.now_ms)?;
+    if quiet {
+        return write_stdout(format!("{}\n", t.as_str()).as_bytes());
+    }
     print(
         env.format,
         &obj([

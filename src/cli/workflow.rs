@@ -16,6 +16,9 @@ pub(crate) enum WorkflowCommand {
     Put {
         /// The workflow YAML.
         file: PathBuf,
+        /// Print only the workflow's id.
+        #[arg(short = 'q', long)]
+        quiet: bool,
     },
     /// Print a workflow (id, file, .workflow/ name or registered name).
     Show {
@@ -48,13 +51,16 @@ pub(crate) enum WorkflowCommand {
 
 pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
     match c {
-        WorkflowCommand::Put { file } => {
+        WorkflowCommand::Put { file, quiet } => {
             // Check the file before the store is opened (or created).
             let def = workflow::load_file(&file, &Jsonata::default())
                 .map_err(|e| CliError::new(e.to_string()))?;
             let s = env.open_rw()?;
             let (name, id) = crate::thread::register_def(&s, &def, env.now_ms)
                 .map_err(|e| CliError::new(e.to_string()))?;
+            if quiet {
+                return write_stdout(format!("{}\n", id.to_wire()).as_bytes());
+            }
             print(
                 env.format,
                 &obj([
@@ -177,6 +183,7 @@ fn unknown(name: &str) -> CliError {
     CliError::new(format!(
         "unknown workflow \"{name}\"; run \"uwf workflow list\" to see registered names"
     ))
+    .missing(super::Missing::Workflow(name.to_string()))
 }
 
 /// Reads, checks and materialises a workflow file.

@@ -97,6 +97,8 @@ pub fn export(
     // The writers own the receiving end together: when the last one stops (on an error), it
     // is dropped and the walk's next send fails instead of waiting forever.
     let rx = std::sync::Arc::new(std::sync::Mutex::new(rx));
+    // (type, id) of every node in write order: 16 bytes a node.
+    let mut index: Vec<(NodeId, NodeId)> = Vec::new();
     let outcome = std::thread::scope(|scope| -> Result<Vec<(Written, bool)>, TransferError> {
         let workers: Vec<_> = (0..EXPORT_WRITERS)
             .map(|_| {
@@ -126,6 +128,11 @@ pub fn export(
         };
         let mut chunk = Vec::with_capacity(EXPORT_CHUNK);
         let fed = store.for_each_node_in_write_order::<TransferError>(|n| {
+            index.push((n.type_id, n.id));
+            // A damaged node is refused, never exported as if it were the node.
+            if !n.is_intact() {
+                return Err(StoreError::Corrupt(n.id).located(store.path()).into());
+            }
             let bytes = cbor::encode_node(&n.type_id.to_wire(), &n.payload_cbor, n.timestamp);
             chunk.push((n.id, bytes));
             if chunk.len() == EXPORT_CHUNK {
@@ -156,13 +163,15 @@ pub fn export(
         w.record(written, replaced);
     }
     progress("export nodes", report.nodes, total);
-    store.for_each_indexed::<TransferError>(|type_id, id| {
+    // The index files come from the nodes just written, in write order per type: the order of
+    // the type index, which is derived data and may be what a damaged file got wrong.
+    index.sort_by_key(|(type_id, _)| type_id.0);
+    for (type_id, id) in index {
         w.append_index(type_id, id)?;
         if type_id == id {
             w.append_meta(id)?;
         }
-        Ok(())
-    })?;
+    }
     report.files = w.finish()?;
 
     write_root_files(store, dir, &mut report)?;

@@ -39,13 +39,15 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn lease(&self, id: &str) -> Result<Option<Lease>> {
-        let tx = self.begin_read()?;
-        let t = match tx.open_table(LEASES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = match tx.open_table(LEASES) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            t.get(id)?.map(|v| dec(v.value())).transpose()
+        })
     }
 
     /// Every lease, in thread id order.
@@ -53,18 +55,20 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn leases(&self) -> Result<Vec<(String, Lease)>> {
-        let tx = self.begin_read()?;
-        let t = match tx.open_table(LEASES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
-        };
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value())?));
-        }
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = match tx.open_table(LEASES) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::new();
+            for e in t.iter()? {
+                let (k, v) = e?;
+                out.push((k.value().to_string(), dec(v.value())?));
+            }
+            Ok(out)
+        })
     }
 }
 

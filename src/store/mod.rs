@@ -39,6 +39,7 @@ use redb::{
     ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase,
     TableDefinition, WriteTransaction,
 };
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -131,6 +132,118 @@ pub enum StoreError {
     /// The store was opened read-only.
     #[error("store opened read-only")]
     ReadOnly,
+    /// The file cannot be read past some damage: a record that does not decode, a page the
+    /// database engine cannot read (its panics are caught at the store's boundary), a file
+    /// shorter than its layout.
+    #[error(
+        "store {path} is damaged: {what}; run \"uwf cas verify\" to see the damage, and restore the store from an export or a backup"
+    )]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What cannot be read.
+        what: String,
+    },
+}
+
+impl StoreError {
+    /// This error as [`StoreError::Damaged`] naming `path` when it means the file is damaged
+    /// (a record that does not decode, or a redb error that only damage explains).
+    pub(crate) fn located(self, path: &Path) -> StoreError {
+        let damaged = |what: String| StoreError::Damaged {
+            path: path.to_path_buf(),
+            what,
+        };
+        match self {
+            StoreError::Corrupt(id) => damaged(format!("corrupt record for node {id}")),
+            StoreError::CorruptRecord { what, message } => {
+                damaged(format!("corrupt {what} record ({message})"))
+            }
+            StoreError::Db(redb::Error::Io(io))
+                if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
+                damaged("it ends before its recorded layout does (cut short?)".into())
+            }
+            StoreError::Db(redb::Error::PreviousIo) => {
+                damaged("a read of it failed (is it cut short?)".into())
+            }
+            StoreError::Db(e) if db_damage(&e) => damaged(format!("{e}")),
+            e => e,
+        }
+    }
+}
+
+/// Whether a redb error means the file is damaged, not that the system failed.
+pub(crate) fn db_damage(e: &redb::Error) -> bool {
+    match e {
+        redb::Error::Corrupted(_) | redb::Error::PreviousIo => true,
+        redb::Error::Io(io) => io.kind() == std::io::ErrorKind::UnexpectedEof,
+        _ => false,
+    }
+}
+
+thread_local! {
+    /// How many store operations on this thread's stack catch the database engine's panics.
+    static CATCHING: Cell<u32> = const { Cell::new(0) };
+    /// Set by [`panic_is_caught`] when a panic inside a store operation is not the engine's:
+    /// a bug, which goes on unwinding.
+    static FOREIGN_PANIC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// For the process's panic hook: whether this panic is the database engine's, raised inside a
+/// store operation that turns it into [`StoreError::Damaged`] (the hook then prints nothing).
+/// redb panics on some damaged pages instead of returning an error. Without a hook that asks,
+/// every panic inside a store operation is taken for damage.
+pub fn panic_is_caught(info: &std::panic::PanicHookInfo<'_>) -> bool {
+    if CATCHING.with(Cell::get) == 0 {
+        return false;
+    }
+    let engine = info.location().is_some_and(|l| {
+        let f = l.file().replace('\\', "/");
+        f.contains("/redb-") || f.contains("/redb/")
+    });
+    FOREIGN_PANIC.with(|c| c.set(!engine));
+    engine
+}
+
+/// Runs `f`, turning a panic of the database engine into [`StoreError::Damaged`] naming
+/// `path`. A panic that is not the engine's (see [`panic_is_caught`]) goes on unwinding.
+///
+/// # Errors
+/// The error of `f`, or the damage a panic stands for.
+pub fn catching_damage<T, E: From<StoreError>>(
+    path: &Path,
+    f: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let depth = CATCHING.with(|c| c.replace(c.get() + 1));
+    if depth == 0 {
+        FOREIGN_PANIC.with(|c| c.set(false));
+    }
+    // Nothing the closure borrows is used after a panic but to drop it.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(depth));
+    match r {
+        Ok(r) => r,
+        Err(payload) => {
+            // A bug unwinds through every enclosing operation, not only this one.
+            if FOREIGN_PANIC.with(Cell::get) {
+                std::panic::resume_unwind(payload);
+            }
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(StoreError::Damaged {
+                path: path.to_path_buf(),
+                what: format!(
+                    "the database engine cannot read it ({})",
+                    msg.replace('\n', " ")
+                ),
+            }
+            .into())
+        }
+    }
 }
 
 /// Result alias of the store layer.
@@ -224,36 +337,38 @@ impl Store {
     /// # Errors
     /// [`StoreError::Open`] for a damaged file, [`StoreError::TooNew`] for a newer format.
     pub fn open(path: &Path) -> Result<Store> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| open_err(path, e))?;
-        }
-        // A file from a newer uwf is refused before a read-write open can touch it.
-        if path.exists()
-            && let Ok(db) = builder().open_read_only(path)
-        {
-            let probe = Store {
-                db: Db::Ro(db),
+        guard_at(path, || {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| open_err(path, e))?;
+            }
+            // A file from a newer uwf is refused before a read-write open can touch it.
+            if path.exists()
+                && let Ok(db) = builder().open_read_only(path)
+            {
+                let probe = Store {
+                    db: Db::Ro(db),
+                    path: path.to_path_buf(),
+                    types: Default::default(),
+                };
+                if let Some(v) = migrate::read_version(&probe).map_err(|e| open_err(path, e))?
+                    && v > FORMAT_VERSION
+                {
+                    return Err(StoreError::TooNew {
+                        path: path.to_path_buf(),
+                        found: v,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+            let db = builder().create(path).map_err(|e| open_err(path, e))?;
+            let store = Store {
+                db: Db::Rw(db),
                 path: path.to_path_buf(),
                 types: Default::default(),
             };
-            if let Some(v) = migrate::read_version(&probe).map_err(|e| open_err(path, e))?
-                && v > FORMAT_VERSION
-            {
-                return Err(StoreError::TooNew {
-                    path: path.to_path_buf(),
-                    found: v,
-                    supported: FORMAT_VERSION,
-                });
-            }
-        }
-        let db = builder().create(path).map_err(|e| open_err(path, e))?;
-        let store = Store {
-            db: Db::Rw(db),
-            path: path.to_path_buf(),
-            types: Default::default(),
-        };
-        migrate::check_and_migrate(&store)?;
-        Ok(store)
+            migrate::check_and_migrate(&store)?;
+            Ok(store)
+        })
     }
 
     /// Opens an existing store file for reading only, without writing to it.
@@ -263,7 +378,7 @@ impl Store {
     /// # Errors
     /// As [`Store::open`].
     pub fn open_read_only(path: &Path) -> Result<Store> {
-        match builder().open_read_only(path) {
+        guard_at(path, || match builder().open_read_only(path) {
             Ok(db) => {
                 let store = Store {
                     db: Db::Ro(db),
@@ -289,7 +404,7 @@ impl Store {
                 Store::open(path)
             }
             Err(e) => Err(open_err(path, e)),
-        }
+        })
     }
 
     /// The file this store lives in.
@@ -297,16 +412,25 @@ impl Store {
         &self.path
     }
 
+    /// Runs a store operation at the store's boundary: an engine panic and an error that
+    /// means damage become [`StoreError::Damaged`] naming the file.
+    pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guard_at(&self.path, f)
+    }
+
     pub(crate) fn begin_read(&self) -> Result<ReadTransaction> {
-        Ok(match &self.db {
-            Db::Rw(d) => d.begin_read()?,
-            Db::Ro(d) => d.begin_read()?,
-        })
+        match &self.db {
+            Db::Rw(d) => d.begin_read(),
+            Db::Ro(d) => d.begin_read(),
+        }
+        .map_err(|e| StoreError::from(e).located(&self.path))
     }
 
     pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
         match &self.db {
-            Db::Rw(d) => Ok(d.begin_write()?),
+            Db::Rw(d) => d
+                .begin_write()
+                .map_err(|e| StoreError::from(e).located(&self.path)),
             Db::Ro(_) => Err(StoreError::ReadOnly),
         }
     }
@@ -333,6 +457,11 @@ impl Store {
     }
 }
 
+/// [`Store::guard`] for a path.
+pub(crate) fn guard_at<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catching_damage(path, f).map_err(|e| e.located(path))
+}
+
 fn open_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
     StoreError::Open {
         path: path.to_path_buf(),
@@ -356,4 +485,41 @@ pub fn resolve_root(env: impl Fn(&str) -> Option<String>) -> PathBuf {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| ".".to_string());
     Path::new(&home).join(".uncaged").join("workflow")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_panic_becomes_damage_naming_the_file() {
+        let path = Path::new("/x/uwf.redb");
+        let ok: Result<u32> = catching_damage(path, || Ok(7));
+        assert!(matches!(ok, Ok(7)));
+        // Without a hook that tells them apart, a panic inside a store operation is damage.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r: Result<()> = catching_damage(path, || panic!("entered unreachable code"));
+        std::panic::set_hook(hook);
+        let e = r.expect_err("a panic is an error");
+        assert!(matches!(e, StoreError::Damaged { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("/x/uwf.redb") && msg.contains("uwf cas verify"),
+            "{msg}"
+        );
+        assert_eq!(CATCHING.with(Cell::get), 0);
+    }
+
+    #[test]
+    fn damage_errors_are_located() {
+        let path = Path::new("/x/uwf.redb");
+        let e = StoreError::Corrupt(NodeId(1)).located(path);
+        assert!(matches!(e, StoreError::Damaged { .. }));
+        assert!(e.to_string().contains("corrupt record for node"));
+        let e = StoreError::Db(redb::Error::PreviousIo).located(path);
+        assert!(matches!(e, StoreError::Damaged { .. }));
+        let e = StoreError::ReadOnly.located(path);
+        assert!(matches!(e, StoreError::ReadOnly));
+    }
 }

@@ -89,14 +89,16 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn threads(&self) -> Result<Vec<(String, ThreadRecord)>> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(THREADS)?;
-        let mut out = Vec::with_capacity(t.len()? as usize);
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value())?));
-        }
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = tx.open_table(THREADS)?;
+            let mut out = Vec::with_capacity(t.len()? as usize);
+            for e in t.iter()? {
+                let (k, v) = e?;
+                out.push((k.value().to_string(), dec(v.value())?));
+            }
+            Ok(out)
+        })
     }
 
     /// The active thread `id`.
@@ -104,9 +106,11 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread(&self, id: &str) -> Result<Option<ThreadRecord>> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(THREADS)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = tx.open_table(THREADS)?;
+            t.get(id)?.map(|v| dec(v.value())).transpose()
+        })
     }
 
     /// The registry: name → workflow id, in name order.
@@ -114,14 +118,16 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn registry(&self) -> Result<Vec<(String, NodeId)>> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(REGISTRY)?;
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((k.value().to_string(), NodeId(v.value())));
-        }
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = tx.open_table(REGISTRY)?;
+            let mut out = Vec::new();
+            for e in t.iter()? {
+                let (k, v) = e?;
+                out.push((k.value().to_string(), NodeId(v.value())));
+            }
+            Ok(out)
+        })
     }
 
     /// Every version of registry name `name`, oldest first.
@@ -129,13 +135,15 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(REGISTRY_HISTORY)?;
-        let mut out = Vec::new();
-        for e in t.range((name, 0)..=(name, u64::MAX))? {
-            out.push(dec(e?.1.value())?);
-        }
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = tx.open_table(REGISTRY_HISTORY)?;
+            let mut out = Vec::new();
+            for e in t.range((name, 0)..=(name, u64::MAX))? {
+                out.push(dec(e?.1.value())?);
+            }
+            Ok(out)
+        })
     }
 
     /// Every version of every registry name: (name, version), in name order, oldest first.
@@ -143,14 +151,16 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(REGISTRY_HISTORY)?;
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((k.value().0.to_string(), dec(v.value())?));
-        }
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = tx.open_table(REGISTRY_HISTORY)?;
+            let mut out = Vec::new();
+            for e in t.iter()? {
+                let (k, v) = e?;
+                out.push((k.value().0.to_string(), dec(v.value())?));
+            }
+            Ok(out)
+        })
     }
 
     /// Visits finished threads in the order they finished.
@@ -161,13 +171,20 @@ impl Store {
         &self,
         mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(HISTORY).map_err(StoreError::from)?;
-        for e in t.iter().map_err(StoreError::from)? {
-            let (_, v) = e.map_err(StoreError::from)?;
-            f(dec(v.value())?)?;
-        }
-        Ok(())
+        super::catching_damage(&self.path, || {
+            let tx = self.begin_read()?;
+            let t = tx
+                .open_table(HISTORY)
+                .map_err(|e| StoreError::from(e).located(&self.path))?;
+            for e in t
+                .iter()
+                .map_err(|e| StoreError::from(e).located(&self.path))?
+            {
+                let (_, v) = e.map_err(|e| StoreError::from(e).located(&self.path))?;
+                f(dec(v.value()).map_err(|e| e.located(&self.path))?)?;
+            }
+            Ok(())
+        })
     }
 
     /// The latest history entry of thread `id`.
@@ -175,13 +192,15 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn history_of(&self, id: &str) -> Result<Option<HistoryEntry>> {
-        let tx = self.begin_read()?;
-        let by = tx.open_table(HISTORY_BY_THREAD)?;
-        let Some(seq) = by.get(id)?.map(|v| v.value()) else {
-            return Ok(None);
-        };
-        let h = tx.open_table(HISTORY)?;
-        h.get(seq)?.map(|v| dec(v.value())).transpose()
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let by = tx.open_table(HISTORY_BY_THREAD)?;
+            let Some(seq) = by.get(id)?.map(|v| v.value()) else {
+                return Ok(None);
+            };
+            let h = tx.open_table(HISTORY)?;
+            h.get(seq)?.map(|v| dec(v.value())).transpose()
+        })
     }
 
     /// Runs `f` in one write transaction and commits it when `f` succeeds.
@@ -189,11 +208,13 @@ impl Store {
     /// # Errors
     /// The error of `f` (nothing is committed then) or a redb failure.
     pub fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        let tx = self.begin_write()?;
-        let mut w = Writer { tx: &tx };
-        let out = f(&mut w)?;
-        tx.commit()?;
-        Ok(out)
+        self.guard(|| {
+            let tx = self.begin_write()?;
+            let mut w = Writer { tx: &tx };
+            let out = f(&mut w)?;
+            tx.commit()?;
+            Ok(out)
+        })
     }
 }
 

@@ -168,93 +168,95 @@ impl Store {
     /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
     /// has no references.
     pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
-        let tx = self.begin_write()?;
-        tx.delete_table(TYPE_INDEX)?;
-        let mut count = 0u64;
-        {
-            let mut nodes = tx.open_table(NODES)?;
-            let payloads = tx.open_table(PAYLOADS)?;
-            let total = nodes.len()?;
-            let mut nodes_by_seq: Vec<Entry> = Vec::with_capacity(total as usize);
-            let mut stored: Vec<u64> = Vec::new();
-            for e in nodes.iter()? {
-                let (k, v) = e?;
-                let id = NodeId(k.value());
-                let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
-                let refs_at = stored.len();
-                stored.extend(unpack_refs(h.refs).map(|r| r.0));
-                nodes_by_seq.push(Entry {
-                    seq: h.seq,
-                    id: id.0,
-                    type_id: h.type_id.0,
-                    refs_at,
-                    refs_len: stored.len() - refs_at,
-                });
-            }
-            nodes_by_seq.sort_unstable_by_key(|e| e.seq);
-            let mut types: Types = HashMap::with_hasher(BuildU64);
-            let mut fixes: Vec<(u64, Vec<NodeId>)> = Vec::new();
-            let mut found = Vec::new();
-            // Walk the payload entries in seq order beside the nodes sorted by seq.
-            join_payloads(
-                &payloads,
-                &nodes_by_seq,
-                |e| (e.seq, NodeId(e.id)),
-                |e, payload| {
-                    let id = NodeId(e.id);
-                    found.clear();
-                    let type_id = NodeId(e.type_id);
-                    if type_id != META && type_id != id {
-                        let info = match types.get(&type_id.0) {
-                            Some(i) => i,
-                            None => {
-                                // A type that is not a schema (kept from an import) gives its
-                                // nodes no references.
-                                let i = match self.type_info_in(&nodes, &payloads, type_id) {
-                                    Ok(i) => Some(i),
-                                    Err(StoreError::UnknownType(_)) => None,
-                                    Err(e) => return Err(e),
-                                };
-                                types.entry(type_id.0).or_insert(i)
+        self.guard(|| {
+            let tx = self.begin_write()?;
+            tx.delete_table(TYPE_INDEX)?;
+            let mut count = 0u64;
+            {
+                let mut nodes = tx.open_table(NODES)?;
+                let payloads = tx.open_table(PAYLOADS)?;
+                let total = nodes.len()?;
+                let mut nodes_by_seq: Vec<Entry> = Vec::with_capacity(total as usize);
+                let mut stored: Vec<u64> = Vec::new();
+                for e in nodes.iter()? {
+                    let (k, v) = e?;
+                    let id = NodeId(k.value());
+                    let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
+                    let refs_at = stored.len();
+                    stored.extend(unpack_refs(h.refs).map(|r| r.0));
+                    nodes_by_seq.push(Entry {
+                        seq: h.seq,
+                        id: id.0,
+                        type_id: h.type_id.0,
+                        refs_at,
+                        refs_len: stored.len() - refs_at,
+                    });
+                }
+                nodes_by_seq.sort_unstable_by_key(|e| e.seq);
+                let mut types: Types = HashMap::with_hasher(BuildU64);
+                let mut fixes: Vec<(u64, Vec<NodeId>)> = Vec::new();
+                let mut found = Vec::new();
+                // Walk the payload entries in seq order beside the nodes sorted by seq.
+                join_payloads(
+                    &payloads,
+                    &nodes_by_seq,
+                    |e| (e.seq, NodeId(e.id)),
+                    |e, payload| {
+                        let id = NodeId(e.id);
+                        found.clear();
+                        let type_id = NodeId(e.type_id);
+                        if type_id != META && type_id != id {
+                            let info = match types.get(&type_id.0) {
+                                Some(i) => i,
+                                None => {
+                                    // A type that is not a schema (kept from an import) gives its
+                                    // nodes no references.
+                                    let i = match self.type_info_in(&nodes, &payloads, type_id) {
+                                        Ok(i) => Some(i),
+                                        Err(StoreError::UnknownType(_)) => None,
+                                        Err(e) => return Err(e),
+                                    };
+                                    types.entry(type_id.0).or_insert(i)
+                                }
+                            };
+                            if let Some(info) = info {
+                                info.plan()?
+                                    .ids_in_cbor(payload, &mut found)
+                                    .map_err(|_| StoreError::Corrupt(id))?;
                             }
-                        };
-                        if let Some(info) = info {
-                            info.plan()?
-                                .ids_in_cbor(payload, &mut found)
-                                .map_err(|_| StoreError::Corrupt(id))?;
                         }
-                    }
-                    let old = &stored[e.refs_at..e.refs_at + e.refs_len];
-                    if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
-                        fixes.push((e.id, found.clone()));
-                    }
-                    count += 1;
-                    if count.is_multiple_of(65536) {
-                        progress(count, total);
-                    }
-                    Ok::<_, StoreError>(())
-                },
-            )?;
-            drop(payloads);
-            for (id, refs) in fixes {
-                let mut rec = nodes.get(id)?.expect("read above").value()[..HEADER].to_vec();
-                rec.extend(refs.iter().flat_map(|r| r.0.to_le_bytes()));
-                nodes.insert(id, rec.as_slice())?;
+                        let old = &stored[e.refs_at..e.refs_at + e.refs_len];
+                        if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
+                            fixes.push((e.id, found.clone()));
+                        }
+                        count += 1;
+                        if count.is_multiple_of(65536) {
+                            progress(count, total);
+                        }
+                        Ok::<_, StoreError>(())
+                    },
+                )?;
+                drop(payloads);
+                for (id, refs) in fixes {
+                    let mut rec = nodes.get(id)?.expect("read above").value()[..HEADER].to_vec();
+                    rec.extend(refs.iter().flat_map(|r| r.0.to_le_bytes()));
+                    nodes.insert(id, rec.as_slice())?;
+                }
+                let mut index: Vec<(u64, u64, u64)> = nodes_by_seq
+                    .iter()
+                    .map(|e| (e.type_id, e.seq, e.id))
+                    .collect();
+                drop(nodes_by_seq);
+                index.sort_unstable();
+                let mut ti = tx.open_table(TYPE_INDEX)?;
+                for (t, s, id) in index {
+                    ti.insert((t, s), id)?;
+                }
+                progress(count, total);
             }
-            let mut index: Vec<(u64, u64, u64)> = nodes_by_seq
-                .iter()
-                .map(|e| (e.type_id, e.seq, e.id))
-                .collect();
-            drop(nodes_by_seq);
-            index.sort_unstable();
-            let mut ti = tx.open_table(TYPE_INDEX)?;
-            for (t, s, id) in index {
-                ti.insert((t, s), id)?;
-            }
-            progress(count, total);
-        }
-        tx.commit()?;
-        Ok(count)
+            tx.commit()?;
+            Ok(count)
+        })
     }
 
     /// The schema of `type_id`: from the cache, else as stored in the tables given.
@@ -287,95 +289,97 @@ impl Store {
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
     pub fn verify(&self, progress: Progress<'_>) -> Result<VerifyReport> {
-        let tx = self.begin_read()?;
-        let nodes = tx.open_table(NODES)?;
-        let payloads = tx.open_table(PAYLOADS)?;
-        let index = tx.open_table(TYPE_INDEX)?;
-        let total = nodes.len()?;
-        let mut report = VerifyReport::default();
-        // Per type: whether it is a stored schema, and its schema when that can be read.
-        let mut types: HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64> =
-            HashMap::with_hasher(BuildU64);
-        let mut unreadable: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
-        for r in payloads.iter()? {
-            let (k, v) = r?;
-            for entry in entries_of(k.value(), v.value()) {
-                let (seq, id, payload) = match entry {
-                    Ok(e) => e,
-                    Err(seq) => {
-                        report.push(Damage::BrokenPayloads(seq));
-                        break;
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let nodes = tx.open_table(NODES)?;
+            let payloads = tx.open_table(PAYLOADS)?;
+            let index = tx.open_table(TYPE_INDEX)?;
+            let total = nodes.len()?;
+            let mut report = VerifyReport::default();
+            // Per type: whether it is a stored schema, and its schema when that can be read.
+            let mut types: HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64> =
+                HashMap::with_hasher(BuildU64);
+            let mut unreadable: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
+            for r in payloads.iter()? {
+                let (k, v) = r?;
+                for entry in entries_of(k.value(), v.value()) {
+                    let (seq, id, payload) = match entry {
+                        Ok(e) => e,
+                        Err(seq) => {
+                            report.push(Damage::BrokenPayloads(seq));
+                            break;
+                        }
+                    };
+                    let Some(rec) = nodes.get(id.0)? else {
+                        report.push(Damage::StalePayload { id, seq });
+                        continue;
+                    };
+                    let Some(h) = Header::read(rec.value()) else {
+                        if unreadable.insert(id.0) {
+                            report.nodes += 1;
+                            report.push(Damage::Unreadable(id));
+                        }
+                        continue;
+                    };
+                    if h.seq != seq {
+                        report.push(Damage::StalePayload { id, seq });
+                        continue;
                     }
-                };
-                let Some(rec) = nodes.get(id.0)? else {
-                    report.push(Damage::StalePayload { id, seq });
-                    continue;
-                };
-                let Some(h) = Header::read(rec.value()) else {
-                    if unreadable.insert(id.0) {
-                        report.nodes += 1;
-                        report.push(Damage::Unreadable(id));
-                    }
-                    continue;
-                };
-                if h.seq != seq {
-                    report.push(Damage::StalePayload { id, seq });
-                    continue;
-                }
-                report.nodes += 1;
-                if report.nodes.is_multiple_of(65536) {
-                    progress(report.nodes, total);
-                }
-                self.check_node(
-                    &mut report,
-                    &nodes,
-                    &payloads,
-                    &index,
-                    &mut types,
-                    id,
-                    &h,
-                    payload,
-                )?;
-            }
-        }
-        if report.nodes != total {
-            // Some nodes have no payload record of their own.
-            for e in nodes.iter()? {
-                let (k, v) = e?;
-                let id = NodeId(k.value());
-                let Some(h) = Header::read(v.value()) else {
-                    if unreadable.insert(id.0) {
-                        report.nodes += 1;
-                        report.push(Damage::Unreadable(id));
-                    }
-                    continue;
-                };
-                let own = find_payload(&payloads, id, h.seq)?.is_some();
-                if !own {
                     report.nodes += 1;
-                    report.push(Damage::NoPayload(id));
-                }
-            }
-        }
-        if index.len()? != report.nodes {
-            for e in index.iter()? {
-                let (k, v) = e?;
-                let (t, _) = k.value();
-                let id = NodeId(v.value());
-                let ok = nodes
-                    .get(id.0)?
-                    .and_then(|g| Header::read(g.value()).map(|h| h.type_id.0 == t))
-                    .unwrap_or(false);
-                if !ok {
-                    report.push(Damage::StaleIndex {
-                        type_id: NodeId(t),
+                    if report.nodes.is_multiple_of(65536) {
+                        progress(report.nodes, total);
+                    }
+                    self.check_node(
+                        &mut report,
+                        &nodes,
+                        &payloads,
+                        &index,
+                        &mut types,
                         id,
-                    });
+                        &h,
+                        payload,
+                    )?;
                 }
             }
-        }
-        progress(report.nodes, total);
-        Ok(report)
+            if report.nodes != total {
+                // Some nodes have no payload record of their own.
+                for e in nodes.iter()? {
+                    let (k, v) = e?;
+                    let id = NodeId(k.value());
+                    let Some(h) = Header::read(v.value()) else {
+                        if unreadable.insert(id.0) {
+                            report.nodes += 1;
+                            report.push(Damage::Unreadable(id));
+                        }
+                        continue;
+                    };
+                    let own = find_payload(&payloads, id, h.seq)?.is_some();
+                    if !own {
+                        report.nodes += 1;
+                        report.push(Damage::NoPayload(id));
+                    }
+                }
+            }
+            if index.len()? != report.nodes {
+                for e in index.iter()? {
+                    let (k, v) = e?;
+                    let (t, _) = k.value();
+                    let id = NodeId(v.value());
+                    let ok = nodes
+                        .get(id.0)?
+                        .and_then(|g| Header::read(g.value()).map(|h| h.type_id.0 == t))
+                        .unwrap_or(false);
+                    if !ok {
+                        report.push(Damage::StaleIndex {
+                            type_id: NodeId(t),
+                            id,
+                        });
+                    }
+                }
+            }
+            progress(report.nodes, total);
+            Ok(report)
+        })
     }
 
     /// The checks of one node whose `nodes` record `h` and payload were read.

@@ -53,12 +53,14 @@ pub struct AgentCommand {
 }
 
 impl AgentCommand {
-    /// Splits a `--agent` value on whitespace into command and arguments.
+    /// Splits a `--agent` value into command and arguments with the shell's word rules:
+    /// white space separates words, quotes and backslashes keep a word whole
+    /// (`agent --name 'code reviewer'` has three words). Nothing else of the shell applies.
     ///
     /// # Errors
-    /// [`ThreadError::Config`] for an empty value.
+    /// [`ThreadError::Config`] for an empty value or unbalanced quotes.
     pub fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
-        let mut parts = s.split_whitespace().map(str::to_string);
+        let mut parts = split_words(s, "--agent")?.into_iter();
         let command = parts
             .next()
             .ok_or_else(|| ThreadError::Config("--agent must not be empty".into()))?;
@@ -76,6 +78,12 @@ impl AgentCommand {
             .collect::<Vec<_>>()
             .join(" ")
     }
+}
+
+/// `s` split into words with the shell's quoting rules; `what` names the value in errors.
+fn split_words(s: &str, what: &str) -> Result<Vec<String>, ThreadError> {
+    shell_words::split(s)
+        .map_err(|_| ThreadError::Config(format!("{what} has an unclosed quote: {s}")))
 }
 
 /// The engine's view of `config.yaml`.
@@ -182,6 +190,8 @@ impl Config {
                 .iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
                 .collect(),
+            // One string holds several arguments, split as `--agent` is.
+            Some(Value::String(a)) => split_words(a, &format!("config.agents.{alias}.args"))?,
             _ => Vec::new(),
         };
         let protocol = match entry.get("protocol") {

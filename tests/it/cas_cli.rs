@@ -308,7 +308,7 @@ fn damaged_files_are_refused_untouched() {
     let r = env.run(&["cas", "verify"]);
     assert_eq!(r.code, 65);
     assert!(r.stdout.contains("damaged"), "{}", r.stdout);
-    assert!(r.stderr.contains("store is damaged"), "{}", r.stderr);
+    assert!(r.stderr.contains("is damaged"), "{}", r.stderr);
     let id = json(&r.stdout).get("damage").unwrap().as_array().unwrap()[0]
         .as_str()
         .unwrap()[..13]
