@@ -1,27 +1,11 @@
 //! `thread exec --background` and `thread stop` through the real binary: the detached worker,
 //! the TypeScript tool's running marker, and what a stop leaves behind.
 
-use crate::common::{TestEnv, example, json};
+use crate::common::{TestEnv, example, json, p, running};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use uwf::cas::Value;
 use uwf::store::Store;
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
-
-/// Whether `pid` is a running process (a zombie counts as ended).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next()),
-            Some("Z" | "X")
-        ),
-        Err(_) => false,
-    }
-}
 
 /// Polls `f` for up to 30 s.
 fn wait_until(what: &str, f: impl Fn() -> bool) {

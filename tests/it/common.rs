@@ -178,6 +178,23 @@ fn split_words(line: &str) -> Vec<String> {
     words
 }
 
+/// A path as a command-line argument.
+pub fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Whether `pid` is a running process (a zombie counts as ended).
+pub fn running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        ),
+        Err(_) => false,
+    }
+}
+
 /// Parses one line of JSON output.
 pub fn json(s: &str) -> uwf::cas::Value {
     uwf::cas::Value::from_json_str(s.trim()).unwrap_or_else(|e| panic!("not JSON {s:?}: {e}"))

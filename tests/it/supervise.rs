@@ -3,28 +3,12 @@
 
 #![allow(unsafe_code)] // Signals to processes the tests spawn.
 
-use crate::common::{TestEnv, example, json};
+use crate::common::{TestEnv, example, json, p, running};
 use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use uwf::cas::Value;
 use uwf::store::Store;
-
-fn p(path: &Path) -> String {
-    path.display().to_string()
-}
-
-/// Whether `pid` is a running process (a zombie counts as ended).
-fn running(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next()),
-            Some("Z" | "X")
-        ),
-        Err(_) => false,
-    }
-}
 
 /// Waits until `file` holds a line per pid, `n` of them; returns the pids.
 fn wait_for_pids(file: &Path, n: usize) -> Vec<u32> {
