@@ -412,6 +412,12 @@ impl Store {
         &self.path
     }
 
+    /// Turns a failure of a read over the whole file into [`StoreError::Damaged`] naming this
+    /// file where damage explains it (see [`StoreError::located`]), for `map_err`.
+    pub(crate) fn located<E: Into<StoreError>>(&self) -> impl Fn(E) -> StoreError + '_ {
+        move |e| e.into().located(&self.path)
+    }
+
     /// Runs a store operation at the store's boundary: an engine panic and an error that
     /// means damage become [`StoreError::Damaged`] naming the file.
     pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -423,14 +429,12 @@ impl Store {
             Db::Rw(d) => d.begin_read(),
             Db::Ro(d) => d.begin_read(),
         }
-        .map_err(|e| StoreError::from(e).located(&self.path))
+        .map_err(self.located())
     }
 
     pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
         match &self.db {
-            Db::Rw(d) => d
-                .begin_write()
-                .map_err(|e| StoreError::from(e).located(&self.path)),
+            Db::Rw(d) => d.begin_write().map_err(self.located()),
             Db::Ro(_) => Err(StoreError::ReadOnly),
         }
     }

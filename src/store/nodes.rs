@@ -650,17 +650,10 @@ impl Store {
     ) -> std::result::Result<(), E> {
         super::catching_damage(&self.path, || {
             let tx = self.begin_read()?;
-            let t = tx
-                .open_table(NODES)
-                .map_err(|e| StoreError::from(e).located(&self.path))?;
-            let payloads = tx
-                .open_table(PAYLOADS)
-                .map_err(|e| StoreError::from(e).located(&self.path))?;
-            for e in t
-                .iter()
-                .map_err(|e| StoreError::from(e).located(&self.path))?
-            {
-                let (k, v) = e.map_err(|e| StoreError::from(e).located(&self.path))?;
+            let t = tx.open_table(NODES).map_err(self.located())?;
+            let payloads = tx.open_table(PAYLOADS).map_err(self.located())?;
+            for e in t.iter().map_err(self.located())? {
+                let (k, v) = e.map_err(self.located())?;
                 let id = NodeId(k.value());
                 let h = Header::read(v.value())
                     .ok_or_else(|| StoreError::Corrupt(id).located(&self.path))?;
@@ -710,12 +703,8 @@ impl Store {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
             Err(e) => return Err(StoreError::from(e).located(&self.path).into()),
         };
-        let payloads = tx
-            .open_table(PAYLOADS)
-            .map_err(|e| StoreError::from(e).located(&self.path))?;
-        let total = nodes
-            .len()
-            .map_err(|e| StoreError::from(e).located(&self.path))?;
+        let payloads = tx.open_table(PAYLOADS).map_err(self.located())?;
+        let total = nodes.len().map_err(self.located())?;
         let mut window: Vec<Slot> = Vec::with_capacity(total.min(window_len) as usize);
         let mut lo = 0u64;
         loop {
@@ -723,11 +712,8 @@ impl Store {
             // The first sequence number of the next pass: the least one past this window.
             let mut next: Option<u64> = None;
             window.clear();
-            for e in nodes
-                .iter()
-                .map_err(|e| StoreError::from(e).located(&self.path))?
-            {
-                let (k, v) = e.map_err(|e| StoreError::from(e).located(&self.path))?;
+            for e in nodes.iter().map_err(self.located())? {
+                let (k, v) = e.map_err(self.located())?;
                 let id = NodeId(k.value());
                 let h = Header::read(v.value())
                     .ok_or_else(|| StoreError::Corrupt(id).located(&self.path))?;

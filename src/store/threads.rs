@@ -173,14 +173,9 @@ impl Store {
     ) -> std::result::Result<(), E> {
         super::catching_damage(&self.path, || {
             let tx = self.begin_read()?;
-            let t = tx
-                .open_table(HISTORY)
-                .map_err(|e| StoreError::from(e).located(&self.path))?;
-            for e in t
-                .iter()
-                .map_err(|e| StoreError::from(e).located(&self.path))?
-            {
-                let (_, v) = e.map_err(|e| StoreError::from(e).located(&self.path))?;
+            let t = tx.open_table(HISTORY).map_err(self.located())?;
+            for e in t.iter().map_err(self.located())? {
+                let (_, v) = e.map_err(self.located())?;
                 f(dec(v.value()).map_err(|e| e.located(&self.path))?)?;
             }
             Ok(())

@@ -29,6 +29,15 @@ fn wait_for_pids(file: &Path, n: usize) -> Vec<u32> {
     }
 }
 
+/// Waits up to 10 s for `pid` to end; fails with `why` if it does not.
+fn wait_ended(pid: u32, why: &str) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while running(pid) {
+        assert!(Instant::now() < until, "{why}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
     let until = Instant::now() + within;
     loop {
@@ -128,11 +137,7 @@ fn sigkill_of_uwf_takes_the_agent_with_it() {
     let leader = wait_for_pids(&pids, 1)[0];
     child.kill().expect("SIGKILL");
     child.wait().expect("reap");
-    let until = Instant::now() + Duration::from_secs(10);
-    while running(leader) {
-        assert!(Instant::now() < until, "the agent outlived a SIGKILLed uwf");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_ended(leader, "the agent outlived a SIGKILLed uwf");
     // The dead owner's lease is taken over by the next step.
     env.ok(&[
         "thread",
@@ -224,11 +229,7 @@ fn a_setsid_grandchild_holding_stdout_is_ended_at_the_time_limit() {
     );
     assert!(started.elapsed() < Duration::from_secs(20));
     let grandchild = wait_for_pids(&pids, 1)[0];
-    let until = Instant::now() + Duration::from_secs(5);
-    while running(grandchild) {
-        assert!(Instant::now() < until, "the setsid grandchild survived");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_ended(grandchild, "the setsid grandchild survived");
     no_lease_left(&env, &t);
 }
 
