@@ -8,6 +8,7 @@
 //! ```
 
 pub mod agent;
+pub mod builtin;
 pub mod cas;
 pub mod cli;
 pub mod engine;

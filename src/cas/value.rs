@@ -66,6 +66,13 @@ impl Value {
         out
     }
 
+    /// Indented JSON exactly as `JSON.stringify(value, null, 2)` writes it.
+    pub fn to_json_pretty(&self) -> String {
+        let mut out = String::new();
+        write_json_pretty(self, 0, &mut out);
+        out
+    }
+
     /// The value of `key` if this is an object holding it.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {
@@ -238,6 +245,42 @@ fn write_json(v: &Value, out: &mut String) {
             }
             out.push('}');
         }
+    }
+}
+
+fn write_json_pretty(v: &Value, depth: usize, out: &mut String) {
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    match v {
+        Value::Array(a) if !a.is_empty() => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_json_pretty(x, depth + 1, out);
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        Value::Object(m) if !m.is_empty() => {
+            out.push('{');
+            for (i, (k, x)) in js_entries(m).into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_json_string(k, out);
+                out.push_str(": ");
+                write_json_pretty(x, depth + 1, out);
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        _ => write_json(v, out),
     }
 }
 
@@ -431,6 +474,16 @@ mod tests {
         let v =
             Value::from_json_str("[1.0,-0,1e21,0.1,9007199254740993,1e-400,5e-324,1.5]").unwrap();
         assert_eq!(v.to_json(), "[1,0,1e+21,0.1,9007199254740992,0,5e-324,1.5]");
+    }
+
+    #[test]
+    fn pretty_json_as_javascript_indents_it() {
+        let v = Value::from_json_str(r#"{"b":[1,{"c":null}],"2":{},"a":[],"s":"x\"y"}"#).unwrap();
+        assert_eq!(
+            v.to_json_pretty(),
+            "{\n  \"2\": {},\n  \"b\": [\n    1,\n    {\n      \"c\": null\n    }\n  ],\n  \"a\": [],\n  \"s\": \"x\\\"y\"\n}"
+        );
+        assert_eq!(Value::Number(1.5).to_json_pretty(), "1.5");
     }
 
     #[test]

@@ -1,12 +1,15 @@
-//! `uwf agent …`: the agent kit (context, submit) and the built-in scripted agent.
+//! `uwf agent …`: the agent kit (context, submit) and the built-in agents (scripted, llm,
+//! command), each also usable as an `--agent` or an `agents:` entry.
 
 use super::output::{print, write_stdout};
 use super::{CliError, CliResult, Env};
-use crate::agent::Script;
-use crate::thread::{self, SubmitInput, ThreadId};
+use crate::builtin::{self, Agent, CommandAgent, CommandArgs, LlmAgent, LlmArgs, ScriptedAgent};
+use crate::engine::{DEFAULT_TIMEOUT, Interrupt};
+use crate::thread::{self, Config, Fallback, SubmitInput, ThreadId};
 use clap::Subcommand;
 use std::io::Read;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum AgentCmd {
@@ -17,8 +20,8 @@ pub(crate) enum AgentCmd {
         /// Role.
         role: String,
     },
-    /// Read raw agent output on stdin, extract the role's output, write the StepNode (prev =
-    /// the current head) and print its id.
+    /// Read raw agent output on stdin, extract the role's output (frontmatter, else a model),
+    /// write the StepNode (prev = the current head) and print its id.
     Submit {
         /// Thread id.
         thread: String,
@@ -30,6 +33,9 @@ pub(crate) enum AgentCmd {
         /// The agent name recorded in the StepNode.
         #[arg(long, default_value = "uwf-agent")]
         name: String,
+        /// Never ask a model to extract the output (also `UWF_NO_LLM=1`, or `llmExtract: false`).
+        #[arg(long)]
+        no_llm: bool,
     },
     /// A built-in agent answering from a YAML script (per role, replies used in turn).
     Scripted {
@@ -40,6 +46,20 @@ pub(crate) enum AgentCmd {
         thread: String,
         /// Role.
         role: String,
+    },
+    /// The built-in agent that asks the configured model (see `uwf setup`).
+    Llm {
+        #[command(flatten)]
+        args: LlmArgs,
+        /// Thread id.
+        thread: String,
+        /// Role.
+        role: String,
+    },
+    /// Any coding-agent CLI as an agent: `uwf agent command [--preset P] -- PROGRAM [ARGS…]`.
+    Command {
+        #[command(flatten)]
+        args: CommandArgs,
     },
 }
 
@@ -52,6 +72,10 @@ fn thread_id(s: &str) -> CliResult<String> {
 
 fn var(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn no_llm(flag: bool) -> bool {
+    flag || var("UWF_NO_LLM").is_some_and(|v| v != "0")
 }
 
 pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
@@ -70,6 +94,7 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
             role,
             detail,
             name,
+            no_llm: off,
         } => {
             let t = thread_id(&thread)?;
             let mut raw = String::new();
@@ -83,25 +108,87 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
                     })
                 })
                 .transpose()?;
-            submit(env, &t, &role, &raw, detail.as_deref(), &name)
+            submit(env, &t, &role, &raw, detail.as_deref(), &name, no_llm(off))
         }
         AgentCmd::Scripted {
             script,
             thread,
             role,
-        } => {
-            let t = thread_id(&thread)?;
-            let text = std::fs::read_to_string(&script).map_err(|e| {
-                CliError::new(format!("cannot read script {}: {e}", script.display()))
-            })?;
-            let script = Script::from_yaml(&text).map_err(|e| CliError::new(e.to_string()))?;
-            let raw = {
-                let s = env.open_ro()?;
-                thread::scripted_reply(&s, &t, &role, &script)?
+        } => run_builtin(env, &ScriptedAgent { script }, &thread, &role),
+        AgentCmd::Llm { args, thread, role } => {
+            run_builtin(env, &LlmAgent::new(args), &thread, &role)
+        }
+        AgentCmd::Command { mut args } => {
+            let (thread, role) = match (
+                args.thread.take().or_else(|| var("UWF_THREAD")),
+                args.role.take().or_else(|| var("UWF_ROLE")),
+            ) {
+                (Some(t), Some(r)) => (t, r),
+                _ => {
+                    return Err(CliError::of(
+                        crate::ErrorKind::Usage,
+                        "uwf agent command needs --thread and --role (or UWF_THREAD and UWF_ROLE)",
+                    ));
+                }
             };
-            submit(env, &t, &role, &raw, None, "uwf-scripted")
+            // Run as an agent of uwf's protocol, the thread and role come last: drop them.
+            if args.program.len() >= 2
+                && args.program[args.program.len() - 2..] == [thread.clone(), role.clone()]
+            {
+                args.program.truncate(args.program.len() - 2);
+            }
+            run_builtin(env, &CommandAgent::new(args), &thread, &role)
         }
     }
+}
+
+/// The working directory an agent works in: `UWF_CWD` (set by `uwf thread step`), else the
+/// current one.
+fn agent_cwd() -> PathBuf {
+    var("UWF_CWD")
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default()
+}
+
+/// Runs a built-in agent as a command: writes the StepNode and prints its id.
+fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliResult {
+    let t = thread_id(thread)?;
+    let config = Config::load(&env.root)?;
+    let models = env.models(&config, no_llm(false));
+    let timeout = match var("UWF_TIMEOUT").and_then(|s| s.parse::<f64>().ok()) {
+        Some(s) if s > 0.0 && s < 1e9 => Duration::from_secs_f64(s),
+        _ => config
+            .timeout_seconds()?
+            .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
+    };
+    let store = env.open_rw()?;
+    let edge = match var("UWF_EDGE_PROMPT") {
+        Some(e) => Some(e),
+        None => thread::agent_context(&store, &t, role, None)?
+            .get("edgePrompt")
+            .and_then(|v| v.as_str())
+            .map(str::to_string),
+    };
+    let interrupt = Interrupt::new()?;
+    interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
+    let cwd = agent_cwd();
+    let vars = env.dotenv();
+    let turn = builtin::Turn {
+        store: &store,
+        root: &env.root,
+        thread: &t,
+        role,
+        edge_prompt: edge.as_deref(),
+        cwd: &cwd,
+        now: &|| env.clock(),
+        timeout,
+        interrupt: Some(&interrupt),
+        models: &models,
+        env: &vars,
+    };
+    let id = agent.run(&turn)?;
+    write_stdout(format!("{id}\n").as_bytes())
 }
 
 fn submit(
@@ -111,16 +198,16 @@ fn submit(
     raw: &str,
     detail: Option<&str>,
     name: &str,
+    no_llm: bool,
 ) -> CliResult {
-    let cwd = var("UWF_CWD").unwrap_or_else(|| {
-        std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_default()
-    });
+    let cwd = agent_cwd().display().to_string();
     let edge = var("UWF_EDGE_PROMPT");
     let started = var("UWF_STEP_STARTED_MS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(env.now_ms);
+    let config = Config::load(&env.root)?;
+    let models = env.models(&config, no_llm);
+    let fallback = models.extract();
     let s = env.open_rw()?;
     let id = thread::submit(
         &s,
@@ -129,6 +216,9 @@ fn submit(
             role,
             raw,
             detail,
+            detail_id: None,
+            assembled_prompt: None,
+            fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
             agent: name,
             edge_prompt: edge.as_deref(),
             cwd: &cwd,

@@ -6,6 +6,7 @@ mod background;
 mod cas;
 mod interchange;
 mod output;
+mod setup;
 mod skill;
 mod thread;
 pub mod workflow;
@@ -263,9 +264,15 @@ enum Command {
     /// Steps of a thread (the TypeScript tool's later names).
     #[command(subcommand)]
     Step(thread::StepCommand),
-    /// The agent kit and the built-in scripted agent.
+    /// The agent kit (context, submit) and the built-in agents (scripted, llm, command).
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Configure a provider, the default model and the default agent (asks on a terminal
+    /// when no flag is given); writes config.yaml with mode 0600.
+    Setup(setup::SetupArgs),
+    /// Read and change config.yaml: list, get, set, path (secrets shown masked).
+    #[command(subcommand)]
+    Config(setup::ConfigCmd),
     /// Reference texts (markdown) for users, workflow authors and agent writers.
     Skill {
         /// Which text; `list` names them all.
@@ -383,6 +390,34 @@ impl Env {
         }
     }
 
+    /// The variables of `<root>/.env` that the environment does not set (the environment
+    /// wins, as dotenv loads them).
+    pub fn dotenv(&self) -> Vec<(String, String)> {
+        std::fs::read_to_string(self.root.join(".env"))
+            .map(|t| crate::thread::config::parse_dotenv(&t))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| std::env::var_os(k).is_none())
+            .collect()
+    }
+
+    /// The models of `config`, their keys looked up in the environment, then in `.env`.
+    /// `no_llm` turns model extraction off.
+    pub fn models(&self, config: &crate::thread::Config, no_llm: bool) -> crate::builtin::Models {
+        let dotenv: std::collections::HashMap<String, String> = self.dotenv().into_iter().collect();
+        let vars: crate::builtin::Vars = std::sync::Arc::new(move |k: &str| {
+            std::env::var(k)
+                .ok()
+                .or_else(|| dotenv.get(k).cloned())
+                .filter(|v| !v.is_empty())
+        });
+        let mut m = crate::builtin::Models::new(config.clone(), vars);
+        if no_llm {
+            m.llm_extract = false;
+        }
+        m
+    }
+
     /// The store file of the root.
     pub fn db_path(&self) -> PathBuf {
         self.root.join(store::DB_FILE)
@@ -487,6 +522,8 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Thread(c) => thread::run(c, &env),
             Command::Step(c) => thread::run_step(c, &env),
             Command::Agent(c) => agent::run(c, &env),
+            Command::Setup(a) => setup::setup(&env, a),
+            Command::Config(c) => setup::config(&env, c),
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),
             Command::Skill { name } => skill::run(name),

@@ -7,7 +7,7 @@ use crate::cas::Value;
 use crate::engine::{self, Interrupt, StepOptions};
 use crate::thread::{
     self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
-    config::parse_dotenv, time::parse_time,
+    time::parse_time,
 };
 use clap::Subcommand;
 use std::time::Duration;
@@ -182,6 +182,9 @@ pub(crate) struct StepArgs {
     /// Agent time limit in seconds; overrides config.yaml timeoutSeconds (default 600).
     #[arg(long)]
     timeout: Option<String>,
+    /// Never ask a model to extract an output without valid frontmatter (the step fails).
+    #[arg(long)]
+    no_llm: bool,
     /// Run the steps in a detached uwf process and return at once (`thread stop` ends it).
     #[arg(long)]
     background: bool,
@@ -308,6 +311,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                     agent_protocol,
                     count: max_steps,
                     timeout,
+                    no_llm: false,
                     background: false,
                     background_worker: false,
                 },
@@ -451,6 +455,9 @@ fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
         args.push("--agent-protocol".to_string());
         args.push(p.name().to_string());
     }
+    if a.no_llm {
+        args.push("--no-llm".to_string());
+    }
     args.push("--_background-worker".to_string());
     let pid = background::spawn_detached(&args, &background::log_path(&env.root, t))?;
     background::write_marker(&env.root, t, &out.workflow, pid, env.clock())?;
@@ -535,15 +542,6 @@ fn start_thread(
 }
 
 /// `.env` of the root: the variables not already set in this process.
-fn dotenv(env: &Env) -> Vec<(String, String)> {
-    std::fs::read_to_string(env.root.join(".env"))
-        .map(|t| parse_dotenv(&t))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| std::env::var_os(k).is_none())
-        .collect()
-}
-
 /// `Number(s)` in JavaScript: white space around, `""` is 0, `0x`/`0o`/`0b` integers,
 /// `Infinity`, decimal literals; NaN for anything else.
 fn js_number(s: &str) -> f64 {
@@ -648,14 +646,22 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
     // Agents run one at a time here: what one leaves behind can be found and killed.
     engine::adopt_orphans();
+    let models = env.models(&config, a.no_llm);
     let opts = StepOptions {
         store: &store,
         root: &env.root,
         thread: &t,
         agent,
         config: &config,
+        models: &models,
         timeout,
-        env: dotenv(env),
+        env: {
+            let mut e = env.dotenv();
+            if a.no_llm {
+                e.push(("UWF_NO_LLM".into(), "1".into()));
+            }
+            e
+        },
         fallback_cwd: std::env::current_dir()?,
         pid: std::process::id(),
         now: &|| env.clock(),

@@ -165,6 +165,9 @@ pub enum StepError {
         /// The node the step produced.
         kept: NodeId,
     },
+    /// A model call of a built-in agent failed.
+    #[error("model call failed: {0}")]
+    Model(#[from] crate::llm::LlmError),
     /// A signal ended the step; its agent was killed and its lease released.
     #[error("interrupted by signal {signal}; the agent was stopped and the thread is unchanged")]
     Interrupted {
@@ -178,6 +181,9 @@ impl StepError {
     /// busy or moved on, or the agent failed in a way that may not repeat (time limit, exit
     /// status, unusable output).
     pub fn retryable(&self) -> bool {
+        if let StepError::Model(e) = self {
+            return e.retryable();
+        }
         matches!(
             self,
             StepError::Busy { .. }
@@ -225,6 +231,8 @@ pub struct StepOptions<'a> {
     pub agent: Option<AgentCommand>,
     /// `config.yaml`.
     pub config: &'a Config,
+    /// The models of the config, for built-in agents and model extraction.
+    pub models: &'a crate::builtin::Models,
     /// `--timeout`: overrides the config.
     pub timeout: Option<Duration>,
     /// Variables added to the agent's environment (e.g. from `.env`).
@@ -350,6 +358,26 @@ fn run_agent(
         ("UWF_CWD".to_string(), cwd.display().to_string()),
         ("UWF_STEP_STARTED_MS".to_string(), (opts.now)().to_string()),
     ]);
+    if let Some(builtin) = crate::builtin::from_command(&agent) {
+        let builtin = builtin
+            .map_err(|e| ThreadError::Config(format!("agent \"{}\": {e}", agent.display())))?;
+        let turn = crate::builtin::Turn {
+            store: opts.store,
+            root: opts.root,
+            thread: opts.thread,
+            role: &decision.role,
+            edge_prompt: decision.prompt.as_deref(),
+            cwd: &cwd,
+            now: opts.now,
+            timeout,
+            interrupt: opts.interrupt,
+            models: opts.models,
+            env: &opts.env,
+        };
+        let id = builtin.run(&turn)?;
+        interrupted(opts.interrupt)?;
+        return Ok((id, notes));
+    }
     let prompt = decision.prompt.clone().unwrap_or_default();
     let args: Vec<&str> = match agent.protocol {
         AgentProtocol::Uwf => vec![opts.thread, &decision.role],

@@ -11,7 +11,7 @@
 
 use super::interrupt::Interrupt;
 use crate::thread::AgentCommand;
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -166,6 +166,22 @@ pub fn run(
     limits: Limits,
     interrupt: Option<&Interrupt>,
 ) -> Result<AgentRun, SpawnError> {
+    run_with_input(agent, extra_args, cwd, env, None, limits, interrupt)
+}
+
+/// [`run`], with `input` written to the agent's stdin (then closed) by a thread of its own.
+///
+/// # Errors
+/// [`SpawnError`] when the program cannot be started.
+pub fn run_with_input(
+    agent: &AgentCommand,
+    extra_args: &[&str],
+    cwd: &Path,
+    env: &[(String, String)],
+    input: Option<Vec<u8>>,
+    limits: Limits,
+    interrupt: Option<&Interrupt>,
+) -> Result<AgentRun, SpawnError> {
     let spawn_err = |source| SpawnError {
         command: agent.display(),
         source,
@@ -174,7 +190,11 @@ pub fn run(
     cmd.args(&agent.args)
         .args(extra_args)
         .current_dir(cwd)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
@@ -184,6 +204,12 @@ pub fn run(
     die_with_parent(&mut cmd);
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(spawn_err)?;
+    if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
+        // An agent that exits without reading ends the write with EPIPE, which is ignored.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(&bytes);
+        });
+    }
     let out = child.stdout.take().expect("stdout is piped");
     let err = child.stderr.take().expect("stderr is piped");
     let mut s = Supervision {

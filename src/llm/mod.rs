@@ -23,7 +23,7 @@ impl Secret {
     }
 
     /// The key, for the one place that sends it.
-    fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 

@@ -7,7 +7,9 @@
 
 use super::ThreadError;
 use crate::cas::Value;
+use crate::llm::{ClientOptions, Provider, Secret};
 use std::path::Path;
+use std::time::Duration;
 
 /// How an agent is called and how it reads and writes the thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -167,7 +169,7 @@ impl Config {
             .or_else(|| self.doc.get("defaultAgent").and_then(Value::as_str))
             .ok_or_else(|| {
                 ThreadError::Config(
-                    "no agent for this step: pass --agent CMD or set defaultAgent in config.yaml"
+                    "no agent configured: run \"uwf setup\" to choose one, or pass --agent CMD"
                         .into(),
                 )
             })?;
@@ -209,6 +211,169 @@ impl Config {
             protocol,
         })
     }
+}
+
+/// A model to call: its alias in `config.yaml`, the provider (key resolved) and the model id.
+#[derive(Debug, Clone)]
+pub struct ModelSetup {
+    /// The alias under `models`.
+    pub alias: String,
+    /// Where requests go, with the key.
+    pub provider: Provider,
+    /// The model id the provider knows (`models.<alias>.name`).
+    pub model: String,
+    /// Time limits and retries (`providers.<p>.timeoutSeconds`, `maxRetries`).
+    pub options: ClientOptions,
+}
+
+/// The name of an environment variable looked up for a key, and its value if set.
+pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+impl Config {
+    /// The model alias for LLM extraction: `modelOverrides.extract`, else a model named
+    /// `extract`, else one named `default`, else `defaultModel`.
+    pub fn extract_model_alias(&self) -> Option<String> {
+        self.scenario_model("extract")
+    }
+
+    /// The model alias of the built-in LLM agent: `modelOverrides.agent`, else `defaultModel`,
+    /// else a model named `default`.
+    pub fn agent_model_alias(&self) -> Option<String> {
+        let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        s(self.doc.get("modelOverrides").and_then(|o| o.get("agent")))
+            .or_else(|| s(self.doc.get("defaultModel")))
+            .or_else(|| {
+                self.doc
+                    .get("models")
+                    .and_then(|m| m.get("default"))
+                    .map(|_| "default".to_string())
+            })
+    }
+
+    fn scenario_model(&self, scenario: &str) -> Option<String> {
+        let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+        let models = self.doc.get("models");
+        s(self.doc.get("modelOverrides").and_then(|o| o.get(scenario)))
+            .or_else(|| {
+                [scenario, "default"]
+                    .into_iter()
+                    .find(|k| models.and_then(|m| m.get(k)).is_some())
+                    .map(str::to_string)
+            })
+            .or_else(|| s(self.doc.get("defaultModel")))
+    }
+
+    /// Whether output without valid frontmatter may be extracted by a model (`llmExtract`,
+    /// default true).
+    pub fn llm_extract(&self) -> bool {
+        !matches!(self.doc.get("llmExtract"), Some(Value::Bool(false)))
+    }
+
+    /// The model `alias` with its provider; the key comes from `apiKey` (where `${VAR}` is
+    /// replaced by the variable's value) or from the variable `apiKeyEnv` names, looked up with
+    /// `lookup` (the environment, then `.env`).
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] naming what is missing: the alias, the provider, its `baseUrl`
+    /// or key, or a variable that is not set.
+    pub fn model(&self, alias: &str, lookup: Lookup<'_>) -> Result<ModelSetup, ThreadError> {
+        let bad = |m: String| ThreadError::Config(m);
+        let models = match self.doc.get("models") {
+            Some(Value::Object(m)) => m,
+            None | Some(Value::Null) => {
+                return Err(bad(format!(
+                    "no model \"{alias}\" in config.yaml: run \"uwf setup\" to add one"
+                )));
+            }
+            Some(_) => return Err(bad("config.models must be a mapping".into())),
+        };
+        let entry = models
+            .get(alias)
+            .ok_or_else(|| bad(format!("unknown model alias in config: {alias}")))?;
+        let (Some(pname), Some(model)) = (
+            entry.get("provider").and_then(Value::as_str),
+            entry.get("name").and_then(Value::as_str),
+        ) else {
+            return Err(bad(format!(
+                "config.models.{alias} requires provider and name"
+            )));
+        };
+        let providers = match self.doc.get("providers") {
+            Some(Value::Object(m)) => m,
+            _ => return Err(bad("config.providers must be a mapping".into())),
+        };
+        let p = providers
+            .get(pname)
+            .ok_or_else(|| bad(format!("unknown provider in config: {pname}")))?;
+        let base_url = p.get("baseUrl").and_then(Value::as_str);
+        let key = match (
+            p.get("apiKey").and_then(Value::as_str),
+            p.get("apiKeyEnv").and_then(Value::as_str),
+        ) {
+            (Some(k), _) => Some(expand_vars(
+                k,
+                lookup,
+                &format!("config.providers.{pname}.apiKey"),
+            )?),
+            (None, Some(var)) => Some(lookup(var).ok_or_else(|| {
+                bad(format!(
+                    "config.providers.{pname}.apiKeyEnv: {var} is not set (in the environment or .env)"
+                ))
+            })?),
+            (None, None) => None,
+        };
+        let (Some(base_url), Some(key)) = (base_url, key) else {
+            return Err(bad(format!(
+                "config.providers.{pname} requires baseUrl and apiKey"
+            )));
+        };
+        let mut options = ClientOptions::default();
+        if let Some(t) = p.get("timeoutSeconds").and_then(Value::as_f64) {
+            if !(t > 0.0 && t < 1e9) {
+                return Err(bad(format!(
+                    "config.providers.{pname}.timeoutSeconds must be a positive number"
+                )));
+            }
+            options.request_timeout = Duration::from_secs_f64(t);
+            options.overall_timeout = options.overall_timeout.max(options.request_timeout);
+        }
+        if let Some(n) = p.get("maxRetries").and_then(Value::as_f64) {
+            options.max_retries = n.clamp(0.0, 20.0) as u32;
+        }
+        Ok(ModelSetup {
+            alias: alias.to_string(),
+            provider: Provider {
+                name: pname.to_string(),
+                base_url: base_url.to_string(),
+                api_key: (!key.is_empty()).then(|| Secret::new(key)),
+            },
+            model: model.to_string(),
+            options,
+        })
+    }
+}
+
+/// `s` with every `${VAR}` replaced by the variable's value.
+fn expand_vars(s: &str, lookup: Lookup<'_>, what: &str) -> Result<String, ThreadError> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| ThreadError::Config(format!("{what} has an unclosed ${{")))?;
+        let var = &after[..end];
+        let value = lookup(var).ok_or_else(|| {
+            ThreadError::Config(format!(
+                "{what} names ${{{var}}}, which is not set (in the environment or .env)"
+            ))
+        })?;
+        out.push_str(&value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Parses `.env` text: `KEY=VALUE` lines, `export ` prefixes, `#` comments, single or double
@@ -283,6 +448,56 @@ mod tests {
             p("x").unwrap_err().to_string(),
             "config.agents.x.protocol must be \"uwf\" or \"7a0c\", got: \"v2\""
         );
+    }
+
+    #[test]
+    fn models_and_keys() {
+        let c = Config::parse(
+            "providers:\n  o: {baseUrl: 'http://x/v1', apiKey: '${K}-2'}\n  e: {baseUrl: 'http://y', apiKeyEnv: KE, timeoutSeconds: 2}\n  n: {baseUrl: 'http://z'}\nmodels:\n  default: {provider: o, name: m1}\n  cheap: {provider: e, name: m2}\n  bad: {provider: n, name: m3}\n  lost: {provider: q, name: m4}\ndefaultModel: cheap\nmodelOverrides: {extract: default}\n",
+            "t",
+        )
+        .unwrap();
+        let env = |k: &str| match k {
+            "K" => Some("sk-1".to_string()),
+            "KE" => Some("sk-e".to_string()),
+            _ => None,
+        };
+        assert_eq!(c.extract_model_alias().as_deref(), Some("default"));
+        assert_eq!(c.agent_model_alias().as_deref(), Some("cheap"));
+        let m = c.model("default", &env).unwrap();
+        assert_eq!(
+            (m.model.as_str(), m.provider.base_url.as_str()),
+            ("m1", "http://x/v1")
+        );
+        assert_eq!(
+            m.provider.api_key.as_ref().map(|k| k.expose()),
+            Some("sk-1-2")
+        );
+        let m = c.model("cheap", &env).unwrap();
+        assert_eq!(
+            m.provider.api_key.as_ref().map(|k| k.expose()),
+            Some("sk-e")
+        );
+        assert_eq!(m.options.request_timeout, Duration::from_secs(2));
+        let err = |a: &str| c.model(a, &|_| None).unwrap_err().to_string();
+        assert_eq!(err("bad"), "config.providers.n requires baseUrl and apiKey");
+        assert_eq!(err("lost"), "unknown provider in config: q");
+        assert_eq!(err("zz"), "unknown model alias in config: zz");
+        assert_eq!(
+            err("default"),
+            "config.providers.o.apiKey names ${K}, which is not set (in the environment or .env)"
+        );
+        assert_eq!(
+            err("cheap"),
+            "config.providers.e.apiKeyEnv: KE is not set (in the environment or .env)"
+        );
+        // The scenario order: a model named `extract`, then `default`, then `defaultModel`.
+        let c =
+            Config::parse("models: {extract: {}, default: {}}\ndefaultModel: d\n", "t").unwrap();
+        assert_eq!(c.extract_model_alias().as_deref(), Some("extract"));
+        let c = Config::parse("defaultModel: d\nllmExtract: false\n", "t").unwrap();
+        assert_eq!(c.extract_model_alias().as_deref(), Some("d"));
+        assert!(!c.llm_extract());
     }
 
     #[test]

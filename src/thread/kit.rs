@@ -8,7 +8,7 @@ use crate::agent::{self, Script};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
-use crate::workflow::{self, Jsonata, Role, StoredWorkflow};
+use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
 
 struct Ctx {
     chain: Chain,
@@ -71,7 +71,7 @@ pub fn agent_context(
 }
 
 /// What `uwf agent submit` turns into a StepNode.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SubmitInput<'a> {
     /// The thread.
     pub thread: &'a str,
@@ -81,6 +81,12 @@ pub struct SubmitInput<'a> {
     pub raw: &'a str,
     /// The detail text (defaults to the raw output).
     pub detail: Option<&'a str>,
+    /// A detail node the agent has stored already (wins over `detail`).
+    pub detail_id: Option<NodeId>,
+    /// The prompt the agent was given, kept as a text node (`assembledPrompt`).
+    pub assembled_prompt: Option<&'a str>,
+    /// The second layer of extraction, tried when the frontmatter fast path fails.
+    pub fallback: Option<&'a dyn Fallback>,
     /// The agent's name, recorded in the StepNode.
     pub agent: &'a str,
     /// The edge prompt the agent was given.
@@ -93,38 +99,93 @@ pub struct SubmitInput<'a> {
     pub now_ms: u64,
 }
 
-/// Extracts the role's output from raw agent output (frontmatter fast path) and writes the
-/// output node, the detail node and the StepNode (prev = the current head). Returns the
-/// StepNode id; the head is not moved (the step that ran the agent does that).
+/// The second layer of extraction: the role's output from raw agent output when the
+/// frontmatter fast path found none (a model asked to extract it, as `uwf agent submit` does
+/// when a model is configured).
+pub trait Fallback {
+    /// The role's output, which `check` accepts, from `raw`; `schema` is the role's output
+    /// schema.
+    ///
+    /// # Errors
+    /// Why no valid output could be had, in one line.
+    fn extract(
+        &self,
+        schema: &Value,
+        raw: &str,
+        check: &dyn Fn(&Value) -> std::result::Result<(), String>,
+    ) -> std::result::Result<Value, String>;
+}
+
+/// Extracts the role's output from raw agent output (the frontmatter fast path, then
+/// `input.fallback`) and writes the output node, the detail node and the StepNode (prev = the
+/// current head). Returns the StepNode id; the head is not moved (the step that ran the agent
+/// does that).
 ///
 /// # Errors
-/// [`ThreadError::Extract`] naming the missing or invalid fields, with the id of the text node
-/// that keeps the raw output; an inactive thread; an unknown role.
+/// [`ThreadError::Extract`] saying why neither layer gave a valid output, with the id of the
+/// text node that keeps the raw output; an inactive thread; an unknown role.
 pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
     let c = load_ctx(store, input.thread, input.role)?;
     let text = TEXT;
     let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
         Ok(o) => o.output,
         Err(e) => {
-            let raw = store.prepare(text, &Value::str(input.raw), false)?;
-            let id = raw.id;
-            store.put(&[raw], input.now_ms)?;
-            return Err(ThreadError::Extract {
-                role: input.role.to_string(),
-                message: e.to_string().replace('\n', " "),
-                raw: id,
-            });
+            let fast = e.to_string().replace('\n', " ");
+            let check = |v: &Value| {
+                store
+                    .prepare(c.role.schema, v, true)
+                    .map(drop)
+                    .map_err(|e| e.to_string().replace('\n', " "))
+            };
+            let second = input
+                .fallback
+                .map(|f| f.extract(&c.schema, input.raw, &check));
+            match second {
+                Some(Ok(v)) => v,
+                failed => {
+                    let raw = store.prepare(text, &Value::str(input.raw), false)?;
+                    let id = raw.id;
+                    store.put(&[raw], input.now_ms)?;
+                    let message = match failed {
+                        Some(Err(m)) => format!("{fast}; model extraction: {m}"),
+                        _ => fast,
+                    };
+                    return Err(ThreadError::Extract {
+                        role: input.role.to_string(),
+                        message,
+                        raw: id,
+                    });
+                }
+            }
         }
     };
     let output = store.prepare(c.role.schema, &out, true)?;
-    let detail = store.prepare(text, &Value::str(input.detail.unwrap_or(input.raw)), false)?;
+    let mut nodes = vec![output];
+    let detail_id = match input.detail_id {
+        Some(id) => id,
+        None => {
+            let d = store.prepare(text, &Value::str(input.detail.unwrap_or(input.raw)), false)?;
+            let id = d.id;
+            nodes.push(d);
+            id
+        }
+    };
+    let assembled = match input.assembled_prompt.filter(|p| !p.is_empty()) {
+        Some(p) => {
+            let n = store.prepare(text, &Value::str(p), false)?;
+            let id = n.id;
+            nodes.push(n);
+            Some(id)
+        }
+        None => None,
+    };
     let head = c.chain.head();
     let node = StepNode {
         start: c.chain.start_id,
         prev: (head != c.chain.start_id).then_some(head),
         role: input.role.to_string(),
-        output: Some(output.id),
-        detail: Some(detail.id),
+        output: Some(nodes[0].id),
+        detail: Some(detail_id),
         agent: input.agent.to_string(),
         edge_prompt: input
             .edge_prompt
@@ -133,12 +194,41 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
         started_at_ms: Some(input.started_ms.min(input.now_ms)),
         completed_at_ms: Some(input.now_ms),
         cwd: input.cwd.to_string(),
-        assembled_prompt: None,
+        assembled_prompt: assembled,
     };
     let step = store.prepare(STEP_NODE, &node.to_value(), true)?;
     let id = step.id;
-    store.put(&[output, detail, step], input.now_ms)?;
+    nodes.push(step);
+    store.put(&nodes, input.now_ms)?;
     Ok(id)
+}
+
+/// What a built-in agent needs to brief a role for the next step of a thread.
+#[derive(Debug, Clone)]
+pub struct RoleBrief {
+    /// The workflow's name.
+    pub workflow: String,
+    /// The role, as the workflow defines it.
+    pub role: Role<NodeId>,
+    /// The role's output schema (the payload of its schema node).
+    pub schema: Value,
+    /// The thread's history, with outputs expanded.
+    pub history: History,
+}
+
+/// The brief of `role` for the next step of `thread`.
+///
+/// # Errors
+/// An inactive thread, an unknown role, store failures.
+pub fn role_brief(store: &Store, thread: &str, role: &str) -> Result<RoleBrief> {
+    let c = load_ctx(store, thread, role)?;
+    let history = load_history(store, &c.chain)?;
+    Ok(RoleBrief {
+        workflow: c.wf.name,
+        role: c.role,
+        schema: c.schema,
+        history,
+    })
 }
 
 /// The scripted agent's raw output for `role` in `thread`: its n-th reply for the n-th run of

@@ -21,9 +21,11 @@ pub mod registry;
 pub mod time;
 
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
-pub use config::{AgentCommand, AgentProtocol, Config};
+pub use config::{AgentCommand, AgentProtocol, Config, Lookup, ModelSetup};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
-pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
+pub use kit::{
+    Fallback, RoleBrief, SubmitInput, agent_context, role_brief, scripted_reply, submit,
+};
 pub use ops::{
     ListFilter, StartInput, Status, StepOutput, fork, kill, list, resolve_step, show, start,
     step_details, steps,

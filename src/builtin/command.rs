@@ -1,0 +1,356 @@
+//! `uwf agent command`: any coding-agent CLI as an agent. The assembled prompt goes to the
+//! program on stdin, or in place of a `{prompt}` argument; its stdout is the raw output.
+//! Presets know the CLIs the TypeScript tool ships adapters for: `hermes` (`hermes chat`),
+//! `claude-code` (`claude -p` with JSON output) and `cursor` (`cursor-agent -p` with JSON
+//! output); they resume a role's earlier session on its next turn.
+
+use super::details::{DetailKind, store_detail};
+use super::{Agent, Turn, sessions};
+use crate::agent::prompt;
+use crate::cas::value::Map;
+use crate::cas::{NodeId, Value};
+use crate::engine::StepError;
+use crate::engine::supervisor::{self, Ending, Limits};
+use crate::thread::{self, AgentCommand, AgentProtocol};
+
+/// A known coding-agent CLI.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// `hermes chat -Q -q PROMPT`, resuming with `--resume SESSION`.
+    Hermes,
+    /// `claude -p --output-format json` (prompt on stdin), resuming with `--resume SESSION`;
+    /// `CLAUDE_MODEL` picks the model.
+    ClaudeCode,
+    /// `cursor-agent -p --output-format json` (prompt on stdin), resuming with
+    /// `--resume SESSION`.
+    Cursor,
+}
+
+impl Preset {
+    fn name(self) -> &'static str {
+        match self {
+            Preset::Hermes => "hermes",
+            Preset::ClaudeCode => "claude-code",
+            Preset::Cursor => "cursor",
+        }
+    }
+}
+
+/// The arguments of `uwf agent command`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CommandArgs {
+    /// A known CLI: its program, arguments, output and session resume.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+    /// The agent name recorded in the StepNode (default `uwf-<preset>` or `uwf-command`).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Thread id (default `$UWF_THREAD`).
+    #[arg(long)]
+    pub thread: Option<String>,
+    /// Role (default `$UWF_ROLE`).
+    #[arg(long)]
+    pub role: Option<String>,
+    /// The program and its arguments, after `--`; an argument `{prompt}` is replaced by the
+    /// prompt, else the prompt goes to stdin. With a preset: arguments added to its own.
+    #[arg(last = true)]
+    pub program: Vec<String>,
+}
+
+/// The command adapter.
+#[derive(Debug, Clone)]
+pub struct CommandAgent {
+    args: CommandArgs,
+}
+
+impl CommandAgent {
+    /// The adapter for `args`.
+    pub fn new(args: CommandArgs) -> CommandAgent {
+        CommandAgent { args }
+    }
+}
+
+/// What a program's stdout says, once read.
+#[derive(Debug)]
+struct Reading {
+    raw: String,
+    session: Option<String>,
+    fields: Map,
+}
+
+impl Agent for CommandAgent {
+    fn name(&self) -> String {
+        match (&self.args.name, self.args.preset) {
+            (Some(n), _) => n.clone(),
+            (None, Some(p)) => format!("uwf-{}", p.name()),
+            (None, None) => "uwf-command".into(),
+        }
+    }
+
+    fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError> {
+        let started_ms = (turn.now)();
+        let preset = self.args.preset;
+        let session =
+            preset.and_then(|p| sessions::get(turn.root, p.name(), turn.thread, turn.role));
+        let brief = thread::role_brief(turn.store, turn.thread, turn.role)?;
+        let text = prompt::assemble(
+            &brief.history,
+            turn.role,
+            &brief.role,
+            &brief.schema,
+            turn.edge_prompt,
+            session.is_some(),
+        )
+        .text();
+        let (program, mut args, on_stdin) = match preset {
+            Some(Preset::Hermes) => {
+                let mut a = vec!["chat".to_string()];
+                if let Some(s) = &session {
+                    a.extend(["--resume".to_string(), s.clone()]);
+                }
+                a.extend(["-Q".to_string(), "-q".to_string(), "{prompt}".to_string()]);
+                ("hermes".to_string(), a, false)
+            }
+            Some(p @ (Preset::ClaudeCode | Preset::Cursor)) => {
+                let mut a: Vec<String> = ["-p", "--output-format", "json"]
+                    .map(str::to_string)
+                    .to_vec();
+                if let Some(s) = &session {
+                    a.extend(["--resume".to_string(), s.clone()]);
+                }
+                if p == Preset::ClaudeCode
+                    && let Some((_, m)) = turn.env.iter().find(|(k, _)| k == "CLAUDE_MODEL")
+                {
+                    a.extend(["--model".to_string(), m.clone()]);
+                }
+                let program = if p == Preset::ClaudeCode {
+                    "claude"
+                } else {
+                    "cursor-agent"
+                };
+                (program.to_string(), a, true)
+            }
+            None => {
+                let mut it = self.args.program.iter().cloned();
+                let program = it.next().ok_or_else(|| {
+                    thread::ThreadError::Invalid(
+                        "uwf agent command needs a program after -- (or --preset)".into(),
+                    )
+                })?;
+                let a: Vec<String> = it.collect();
+                let on_stdin = !a.iter().any(|x| x.contains("{prompt}"));
+                (program, a, on_stdin)
+            }
+        };
+        if preset.is_some() {
+            args.extend(self.args.program.iter().cloned());
+        }
+        let args: Vec<String> = args.iter().map(|a| a.replace("{prompt}", &text)).collect();
+        let cmd = AgentCommand {
+            command: program,
+            args,
+            protocol: AgentProtocol::Uwf,
+        };
+        let display = cmd.command.clone();
+        let run = supervisor::run_with_input(
+            &cmd,
+            &[],
+            turn.cwd,
+            turn.env,
+            on_stdin.then(|| text.clone().into_bytes()),
+            Limits::with_timeout(turn.timeout),
+            turn.interrupt,
+        )
+        .map_err(|mut e| {
+            // The prompt may be an argument: name the program only.
+            e.command = display.clone();
+            e
+        })?;
+        let stderr = one_line(&run.stderr.text());
+        match run.ending {
+            Ending::Exited(0) => {}
+            Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
+            Ending::TimedOut => {
+                return Err(StepError::Timeout {
+                    command: display,
+                    secs: turn.timeout.as_secs_f64(),
+                });
+            }
+            Ending::Exited(c) => {
+                return Err(StepError::Failed {
+                    command: display,
+                    status: format!("exit code {c}"),
+                    stderr,
+                });
+            }
+            Ending::Signaled(s) => {
+                return Err(StepError::Failed {
+                    command: display,
+                    status: format!("killed by signal {s}"),
+                    stderr,
+                });
+            }
+        }
+        let stdout = run.stdout.text();
+        let reading = match preset {
+            Some(Preset::ClaudeCode | Preset::Cursor) => {
+                read_json_result(&stdout).map_err(|message| StepError::BadOutput {
+                    command: display.clone(),
+                    message,
+                })?
+            }
+            Some(Preset::Hermes) => read_hermes(&stdout),
+            None => Reading {
+                raw: stdout.clone(),
+                session: None,
+                fields: Map::new(),
+            },
+        };
+        if let (Some(p), Some(s)) = (preset, &reading.session) {
+            sessions::set(turn.root, p.name(), turn.thread, turn.role, s);
+        }
+        let mut fields = reading.fields;
+        fields.insert("program".into(), Value::str(&display));
+        fields.insert(
+            "sessionId".into(),
+            reading.session.as_deref().map_or(Value::Null, Value::str),
+        );
+        fields.insert(
+            "durationMs".into(),
+            Value::Number(run.elapsed.as_millis() as f64),
+        );
+        let detail = store_detail(
+            turn.store,
+            DetailKind::Command,
+            fields,
+            &[("assistant", reading.raw.as_str())],
+            (turn.now)(),
+        )
+        .map_err(thread::ThreadError::from)?;
+        turn.submit(
+            &reading.raw,
+            &self.name(),
+            started_ms,
+            Some(detail),
+            Some(&text),
+        )
+    }
+}
+
+/// `claude -p --output-format json` (and `cursor-agent`): one JSON object with `result`,
+/// `session_id`, `usage`, `total_cost_usd`, `num_turns`, `subtype`, `stop_reason`.
+fn read_json_result(stdout: &str) -> Result<Reading, String> {
+    let v = stdout
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .and_then(|l| Value::from_json_str(l.trim()).ok())
+        .or_else(|| Value::from_json_str(stdout.trim()).ok())
+        .ok_or_else(|| {
+            format!(
+                "stdout is not the JSON result it should print: {}",
+                one_line(stdout)
+            )
+        })?;
+    if v.get("is_error") == Some(&Value::Bool(true)) {
+        return Err(format!(
+            "the program reported an error: {}",
+            v.get("result").and_then(Value::as_str).unwrap_or("")
+        ));
+    }
+    let raw = v
+        .get("result")
+        .and_then(Value::as_str)
+        .ok_or("the JSON result has no \"result\" text")?
+        .to_string();
+    let s = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    let mut fields = Map::new();
+    fields.insert("model".into(), s("model"));
+    fields.insert("subtype".into(), s("subtype"));
+    fields.insert("numTurns".into(), s("num_turns"));
+    fields.insert("totalCostUsd".into(), s("total_cost_usd"));
+    fields.insert("stopReason".into(), s("stop_reason"));
+    let usage = v.get("usage").map(|u| {
+        let mut m = Map::new();
+        for (from, to) in [
+            ("input_tokens", "inputTokens"),
+            ("output_tokens", "outputTokens"),
+            ("cache_read_input_tokens", "cacheReadInputTokens"),
+            ("cache_creation_input_tokens", "cacheCreationInputTokens"),
+        ] {
+            m.insert(
+                to.into(),
+                u.get(from).cloned().unwrap_or(Value::Number(0.0)),
+            );
+        }
+        Value::Object(m)
+    });
+    fields.insert("usage".into(), usage.unwrap_or(Value::Null));
+    Ok(Reading {
+        raw,
+        session: v
+            .get("session_id")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        fields,
+    })
+}
+
+/// `hermes chat -Q`: the answer, then a line `session_id: ID`.
+fn read_hermes(stdout: &str) -> Reading {
+    let mut session = None;
+    let mut kept: Vec<&str> = Vec::new();
+    for line in stdout.lines() {
+        match line.trim().strip_prefix("session_id:") {
+            Some(id) if !id.trim().is_empty() => session = Some(id.trim().to_string()),
+            _ => kept.push(line),
+        }
+    }
+    let mut fields = Map::new();
+    fields.insert("model".into(), Value::Null);
+    Reading {
+        raw: kept.join("\n"),
+        session,
+        fields,
+    }
+}
+
+/// The last 400 characters of `s` on one line.
+fn one_line(s: &str) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let n = flat.chars().count();
+    if n <= 400 {
+        flat
+    } else {
+        format!("…{}", flat.chars().skip(n - 400).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_json_result() {
+        let r = read_json_result(r#"{"type":"result","subtype":"success","is_error":false,"duration_ms":5,"num_turns":2,"result":"---\nstatus: done\n---\nok","session_id":"s-1","total_cost_usd":0.01,"usage":{"input_tokens":3,"output_tokens":4}}"#).unwrap();
+        assert_eq!(r.raw, "---\nstatus: done\n---\nok");
+        assert_eq!(r.session.as_deref(), Some("s-1"));
+        assert_eq!(
+            r.fields.get("usage").unwrap().to_json(),
+            r#"{"inputTokens":3,"outputTokens":4,"cacheReadInputTokens":0,"cacheCreationInputTokens":0}"#
+        );
+        assert!(read_json_result("plain text").is_err());
+        assert!(
+            read_json_result(r#"{"is_error":true,"result":"quota"}"#)
+                .unwrap_err()
+                .contains("quota")
+        );
+    }
+
+    #[test]
+    fn hermes_session_line() {
+        let r = read_hermes("---\nstatus: done\n---\nbody\n\nsession_id: 20260101_abc\n");
+        assert_eq!(r.raw, "---\nstatus: done\n---\nbody\n");
+        assert_eq!(r.session.as_deref(), Some("20260101_abc"));
+    }
+}

@@ -1,0 +1,74 @@
+//! The detail nodes built-in agents write: the turns of a model conversation, and what a
+//! coding-agent CLI reported (session, usage, cost), under schemas of their own.
+
+use crate::cas::{NodeId, Value};
+use crate::store::{Store, StoreError};
+
+/// A turn: `{index, role, content}`.
+const TURN_SCHEMA: &str = r#"{"title":"AgentTurn","type":"object","properties":{"index":{"type":"integer"},"role":{"type":"string"},"content":{"type":"string"}},"required":["index","role","content"]}"#;
+
+/// The built-in LLM agent's detail (the TypeScript tool's builtin detail, plus `usage`).
+const LLM_DETAIL_SCHEMA: &str = r#"{"title":"LlmAgentDetail","type":"object","properties":{"sessionId":{"type":"string"},"model":{"type":"string"},"duration":{"type":"number"},"turnCount":{"type":"integer"},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}},"usage":{"type":"object"}},"required":["sessionId","model","duration","turnCount","turns"]}"#;
+
+/// A coding-agent CLI's detail (the TypeScript tool's claude-code detail; other programs
+/// fill what they report).
+const COMMAND_DETAIL_SCHEMA: &str = r#"{"title":"CommandAgentDetail","type":"object","properties":{"program":{"type":"string"},"sessionId":{"type":["string","null"]},"model":{"type":["string","null"]},"subtype":{"type":["string","null"]},"durationMs":{"type":"number"},"numTurns":{"type":["integer","null"]},"totalCostUsd":{"type":["number","null"]},"stopReason":{"type":["string","null"]},"usage":{"type":["object","null"]},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}}},"required":["program","durationMs","turns"]}"#;
+
+/// Which detail schema.
+#[derive(Debug, Clone, Copy)]
+pub enum DetailKind {
+    /// [`LLM_DETAIL_SCHEMA`].
+    Llm,
+    /// [`COMMAND_DETAIL_SCHEMA`].
+    Command,
+}
+
+fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
+    let v = Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))?;
+    let p = store.prepare_schema(&v)?;
+    let id = p.id;
+    if !store.has(id)? {
+        store.put(&[p], now_ms)?;
+    }
+    Ok(id)
+}
+
+/// Stores the turns (`(role, content)`, in order) and the detail `fields` with `turns` set to
+/// their ids; returns the detail node's id.
+///
+/// # Errors
+/// Store failures.
+pub fn store_detail(
+    store: &Store,
+    kind: DetailKind,
+    mut fields: crate::cas::value::Map,
+    turns: &[(&str, &str)],
+    now_ms: u64,
+) -> Result<NodeId, StoreError> {
+    let turn_type = schema_id(store, TURN_SCHEMA, now_ms)?;
+    let detail_type = schema_id(
+        store,
+        match kind {
+            DetailKind::Llm => LLM_DETAIL_SCHEMA,
+            DetailKind::Command => COMMAND_DETAIL_SCHEMA,
+        },
+        now_ms,
+    )?;
+    let mut nodes = Vec::with_capacity(turns.len() + 1);
+    for (i, (role, content)) in turns.iter().enumerate() {
+        let mut m = crate::cas::value::Map::new();
+        m.insert("index".into(), Value::Number(i as f64));
+        m.insert("role".into(), Value::str(*role));
+        m.insert("content".into(), Value::str(*content));
+        nodes.push(store.prepare(turn_type, &Value::Object(m), true)?);
+    }
+    fields.insert(
+        "turns".into(),
+        Value::Array(nodes.iter().map(|n| Value::str(n.id.to_wire())).collect()),
+    );
+    let detail = store.prepare(detail_type, &Value::Object(fields), true)?;
+    let id = detail.id;
+    nodes.push(detail);
+    store.put(&nodes, now_ms)?;
+    Ok(id)
+}

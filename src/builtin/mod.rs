@@ -1,0 +1,332 @@
+//! Built-in agents behind one in-process interface ([`Agent`]): the scripted agent, the LLM
+//! agent and the command adapter with its presets. `uwf agent …` runs them as commands,
+//! `uwf thread step` runs an agent command naming one (`uwf agent llm`, say) inside its own
+//! process instead of spawning it, and a runner does the same for many threads.
+//!
+//! Every built-in agent ends in [`crate::thread::submit`] with the two layers of extraction:
+//! the frontmatter fast path, then a model asked to extract the output ([`ModelExtract`]).
+
+mod command;
+mod details;
+mod llm;
+mod sessions;
+
+pub use command::{CommandAgent, CommandArgs, Preset};
+pub use llm::{LlmAgent, LlmArgs};
+
+use crate::agent::Script;
+use crate::cas::NodeId;
+use crate::engine::{Interrupt, StepError};
+use crate::llm::Client;
+use crate::store::Store;
+use crate::thread::{self, AgentCommand, AgentProtocol, Config, Fallback, ModelSetup, SubmitInput};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Looks up a variable (the environment, then `.env`) for `${VAR}` and `apiKeyEnv` keys.
+pub type Vars = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// The models of `config.yaml`, resolved when first needed (a broken model entry matters only
+/// to a step that calls a model).
+#[derive(Clone)]
+pub struct Models {
+    config: Config,
+    vars: Vars,
+    /// Whether output without valid frontmatter may be extracted by a model (`--no-llm` and
+    /// `llmExtract: false` turn it off).
+    pub llm_extract: bool,
+}
+
+impl Models {
+    /// The models of `config`, with keys looked up by `vars`.
+    pub fn new(config: Config, vars: Vars) -> Models {
+        let llm_extract = config.llm_extract();
+        Models {
+            config,
+            vars,
+            llm_extract,
+        }
+    }
+
+    /// No models: extraction is the fast path alone.
+    pub fn none() -> Models {
+        Models {
+            config: Config::default(),
+            vars: Arc::new(|_| None),
+            llm_extract: false,
+        }
+    }
+
+    /// The model of `alias`.
+    ///
+    /// # Errors
+    /// The config error naming what is missing.
+    pub fn model(&self, alias: &str) -> Result<ModelSetup, thread::ThreadError> {
+        self.config.model(alias, &*self.vars)
+    }
+
+    /// The built-in LLM agent's model: `alias`, else the config's agent model.
+    ///
+    /// # Errors
+    /// No model is configured, or its entry is incomplete.
+    pub fn agent_model(&self, alias: Option<&str>) -> Result<ModelSetup, thread::ThreadError> {
+        let alias = alias
+            .map(str::to_string)
+            .or_else(|| self.config.agent_model_alias())
+            .ok_or_else(|| {
+                thread::ThreadError::Config(
+                    "no model configured for the LLM agent: run \"uwf setup\" or pass --model"
+                        .into(),
+                )
+            })?;
+        self.model(&alias)
+    }
+
+    /// The second layer of extraction, when enabled and a model is configured for it.
+    pub fn extract(&self) -> Option<ModelExtract> {
+        if !self.llm_extract {
+            return None;
+        }
+        let alias = self.config.extract_model_alias()?;
+        Some(ModelExtract {
+            setup: self.model(&alias).map_err(|e| e.to_string()),
+        })
+    }
+}
+
+/// LLM extraction (the TypeScript tool's `extract.ts` request), with one corrective retry
+/// that carries the validation errors.
+pub struct ModelExtract {
+    setup: Result<ModelSetup, String>,
+}
+
+impl Fallback for ModelExtract {
+    fn extract(
+        &self,
+        schema: &crate::cas::Value,
+        raw: &str,
+        check: &dyn Fn(&crate::cas::Value) -> Result<(), String>,
+    ) -> Result<crate::cas::Value, String> {
+        use crate::agent::extract::{corrective_request, extract_request, parse_reply};
+        let setup = self.setup.as_ref().map_err(String::clone)?;
+        let client = Client::new(setup.options)?;
+        let req = extract_request(&setup.model, schema, raw);
+        let reply = client
+            .chat_blocking(&setup.provider, &req)
+            .map_err(|e| e.to_string())?;
+        let why = match parse_reply(&reply.content).and_then(|v| check(&v).map(|()| v)) {
+            Ok(v) => return Ok(v),
+            Err(why) => why,
+        };
+        let again = corrective_request(&req, &reply.content, &why);
+        let reply = client
+            .chat_blocking(&setup.provider, &again)
+            .map_err(|e| e.to_string())?;
+        parse_reply(&reply.content)
+            .and_then(|v| check(&v).map(|()| v))
+            .map_err(|w| {
+                format!(
+                    "the reply of {} ({}) was refused, also after a corrective retry: {w}",
+                    setup.provider.name, setup.model
+                )
+            })
+    }
+}
+
+/// One step of one thread, as a built-in agent sees it.
+pub struct Turn<'a> {
+    /// The open store.
+    pub store: &'a Store,
+    /// The storage root (`cache/` for sessions).
+    pub root: &'a Path,
+    /// The thread.
+    pub thread: &'a str,
+    /// The role the moderator chose.
+    pub role: &'a str,
+    /// The moderator's rendered prompt for the role.
+    pub edge_prompt: Option<&'a str>,
+    /// Where the agent works.
+    pub cwd: &'a Path,
+    /// The clock, ms since the epoch.
+    pub now: &'a dyn Fn() -> u64,
+    /// The agent's time limit.
+    pub timeout: Duration,
+    /// Ends a program the agent runs.
+    pub interrupt: Option<&'a Interrupt>,
+    /// The models.
+    pub models: &'a Models,
+    /// Variables added to a program's environment.
+    pub env: &'a [(String, String)],
+}
+
+impl Turn<'_> {
+    /// Writes the StepNode for `raw` (both layers of extraction) and returns its id.
+    fn submit(
+        &self,
+        raw: &str,
+        agent: &str,
+        started_ms: u64,
+        detail_id: Option<NodeId>,
+        assembled_prompt: Option<&str>,
+    ) -> Result<NodeId, StepError> {
+        let fallback = self.models.extract();
+        let id = thread::submit(
+            self.store,
+            &SubmitInput {
+                thread: self.thread,
+                role: self.role,
+                raw,
+                detail: None,
+                detail_id,
+                assembled_prompt,
+                fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
+                agent,
+                edge_prompt: self.edge_prompt,
+                cwd: &self.cwd.display().to_string(),
+                started_ms,
+                now_ms: (self.now)(),
+            },
+        )?;
+        Ok(id)
+    }
+}
+
+/// An agent that runs inside uwf's process.
+pub trait Agent: Send + Sync {
+    /// The name recorded in the StepNode's `agent`.
+    fn name(&self) -> String;
+
+    /// Runs the step and writes its StepNode (prev = the head); returns the StepNode's id.
+    /// The head is not moved.
+    ///
+    /// # Errors
+    /// A [`StepError`]: the model or program failed, the output could not be extracted, the
+    /// store failed.
+    fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError>;
+}
+
+/// The scripted agent: its n-th reply for the n-th run of a role in a thread.
+#[derive(Debug, Clone)]
+pub struct ScriptedAgent {
+    /// The script file (relative to the agent's working directory).
+    pub script: PathBuf,
+}
+
+impl Agent for ScriptedAgent {
+    fn name(&self) -> String {
+        "uwf-scripted".into()
+    }
+
+    fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError> {
+        let started = (turn.now)();
+        let path = turn.cwd.join(&self.script);
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            thread::ThreadError::Invalid(format!("cannot read script {}: {e}", path.display()))
+        })?;
+        let script =
+            Script::from_yaml(&text).map_err(|e| thread::ThreadError::Invalid(e.to_string()))?;
+        let raw = thread::scripted_reply(turn.store, turn.thread, turn.role, &script)?;
+        turn.submit(&raw, &self.name(), started, None, None)
+    }
+}
+
+#[derive(clap::Parser)]
+#[command(no_binary_name = true)]
+struct Words<T: clap::Args> {
+    /// The thread and role a command line may name (the step gives them instead).
+    #[arg(num_args = 0..=2)]
+    _rest: Vec<String>,
+    #[command(flatten)]
+    args: T,
+}
+
+#[derive(clap::Args)]
+struct ScriptedWords {
+    #[arg(long)]
+    script: PathBuf,
+}
+
+fn words<T: clap::Args>(args: &[String]) -> Result<T, String> {
+    use clap::Parser;
+    Words::<T>::try_parse_from(args)
+        .map(|w| w.args)
+        .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())
+}
+
+/// The built-in agent an agent command names, if it names one: `uwf agent scripted …`,
+/// `uwf agent llm …`, `uwf agent command …`, and the TypeScript tool's agent packages
+/// named bare (`uwf-llm`, `uwf-hermes`, `uwf-claude-code`, `uwf-cursor`), which uwf carries
+/// built in; a path to such a program runs that program.
+/// A command of the `7a0c` protocol is always run as a program.
+///
+/// # Errors
+/// The command names a built-in agent with arguments it does not take.
+pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>> {
+    if cmd.protocol != AgentProtocol::Uwf {
+        return None;
+    }
+    let program = Path::new(&cmd.command)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    let (kind, rest): (&str, &[String]) = match program {
+        "uwf" => match cmd.args.as_slice() {
+            [a, k, rest @ ..] if a == "agent" => (k.as_str(), rest),
+            _ => return None,
+        },
+        // A path names that very program; the bare names are the packages uwf carries.
+        _ if cmd.command.contains('/') => return None,
+        "uwf-llm" => ("llm", &cmd.args),
+        "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
+            let preset = program.trim_start_matches("uwf-");
+            let mut args = vec!["--preset".to_string(), preset.to_string()];
+            args.extend(cmd.args.iter().cloned());
+            return Some(words::<CommandArgs>(&args).map(|a| Box::new(CommandAgent::new(a)) as _));
+        }
+        _ => return None,
+    };
+    Some(match kind {
+        "scripted" => words::<ScriptedWords>(rest)
+            .map(|w| Box::new(ScriptedAgent { script: w.script }) as Box<dyn Agent>),
+        "llm" => words::<LlmArgs>(rest).map(|a| Box::new(LlmAgent::new(a)) as _),
+        "command" => words::<CommandArgs>(rest).map(|a| Box::new(CommandAgent::new(a)) as _),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(s: &str) -> AgentCommand {
+        AgentCommand::parse(s).unwrap()
+    }
+
+    #[test]
+    fn recognises_built_in_agents() {
+        let name = |s: &str| from_command(&cmd(s)).map(|r| r.map(|a| a.name()));
+        assert_eq!(
+            name("uwf agent scripted --script s.yaml"),
+            Some(Ok("uwf-scripted".into()))
+        );
+        assert_eq!(
+            name("/usr/bin/uwf agent llm --model fast"),
+            Some(Ok("uwf-llm".into()))
+        );
+        assert_eq!(name("uwf-llm"), Some(Ok("uwf-llm".into())));
+        assert_eq!(name("uwf-hermes"), Some(Ok("uwf-hermes".into())));
+        assert_eq!(name("uwf-claude-code"), Some(Ok("uwf-claude-code".into())));
+        assert_eq!(
+            name("uwf agent command -- my-cli --flag"),
+            Some(Ok("uwf-command".into()))
+        );
+        assert_eq!(name("uwf thread list"), None);
+        assert_eq!(name("./agent.sh"), None);
+        assert_eq!(name("/opt/bin/uwf-hermes"), None);
+        assert!(matches!(name("uwf agent llm --bogus"), Some(Err(_))));
+        let mut c = cmd("uwf-hermes");
+        c.protocol = AgentProtocol::Ts7a0c;
+        assert!(from_command(&c).is_none());
+    }
+}

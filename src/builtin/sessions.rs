@@ -1,0 +1,44 @@
+//! `cache/<agent>-sessions.json`: the session a coding-agent CLI used for a role of a thread,
+//! so the role's next turn resumes it. Pretty JSON `{"<thread>:<role>": "<session id>"}` and a
+//! newline, replaced through a temporary file, as the TypeScript tool writes it.
+
+use crate::cas::Value;
+use std::path::{Path, PathBuf};
+
+fn path(root: &Path, agent: &str) -> PathBuf {
+    root.join("cache").join(format!("{agent}-sessions.json"))
+}
+
+fn read(root: &Path, agent: &str) -> crate::cas::value::Map {
+    std::fs::read(path(root, agent))
+        .ok()
+        .and_then(|b| Value::from_json_slice(&b).ok())
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
+}
+
+/// The session `agent` used for `role` of `thread`, if any.
+pub fn get(root: &Path, agent: &str, thread: &str, role: &str) -> Option<String> {
+    read(root, agent)
+        .get(&format!("{thread}:{role}"))
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// Records `session` for `role` of `thread`. A failure to write loses only the resume.
+pub fn set(root: &Path, agent: &str, thread: &str, role: &str, session: &str) {
+    let mut m = read(root, agent);
+    m.insert(format!("{thread}:{role}"), Value::str(session));
+    let dir = root.join("cache");
+    if std::fs::create_dir_all(&dir).is_err() {
+        return;
+    }
+    let tmp = dir.join(format!(
+        ".{agent}-sessions.{:08x}.tmp",
+        std::process::id() ^ (thread.len() as u32) << 16
+    ));
+    let text = format!("{}\n", Value::Object(m).to_json_pretty());
+    if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path(root, agent)).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
