@@ -7,8 +7,9 @@ use super::{Agent, Turn};
 use crate::agent::{self, prompt};
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
+use crate::engine::Interrupt;
 use crate::engine::StepError;
-use crate::llm::{ChatRequest, Client, Message, Usage};
+use crate::llm::{ChatRequest, Client, LlmError, Message, Usage};
 use crate::thread;
 use std::time::Instant;
 
@@ -69,7 +70,15 @@ impl Agent for LlmAgent {
         let mut replies: Vec<String> = Vec::new();
         let mut served_by = setup.model.clone();
         for attempt in 0..=CORRECTIONS {
-            let reply = client.chat_blocking(&setup.provider, &req)?;
+            let interrupt = turn.interrupt;
+            let stop = move || interrupt.and_then(Interrupt::signal).is_some();
+            let reply = match client.chat_blocking_until(&setup.provider, &req, &stop) {
+                Err(LlmError::Cancelled { .. }) => {
+                    let signal = turn.interrupt.and_then(Interrupt::signal).unwrap_or(2);
+                    return Err(StepError::Interrupted { signal });
+                }
+                r => r?,
+            };
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             usage.total_tokens += reply.usage.total_tokens;

@@ -256,7 +256,7 @@ fn words<T: clap::Args>(args: &[String]) -> Result<T, String> {
 
 /// The built-in agent an agent command names, if it names one: `uwf agent scripted …`,
 /// `uwf agent llm …`, `uwf agent command …`, and the TypeScript tool's agent packages
-/// named bare (`uwf-llm`, `uwf-hermes`, `uwf-claude-code`, `uwf-cursor`), which uwf carries
+/// named bare (`uwf-llm` or `uwf-builtin`, `uwf-hermes`, `uwf-claude-code`, `uwf-cursor`), which uwf carries
 /// built in; a path to such a program runs that program.
 /// A command of the `7a0c` protocol is always run as a program.
 ///
@@ -277,7 +277,8 @@ pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>
         },
         // A path names that very program; the bare names are the packages uwf carries.
         _ if cmd.command.contains('/') => return None,
-        "uwf-llm" => ("llm", &cmd.args),
+        // The TypeScript tool names its model agent `builtin`.
+        "uwf-llm" | "uwf-builtin" => ("llm", &cmd.args),
         "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
             let preset = program.trim_start_matches("uwf-");
             let mut args = vec!["--preset".to_string(), preset.to_string()];
@@ -301,6 +302,37 @@ mod tests {
 
     fn cmd(s: &str) -> AgentCommand {
         AgentCommand::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_typescript_config_runs_unchanged() {
+        let c = Config::parse(
+            include_str!("../../tests/fixtures/ts-root-small/config.yaml"),
+            "config.yaml",
+        )
+        .unwrap();
+        let agent = |wf: &str, role: &str| {
+            from_command(&c.agent_for(wf, role).unwrap())
+                .unwrap()
+                .unwrap()
+                .name()
+        };
+        assert_eq!(agent("debate", "for"), "uwf-hermes");
+        assert_eq!(agent("review-loop", "reviewer"), "uwf-llm");
+        assert_eq!(agent("debate", "against"), "uwf-claude-code");
+        let models = Models::new(c, Arc::new(|_| None));
+        let m = models
+            .model(&models.config.extract_model_alias().unwrap())
+            .unwrap();
+        assert_eq!(
+            (m.provider.name.as_str(), m.model.as_str()),
+            ("openrouter", "openai/gpt-4o-mini")
+        );
+        assert_eq!(
+            models.agent_model(None).unwrap().model,
+            "anthropic/claude-sonnet-4"
+        );
+        assert!(models.extract().is_some());
     }
 
     #[test]

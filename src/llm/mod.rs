@@ -213,6 +213,14 @@ pub enum LlmError {
         /// Why.
         message: String,
     },
+    /// The caller gave up waiting (an interrupt).
+    #[error("{provider} ({model}): cancelled")]
+    Cancelled {
+        /// The provider.
+        provider: String,
+        /// The model.
+        model: String,
+    },
     /// The reply is not a chat completion.
     #[error("{provider} ({model}): malformed reply: {message}")]
     Malformed {
@@ -231,7 +239,7 @@ impl LlmError {
         match self {
             LlmError::Status { status, .. } => *status == 429 || *status >= 500,
             LlmError::Timeout { .. } | LlmError::Connect { .. } => true,
-            LlmError::Malformed { .. } => false,
+            LlmError::Malformed { .. } | LlmError::Cancelled { .. } => false,
         }
     }
 }
@@ -324,6 +332,42 @@ impl Client {
                 message: format!("cannot start the I/O runtime: {e}"),
             })?;
         rt.block_on(self.chat(provider, req))
+    }
+
+    /// [`Client::chat_blocking`] that gives up as soon as `cancelled` returns true (it is
+    /// asked every 20 ms), with [`LlmError::Cancelled`].
+    ///
+    /// # Errors
+    /// As [`Client::chat`], or [`LlmError::Cancelled`].
+    pub fn chat_blocking_until(
+        &self,
+        provider: &Provider,
+        req: &ChatRequest,
+        cancelled: &(dyn Fn() -> bool + Sync),
+    ) -> Result<ChatReply, LlmError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| LlmError::Connect {
+                provider: provider.name.clone(),
+                model: req.model.clone(),
+                url: provider.base_url.clone(),
+                message: format!("cannot start the I/O runtime: {e}"),
+            })?;
+        rt.block_on(async {
+            let watch = async {
+                while !cancelled() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            tokio::select! {
+                r = self.chat(provider, req) => r,
+                () = watch => Err(LlmError::Cancelled {
+                    provider: provider.name.clone(),
+                    model: req.model.clone(),
+                }),
+            }
+        })
     }
 
     /// One attempt; on failure, the error and the `Retry-After` the server asked for.

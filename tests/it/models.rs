@@ -667,3 +667,38 @@ fn the_key_appears_nowhere_a_run_leaves_behind() {
         );
     }
 }
+
+#[test]
+fn sigint_during_a_model_call_ends_the_step_at_once() {
+    let mut slow = reply(VALID);
+    slow.delay = Duration::from_secs(30);
+    let api = FakeApi::start(vec![slow]);
+    let env = env_for(&api, 0, "");
+    std::fs::write(
+        env.root().join("config.yaml"),
+        std::fs::read_to_string(env.root().join("config.yaml"))
+            .unwrap()
+            .replace("timeoutSeconds: 1", "timeoutSeconds: 60"),
+    )
+    .unwrap();
+    let t = debate(&env);
+    let before = env.head(&t);
+    let mut child = env
+        .spawn_cmd()
+        .args(["thread", "step", &t, "--agent", "uwf agent llm"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    while api.requests() == 0 {
+        assert!(std::time::Instant::now() < until, "no model call");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let asked = std::time::Instant::now();
+    crate::supervise::signal(&child, libc::SIGINT);
+    let status = crate::supervise::wait_exit(&mut child, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(130));
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    crate::supervise::no_lease_left(&env, &t);
+    assert_eq!(env.head(&t), before);
+}

@@ -38,7 +38,15 @@ fn wait_ended(pid: u32, why: &str) {
     }
 }
 
-fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
+/// Sends `sig` to a child the test spawned.
+pub(crate) fn signal(child: &Child, sig: i32) {
+    // SAFETY: a signal to the child this test spawned.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+pub(crate) fn wait_exit(child: &mut Child, within: Duration) -> std::process::ExitStatus {
     let until = Instant::now() + within;
     loop {
         if let Some(s) = child.try_wait().expect("wait") {
@@ -56,7 +64,7 @@ fn debate(env: &TestEnv) -> String {
     env.start(&p(&example("debate.yaml")), "Is Rust better than Go?")
 }
 
-fn no_lease_left(env: &TestEnv, t: &str) {
+pub(crate) fn no_lease_left(env: &TestEnv, t: &str) {
     let store = Store::open_read_only(&env.db()).expect("store");
     assert!(
         store.leases().expect("leases").is_empty(),
