@@ -6,6 +6,7 @@ mod background;
 mod cas;
 mod interchange;
 mod output;
+mod run;
 mod setup;
 mod skill;
 mod thread;
@@ -267,6 +268,11 @@ enum Command {
     /// The agent kit (context, submit) and the built-in agents (scripted, llm, command).
     #[command(subcommand)]
     Agent(agent::AgentCmd),
+    /// Drive active threads to their end, many at once (Ctrl-C: finish running steps, then
+    /// stop; twice: stop at once).
+    Run(run::RunArgs),
+    /// The steps running now, across every process using the store.
+    Ps,
     /// Configure a provider, the default model and the default agent (asks on a terminal
     /// when no flag is given); writes config.yaml with mode 0600.
     Setup(setup::SetupArgs),
@@ -345,6 +351,8 @@ pub struct Env {
     pub format: Format,
     /// Milliseconds since the epoch, read once.
     pub now_ms: u64,
+    /// `--format` when given on the command line.
+    pub explicit_format: Option<Format>,
     /// Whether stderr is a terminal (progress bars).
     pub stderr_tty: bool,
     /// The working directory.
@@ -501,6 +509,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         root,
         ts_cas,
         format: cli.format.unwrap_or(Format::Json),
+        explicit_format: cli.format,
         now_ms: fixed_now.unwrap_or_else(system_now_ms),
         stderr_tty: std::io::stderr().is_terminal(),
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
@@ -523,6 +532,8 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Step(c) => thread::run_step(c, &env),
             Command::Agent(c) => agent::run(c, &env),
             Command::Setup(a) => setup::setup(&env, a),
+            Command::Run(a) => run::run(&env, a),
+            Command::Ps => run::ps(&env),
             Command::Config(c) => setup::config(&env, c),
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),

@@ -26,6 +26,9 @@ pub(crate) enum ThreadCommand {
         /// Print only the new thread's id.
         #[arg(short = 'q', long)]
         quiet: bool,
+        /// The most steps the thread may take; it fails before step N+1.
+        #[arg(long, value_name = "N")]
+        max_rounds: Option<u32>,
     },
     /// Run one or more steps: moderator, agent, head move (stops early at the end).
     #[command(visible_alias = "exec")]
@@ -99,11 +102,24 @@ pub(crate) enum ThreadCommand {
     },
     /// Start a new thread whose head is a step (or StartNode).
     Fork {
-        /// Step id or prefix.
+        /// Step id or prefix (a thread id with --from-role).
         step: String,
+        /// Fork the thread STEP names at the latest step of this role.
+        #[arg(long, value_name = "ROLE")]
+        from_role: Option<String>,
         /// Print only the new thread's id.
         #[arg(short = 'q', long)]
         quiet: bool,
+    },
+    /// Pause a thread: no step starts until it is resumed (a running step finishes).
+    Pause {
+        /// Thread id.
+        thread: String,
+    },
+    /// Resume a paused thread, or a failed one (it becomes idle, its failures forgotten).
+    Resume {
+        /// Thread id.
+        thread: String,
     },
     /// A step's detail, deep-expanded.
     StepDetails {
@@ -278,18 +294,27 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             prompt,
             cwd,
             quiet,
+            max_rounds,
         } => {
-            let (wf, t) = start_thread(env, &workflow, &prompt.text()?, cwd)?;
+            let (wf, t, admission) =
+                start_thread(env, &workflow, &prompt.text()?, cwd, max_rounds)?;
             if quiet {
                 return write_stdout(format!("{}\n", t.as_str()).as_bytes());
             }
-            print(
-                env.format,
-                &obj([
-                    ("workflow", Value::str(wf.to_wire())),
-                    ("thread", Value::str(t.as_str())),
-                ]),
-            )
+            let mut out = obj([
+                ("workflow", Value::str(wf.to_wire())),
+                ("thread", Value::str(t.as_str())),
+            ]);
+            // Only a thread its workflow's limit held back says so.
+            let status = match admission {
+                thread::Admission::Started => None,
+                thread::Admission::Queued => Some("queued"),
+                thread::Admission::Dropped => Some("dropped"),
+            };
+            if let (Some(st), Value::Object(m)) = (status, &mut out) {
+                m.insert("status".into(), Value::str(st));
+            }
+            print(env.format, &out)
         }
         ThreadCommand::Step(a) => step(env, a),
         ThreadCommand::Run {
@@ -301,7 +326,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             max_steps,
             timeout,
         } => {
-            let (_, t) = start_thread(env, &workflow, &prompt.text()?, cwd)?;
+            let (_, t, _) = start_thread(env, &workflow, &prompt.text()?, cwd, None)?;
             eprintln!("started thread {}", t.as_str());
             step(
                 env,
@@ -369,7 +394,23 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             )?;
             write_stdout(thread::with_newline(md).as_bytes())
         }
-        ThreadCommand::Fork { step, quiet } => fork(env, &step, quiet),
+        ThreadCommand::Fork {
+            step,
+            from_role,
+            quiet,
+        } => fork(env, &step, from_role.as_deref(), quiet),
+        ThreadCommand::Pause { thread } => {
+            let t = thread_id(&thread)?;
+            let s = env.open_rw()?;
+            thread::pause(&s, &t)?;
+            print(env.format, &thread::show(&s, &t)?.to_value())
+        }
+        ThreadCommand::Resume { thread } => {
+            let t = thread_id(&thread)?;
+            let s = env.open_rw()?;
+            thread::resume(&s, &t, env.now_ms)?;
+            print(env.format, &thread::show(&s, &t)?.to_value())
+        }
         ThreadCommand::StepDetails { step } => details(env, &step),
         ThreadCommand::Kill { thread } => {
             let t = thread_id(&thread)?;
@@ -473,7 +514,7 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
     match c {
         StepCommand::List { thread } => steps(env, &thread),
         StepCommand::Show { step } => details(env, &step),
-        StepCommand::Fork { step, quiet } => fork(env, &step, quiet),
+        StepCommand::Fork { step, quiet } => fork(env, &step, None, quiet),
         StepCommand::Read {
             step,
             quota,
@@ -500,9 +541,12 @@ fn details(env: &Env, step: &str) -> CliResult {
     print(env.format, &thread::step_details(&s, id)?)
 }
 
-fn fork(env: &Env, step: &str, quiet: bool) -> CliResult {
+fn fork(env: &Env, step: &str, from_role: Option<&str>, quiet: bool) -> CliResult {
     let s = env.open_rw()?;
-    let id = thread::resolve_step(&s, step)?;
+    let id = match from_role {
+        Some(role) => thread::latest_step_of_role(&s, &thread_id(step)?, role)?,
+        None => thread::resolve_step(&s, step)?,
+    };
     let t = env.new_thread_id();
     thread::fork(&s, id, &t, env.now_ms)?;
     if quiet {
@@ -522,12 +566,14 @@ fn start_thread(
     workflow: &str,
     prompt: &str,
     cwd: Option<String>,
-) -> CliResult<(crate::cas::NodeId, ThreadId)> {
+    max_rounds: Option<u32>,
+) -> CliResult<(crate::cas::NodeId, ThreadId, thread::Admission)> {
     let here = std::env::current_dir()?;
     let cwd = cwd.unwrap_or_else(|| here.display().to_string());
+    let config = Config::load(&env.root)?;
     let s = env.open_rw()?;
     let t = env.new_thread_id();
-    let wf = thread::start(
+    let (wf, admission) = thread::start_with(
         &s,
         &thread::StartInput {
             workflow,
@@ -537,11 +583,12 @@ fn start_thread(
             thread: t.clone(),
             now_ms: env.now_ms,
         },
+        &config,
+        max_rounds,
     )?;
-    Ok((wf, t))
+    Ok((wf, t, admission))
 }
 
-/// `.env` of the root: the variables not already set in this process.
 /// `Number(s)` in JavaScript: white space around, `""` is 0, `0x`/`0o`/`0b` integers,
 /// `Infinity`, decimal literals; NaN for anything else.
 fn js_number(s: &str) -> f64 {
@@ -654,6 +701,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         agent,
         config: &config,
         models: &models,
+        max_retries: config.max_retries()?,
         timeout,
         env: {
             let mut e = env.dotenv();
@@ -688,6 +736,10 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
                 break;
             }
         }
+    }
+    // A thread that ended makes room for a queued one of its workflow.
+    if config.has_limits() {
+        thread::promote(&store, &config)?;
     }
     if count == 1 {
         if let Some(v) = outs.pop() {

@@ -5,7 +5,19 @@
 
 use super::StepError;
 use crate::cas::NodeId;
-use crate::store::{Lease, Store};
+use crate::store::{Lease, Phase, Store};
+
+/// Why a lease was not taken.
+enum Held {
+    /// A live process holds it.
+    Busy(u32),
+    /// The thread waits under its workflow's limit.
+    Queued,
+    /// The thread is paused.
+    Paused,
+    /// The thread is not active.
+    Gone,
+}
 use crate::thread::ThreadError;
 
 /// Whether a lease's owner is still running: same boot, pid alive, same start time.
@@ -61,13 +73,18 @@ impl<'s> LeaseGuard<'s> {
         let found = store
             .write(|w| {
                 let Some(rec) = w.thread(thread)? else {
-                    return Ok(Err(None));
+                    return Ok(Err(Held::Gone));
                 };
                 if let Some(l) = w.lease(thread)?
                     && !is_mine(&l, &me)
                     && lease_is_live(&l)
                 {
-                    return Ok(Err(Some(l.pid)));
+                    return Ok(Err(Held::Busy(l.pid)));
+                }
+                match w.thread_state(thread)?.phase {
+                    Phase::Queued => return Ok(Err(Held::Queued)),
+                    Phase::Paused => return Ok(Err(Held::Paused)),
+                    Phase::Ready => {}
                 }
                 w.set_lease(thread, &me)?;
                 Ok(Ok(rec.head))
@@ -83,11 +100,17 @@ impl<'s> LeaseGuard<'s> {
                 },
                 head,
             )),
-            Err(Some(pid)) => Err(StepError::Busy {
+            Err(Held::Busy(pid)) => Err(StepError::Busy {
                 thread: thread.to_string(),
                 pid,
             }),
-            Err(None) => Err(match store.history_of(thread).map_err(ThreadError::from)? {
+            Err(Held::Queued) => Err(StepError::Queued {
+                thread: thread.to_string(),
+            }),
+            Err(Held::Paused) => Err(StepError::Paused {
+                thread: thread.to_string(),
+            }),
+            Err(Held::Gone) => Err(match store.history_of(thread).map_err(ThreadError::from)? {
                 Some(h) => ThreadError::NotActive {
                     thread: thread.to_string(),
                     reason: h.reason.to_string(),

@@ -165,6 +165,40 @@ pub enum StepError {
         /// The node the step produced.
         kept: NodeId,
     },
+    /// The thread waits for room under its workflow's concurrency limit.
+    #[error(
+        "thread {thread} is queued: its workflow is at its concurrency limit; it starts when another thread of it ends (\"uwf run\" starts it then)"
+    )]
+    Queued {
+        /// The thread.
+        thread: String,
+    },
+    /// The thread is paused.
+    #[error("thread {thread} is paused; \"uwf thread resume {thread}\" lets it go on")]
+    Paused {
+        /// The thread.
+        thread: String,
+    },
+    /// The step failed, and with it the thread: its `maxRetries`-th failure in a row.
+    #[error(
+        "{last}; thread {thread} failed after {attempts} failed steps in a row (\"uwf thread resume {thread}\" retries it)"
+    )]
+    FailedForGood {
+        /// The thread.
+        thread: String,
+        /// The failures in a row.
+        attempts: u32,
+        /// The last failure.
+        last: Box<StepError>,
+    },
+    /// The thread took as many steps as its round limit allows; it failed.
+    #[error("thread {thread} reached its round limit of {rounds} steps and failed")]
+    RoundLimit {
+        /// The thread.
+        thread: String,
+        /// The limit.
+        rounds: u32,
+    },
     /// A model call of a built-in agent failed.
     #[error("model call failed: {0}")]
     Model(#[from] crate::llm::LlmError),
@@ -177,6 +211,27 @@ pub enum StepError {
 }
 
 impl StepError {
+    /// Whether this is a failure of the step's agent or its output, which counts towards the
+    /// thread's `maxRetries` (not a busy, queued, paused or finished thread, an interrupt, a
+    /// config or store failure).
+    pub fn counts_as_failure(&self) -> bool {
+        match self {
+            StepError::Spawn(_)
+            | StepError::Timeout { .. }
+            | StepError::WrongProtocol { .. }
+            | StepError::Failed { .. }
+            | StepError::BadOutput { .. }
+            | StepError::Missing { .. }
+            | StepError::NotStep { .. }
+            | StepError::WrongThread { .. }
+            | StepError::WrongPrev { .. }
+            | StepError::WrongRole { .. }
+            | StepError::Model(_) => true,
+            StepError::Thread(ThreadError::Extract { .. }) => true,
+            _ => false,
+        }
+    }
+
     /// Whether the same step may succeed if run again with nothing changed: the thread was
     /// busy or moved on, or the agent failed in a way that may not repeat (time limit, exit
     /// status, unusable output).
@@ -233,6 +288,8 @@ pub struct StepOptions<'a> {
     pub config: &'a Config,
     /// The models of the config, for built-in agents and model extraction.
     pub models: &'a crate::builtin::Models,
+    /// Consecutive failed steps after which the thread fails.
+    pub max_retries: u32,
     /// `--timeout`: overrides the config.
     pub timeout: Option<Duration>,
     /// Variables added to the agent's environment (e.g. from `.env`).
@@ -268,12 +325,57 @@ pub struct StepResult {
 /// # Errors
 /// A [`StepError`]; the head is unchanged and the lease released.
 pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
+    let agent = std::cell::RefCell::new(String::new());
+    let r = step_inner(opts, &agent);
+    if let Err(e) = &r
+        && e.counts_as_failure()
+    {
+        let failure = crate::store::StepFailure {
+            time_ms: (opts.now)(),
+            agent: agent.borrow().clone(),
+            message: e.to_string(),
+        };
+        if crate::thread::record_failure(opts.store, opts.thread, failure, opts.max_retries)? {
+            return Err(StepError::FailedForGood {
+                thread: opts.thread.to_string(),
+                attempts: opts.max_retries,
+                last: Box::new(r.err().expect("an error")),
+            });
+        }
+    }
+    r
+}
+
+fn step_inner(
+    opts: &StepOptions<'_>,
+    agent_name: &std::cell::RefCell<String>,
+) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
     let (mut guard, head) =
         LeaseGuard::acquire(store, opts.thread, lease_of(opts.pid, (opts.now)()))?;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    if !decision.is_end()
+        && let Some(rounds) = store.thread_state(opts.thread)?.max_rounds
+        && m.history.steps.len() >= rounds as usize
+    {
+        let message = format!("reached its round limit of {rounds} steps");
+        crate::thread::lifecycle::fail(
+            store,
+            opts.thread,
+            crate::store::StepFailure {
+                time_ms: (opts.now)(),
+                agent: String::new(),
+                message,
+            },
+        )?;
+        guard.disarm();
+        return Err(StepError::RoundLimit {
+            thread: opts.thread.to_string(),
+            rounds,
+        });
+    }
     if decision.is_end() {
         // Nothing to run: the thread is finished (e.g. imported at its last step).
         let wf_id = m.wf_id;
@@ -297,11 +399,12 @@ pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
                 status: Status::Completed,
                 current_role: None,
                 done: true,
+                last_error: None,
             },
             notes: Vec::new(),
         });
     }
-    let (id, notes) = run_agent(opts, &m, &decision)?;
+    let (id, notes) = run_agent(opts, &m, &decision, agent_name)?;
     let me = guard.lease().clone();
     let output = conclude(
         store,
@@ -333,11 +436,13 @@ fn run_agent(
     opts: &StepOptions<'_>,
     m: &Moderated,
     decision: &Decision,
+    agent_name: &std::cell::RefCell<String>,
 ) -> Result<(NodeId, Vec<String>)> {
     let mut agent = match &opts.agent {
         Some(a) => a.clone(),
         None => opts.config.agent_for(&m.wf.name, &decision.role)?,
     };
+    *agent_name.borrow_mut() = agent.display();
     let timeout = match opts.timeout {
         Some(t) => t,
         None => opts
@@ -653,6 +758,7 @@ fn conclude(
         },
         current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
         done,
+        last_error: None,
     })
 }
 
@@ -706,6 +812,18 @@ fn commit(
                 None if lease_is_live(&l) => return Ok(Cas::Busy(l.pid)),
                 _ => {}
             }
+        }
+        let state = w.thread_state(thread)?;
+        if done {
+            w.remove_thread_state(thread)?;
+        } else if state.failures > 0 {
+            w.set_thread_state(
+                thread,
+                &crate::store::ThreadState {
+                    failures: 0,
+                    ..state
+                },
+            )?;
         }
         if done {
             w.remove_thread(thread)?;

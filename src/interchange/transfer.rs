@@ -262,9 +262,11 @@ fn write_root_files(
     let hist_path = dir.join(HISTORY_FILE);
     store.for_each_history::<TransferError>(|e| {
         report.history += 1;
+        // The TypeScript tool knows `completed` and `cancelled`; uwf's other outcomes go to
+        // `uwf.jsonl`.
         let reason = match &e.reason {
-            FinishReason::Other(_) => None,
-            r => Some(r.clone()),
+            FinishReason::Completed | FinishReason::Cancelled => Some(e.reason.clone()),
+            _ => None,
         };
         let wf = NodeId::parse_strict(&e.workflow);
         match reason {

@@ -37,6 +37,7 @@ fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
     tx.open_table(META_TABLE)?;
     super::threads::create_tables(tx)?;
     super::leases::create_tables(tx)?;
+    super::lifecycle::create_tables(tx)?;
     let nodes: Vec<Prepared> = bootstrap::builtins()
         .iter()
         .enumerate()

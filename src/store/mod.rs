@@ -17,6 +17,7 @@
 
 mod import;
 mod leases;
+mod lifecycle;
 mod migrate;
 mod nodes;
 mod records;
@@ -24,6 +25,7 @@ mod threads;
 mod verify;
 
 pub use leases::Lease;
+pub use lifecycle::{Phase, StepFailure, ThreadState};
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
     Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,

@@ -7,6 +7,8 @@
 //! - [`RegistryEntry`]: `[workflow, time_ms]`
 //! - [`HistoryEntry`]: `[thread, workflow, head, completed_at, reason]`
 //! - [`Lease`]: `[pid, since_ms, boot_id, start_ticks]`
+//! - [`ThreadState`]: `[phase, max_rounds | nil, failures, nil | [time_ms, agent, message]]`,
+//!   `phase` 0 ready, 1 queued, 2 paused
 //!
 //! A node id is its `u64` value, an absent id is `nil`, every integer takes the shortest
 //! MessagePack form (positive fixint, uint 8, 16, 32 or 64) and every string the shortest str
@@ -14,7 +16,7 @@
 //! that version read unchanged; the golden tests below pin them.
 
 use super::{HistoryEntry, RegistryEntry, ThreadRecord};
-use super::{Lease, Result, StoreError};
+use super::{Lease, Phase, Result, StepFailure, StoreError, ThreadState};
 use crate::cas::NodeId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -99,6 +101,33 @@ impl Record for HistoryEntry {
     }
 }
 
+impl Record for ThreadState {
+    type Wire = (u8, Option<u32>, u32, Option<(u64, String, String)>);
+    const WHAT: &'static str = "thread state";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.phase.code(),
+            self.max_rounds,
+            self.failures,
+            self.last_error
+                .as_ref()
+                .map(|e| (e.time_ms, e.agent.clone(), e.message.clone())),
+        )
+    }
+    fn from_wire((phase, max_rounds, failures, last_error): Self::Wire) -> Self {
+        ThreadState {
+            phase: Phase::from_code(phase),
+            max_rounds,
+            failures,
+            last_error: last_error.map(|(time_ms, agent, message)| StepFailure {
+                time_ms,
+                agent,
+                message,
+            }),
+        }
+    }
+}
+
 impl Record for Lease {
     type Wire = (u32, u64, String, u64);
     const WHAT: &'static str = "lease";
@@ -145,6 +174,31 @@ mod tests {
         let back: T = dec(&unhex(golden)).expect("golden bytes decode");
         assert_eq!(&back, r);
         back
+    }
+
+    #[test]
+    fn thread_state_golden() {
+        check(
+            &ThreadState {
+                phase: Phase::Paused,
+                max_rounds: Some(10),
+                failures: 3,
+                last_error: Some(StepFailure {
+                    time_ms: 1_700_000_000_000,
+                    agent: "a".into(),
+                    message: "x".into(),
+                }),
+            },
+            // array(4), phase 2, max_rounds 10, failures 3, array(3) [uint64 time, "a", "x"]
+            "94020a0393cf0000018bcfe56800a161a178",
+        );
+        check(
+            &ThreadState {
+                phase: Phase::Queued,
+                ..ThreadState::default()
+            },
+            "9401c000c0",
+        );
     }
 
     #[test]

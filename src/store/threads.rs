@@ -248,6 +248,20 @@ impl Writer<'_> {
         t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
+    /// Every active thread, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub fn threads(&mut self) -> Result<Vec<(String, ThreadRecord)>> {
+        let t = self.tx.open_table(THREADS)?;
+        let mut out = Vec::new();
+        for e in t.iter()? {
+            let (k, v) = e?;
+            out.push((k.value().to_string(), dec(v.value())?));
+        }
+        Ok(out)
+    }
+
     /// Sets thread `id` to `rec` unconditionally.
     ///
     /// # Errors

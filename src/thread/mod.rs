@@ -15,6 +15,7 @@ pub(crate) mod chain;
 pub mod config;
 mod id;
 mod kit;
+pub mod lifecycle;
 pub(crate) mod ops;
 mod read;
 pub mod registry;
@@ -26,9 +27,10 @@ pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{
     Fallback, RoleBrief, SubmitInput, agent_context, role_brief, scripted_reply, submit,
 };
+pub use lifecycle::{Admission, Limits, Overflow, pause, promote, record_failure, resume};
 pub use ops::{
-    ListFilter, StartInput, Status, StepOutput, fork, kill, list, resolve_step, show, start,
-    step_details, steps,
+    ListFilter, StartInput, Status, StepOutput, fork, kill, latest_step_of_role, list,
+    resolve_step, running_role, show, start, start_with, step_details, steps,
 };
 pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
 pub use registry::{register_def, register_workflow, store_workflow};

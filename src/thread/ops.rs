@@ -3,12 +3,13 @@
 
 use super::chain::{Chain, chain_in, expand_output, history_in, load_chain, load_workflow};
 use super::id::{ThreadId, time_of};
-use super::{Result, ThreadError};
+use super::lifecycle::Admission;
+use super::{Config, Result, ThreadError};
 use crate::cas::bootstrap::META;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::engine::lease_is_live;
-use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
+use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord, ThreadState};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata};
 use std::collections::HashMap;
@@ -26,14 +27,23 @@ impl Status {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
+                "queued" => out.push(Status::Queued),
                 "idle" => out.push(Status::Idle),
                 "running" => out.push(Status::Running),
+                "paused" => out.push(Status::Paused),
                 "completed" => out.push(Status::Completed),
+                "failed" => out.push(Status::Failed),
                 "cancelled" => out.push(Status::Cancelled),
-                "active" => out.extend([Status::Idle, Status::Running]),
+                "dropped" => out.push(Status::Dropped),
+                "active" => out.extend([
+                    Status::Queued,
+                    Status::Idle,
+                    Status::Running,
+                    Status::Paused,
+                ]),
                 other => {
                     return Err(ThreadError::Invalid(format!(
-                        "invalid status \"{other}\": expected idle, running, completed, cancelled or active"
+                        "invalid status \"{other}\": expected queued, idle, running, paused, completed, failed, cancelled, dropped or active"
                     )));
                 }
             }
@@ -57,6 +67,8 @@ pub struct StepOutput {
     pub current_role: Option<String>,
     /// True when the thread is finished.
     pub done: bool,
+    /// The last failed step, if any (`lastError`, printed only when there is one).
+    pub last_error: Option<crate::store::StepFailure>,
 }
 
 impl StepOutput {
@@ -73,6 +85,13 @@ impl StepOutput {
         );
         m.insert("done".into(), Value::Bool(self.done));
         m.insert("background".into(), Value::Null);
+        if let Some(e) = &self.last_error {
+            let mut x = Map::new();
+            x.insert("time".into(), Value::Number(e.time_ms as f64));
+            x.insert("agent".into(), Value::str(&e.agent));
+            x.insert("message".into(), Value::str(&e.message));
+            m.insert("lastError".into(), Value::Object(x));
+        }
         Value::Object(m)
     }
 }
@@ -100,6 +119,20 @@ pub struct StartInput<'a> {
 /// # Errors
 /// `cwd must be an absolute path`, workflow resolution errors, store failures.
 pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
+    start_with(store, input, &Config::default(), None).map(|(wf, _)| wf)
+}
+
+/// [`start`] under the limits of `config` (the thread may be queued or dropped) and with a
+/// round limit; returns the workflow id and what admission did.
+///
+/// # Errors
+/// As [`start`], and a malformed limit.
+pub fn start_with(
+    store: &Store,
+    input: &StartInput<'_>,
+    config: &Config,
+    max_rounds: Option<u32>,
+) -> Result<(NodeId, Admission)> {
     if !Path::new(input.cwd).is_absolute() {
         return Err(ThreadError::Invalid(format!(
             "cwd must be an absolute path, got: {}",
@@ -108,6 +141,7 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
     }
     let wf =
         super::registry::resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
+    let limits = super::lifecycle::limits_for(store, config, wf)?;
     let start = StartNode {
         workflow: Some(wf),
         prompt: input.prompt.to_string(),
@@ -116,21 +150,28 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
     let node = store.prepare(START_NODE, &start.to_value(), true)?;
     let head = node.id;
     let thread = input.thread.as_str();
-    store.write(|w| {
+    let admission = store.write(|w| {
         if w.thread(thread)?.is_some() {
             return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
         }
         w.put(&[node], input.now_ms)?;
-        w.set_thread(
+        super::lifecycle::admit(
+            w,
             thread,
             &ThreadRecord {
                 head,
                 workflow: Some(wf),
                 updated_ms: input.now_ms,
             },
+            ThreadState {
+                max_rounds,
+                ..ThreadState::default()
+            },
+            limits.as_ref().map(|(l, ids)| (*l, ids)),
+            input.now_ms,
         )
     })?;
-    Ok(wf)
+    Ok((wf, admission))
 }
 
 /// Resolves a node id or unique prefix given on the command line.
@@ -175,6 +216,23 @@ pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Resu
         )
     })?;
     Ok(())
+}
+
+/// The latest step of `role` in `thread` (active or finished), for `thread fork --from-role`.
+///
+/// # Errors
+/// [`ThreadError::Invalid`] when the thread has no step of that role.
+pub fn latest_step_of_role(store: &Store, thread: &str, role: &str) -> Result<NodeId> {
+    let chain = load_chain(store, head_of(store, thread)?)?;
+    chain
+        .steps
+        .iter()
+        .rev()
+        .find(|s| s.node.role == role)
+        .map(|s| s.id)
+        .ok_or_else(|| {
+            ThreadError::Invalid(format!("thread {thread} has no step of role \"{role}\""))
+        })
 }
 
 /// Where a thread is: active, or finished.
@@ -235,6 +293,7 @@ pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
             return Ok(false);
         };
         w.remove_lease(thread)?;
+        w.remove_thread_state(thread)?;
         w.append_history(&HistoryEntry {
             thread: thread.to_string(),
             workflow: cur.workflow.map_or(wf.clone(), |x| x.to_wire()),
@@ -278,8 +337,29 @@ fn current_role_cached(
 fn active_status(store: &Store, thread: &str) -> Result<Status> {
     Ok(match store.lease(thread)? {
         Some(l) if lease_is_live(&l) => Status::Running,
-        _ => Status::Idle,
+        _ => phase_status(store.thread_state(thread)?.phase),
     })
+}
+
+/// The status of an active thread that no live process is stepping.
+fn phase_status(p: crate::store::Phase) -> Status {
+    match p {
+        crate::store::Phase::Ready => Status::Idle,
+        crate::store::Phase::Queued => Status::Queued,
+        crate::store::Phase::Paused => Status::Paused,
+    }
+}
+
+/// The workflow name of an active thread and the role its next (or running) step is for.
+///
+/// # Errors
+/// A thread that is not active, a broken chain, store failures.
+pub fn running_role(store: &Store, thread: &str) -> Result<(String, Option<String>)> {
+    let r = active(store, thread)?;
+    let snap = store.snapshot()?;
+    let chain = chain_in(&snap, r.head)?;
+    let wf = load_workflow(&snap, chain.workflow_id()?)?;
+    Ok((wf.name, current_role(&snap, &chain)))
 }
 
 /// `thread show`: the state of a thread.
@@ -298,6 +378,7 @@ pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
                 status: active_status(store, thread)?,
                 current_role: current_role(&snap, &chain),
                 done: false,
+                last_error: store.thread_state(thread)?.last_error,
             })
         }
         Found::Finished(h) => Ok(StepOutput {
@@ -307,6 +388,11 @@ pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
             status: h.reason.status(),
             current_role: None,
             done: true,
+            last_error: if h.reason == crate::workflow::FinishReason::Failed {
+                store.thread_state(thread)?.last_error
+            } else {
+                None
+            },
         }),
     }
 }
@@ -347,13 +433,18 @@ struct Row {
 pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     let wants = |s: Status| f.statuses.as_ref().is_none_or(|v| v.contains(&s));
     let with_finished = match &f.statuses {
-        Some(v) => v.contains(&Status::Completed) || v.contains(&Status::Cancelled),
+        Some(v) => v.iter().any(|s| !s.is_active()),
         None => f.all,
     };
     let leases: HashMap<String, bool> = store
         .leases()?
         .into_iter()
         .map(|(t, l)| (t, lease_is_live(&l)))
+        .collect();
+    let phases: HashMap<String, crate::store::Phase> = store
+        .thread_states()?
+        .into_iter()
+        .map(|(t, s)| (t, s.phase))
         .collect();
     let mut rows = Vec::new();
     let active = store.threads()?;
@@ -363,7 +454,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
         let status = if leases.get(&t).copied().unwrap_or(false) || f.background.contains(&t) {
             Status::Running
         } else {
-            Status::Idle
+            phase_status(phases.get(&t).copied().unwrap_or_default())
         };
         rows.push(Row {
             time: time_of(&t),
@@ -407,7 +498,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     let evaluator = Jsonata::default();
     let snap = store.snapshot()?;
     for r in rows.into_iter().skip(f.skip).take(take) {
-        let active = matches!(r.status, Status::Idle | Status::Running);
+        let active = r.status.is_active();
         let chain = if active {
             chain_in(&snap, r.head).ok()
         } else {

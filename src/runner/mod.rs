@@ -1,0 +1,442 @@
+//! `uwf run`: one long-running process that drives active threads to their end, up to `jobs`
+//! steps at once.
+//!
+//! Each step goes through [`engine::step`], the same path as `uwf thread step` (lease,
+//! moderator, agent, compare-and-swap of the head), on tokio's blocking pool: built-in agents
+//! run inside this process, other agents as supervised processes. One store handle serves every
+//! step. A thread that finishes a step goes straight back to the queue; the store is scanned
+//! for new threads when the queue runs dry and whenever the store file changes (a file watch,
+//! not a busy poll), and queued threads are promoted as others end.
+//!
+//! Shutdown: the first [`Stop::request`] (Ctrl-C, SIGTERM) starts no new step and waits up to
+//! the grace period for the running ones; then, or at a second request, the running agents are
+//! killed through the steps' [`Interrupt`], every lease is given back and the summary returned.
+
+use crate::builtin::Models;
+use crate::engine::{self, Interrupt, StepError, StepOptions};
+use crate::store::{Phase, Store};
+use crate::thread::{self, AgentCommand, Config};
+use crate::workflow::ThreadStatus;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// What `uwf run` drives and how.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Steps at once.
+    pub jobs: usize,
+    /// Only threads of these workflow names (all when empty).
+    pub workflows: Vec<String>,
+    /// Only these threads (all when empty).
+    pub threads: Vec<String>,
+    /// Return when nothing is left to do instead of waiting for new threads.
+    pub until_idle: bool,
+    /// How long running steps may go on after a stop request.
+    pub grace: Duration,
+    /// `--agent`: overrides the config for every step.
+    pub agent: Option<AgentCommand>,
+    /// `--timeout`: the agent time limit.
+    pub timeout: Option<Duration>,
+    /// Variables added to agents' environments (`.env`).
+    pub env: Vec<(String, String)>,
+    /// Where agents run when a thread's directory does not exist here.
+    pub fallback_cwd: PathBuf,
+    /// This program, for agent commands named `uwf`.
+    pub self_exe: Option<PathBuf>,
+}
+
+/// A stop request and the kill that follows it.
+#[derive(Debug)]
+pub struct Stop {
+    requests: AtomicU32,
+    signal: AtomicU32,
+    kill: Interrupt,
+}
+
+impl Stop {
+    /// No request yet.
+    ///
+    /// # Errors
+    /// The system cannot create the interrupt's socket pair.
+    pub fn new() -> std::io::Result<Stop> {
+        Ok(Stop {
+            requests: AtomicU32::new(0),
+            signal: AtomicU32::new(0),
+            kill: Interrupt::new()?,
+        })
+    }
+
+    /// A stop request (`signal` is what asked): the first stops new steps, the second kills
+    /// the running ones.
+    pub fn request(&self, signal: i32) {
+        self.signal.store(signal as u32, Ordering::SeqCst);
+        if self.requests.fetch_add(1, Ordering::SeqCst) >= 1 {
+            self.kill.trigger(signal);
+        }
+    }
+
+    fn requested(&self) -> Option<i32> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s as i32),
+        }
+    }
+}
+
+/// Counts of one workflow.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Steps taken.
+    pub steps: u64,
+    /// Threads that reached `$END`.
+    pub completed: u64,
+    /// Threads that failed.
+    pub failed: u64,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// All workflows together.
+    pub total: Counts,
+    /// Per workflow name.
+    pub workflows: BTreeMap<String, Counts>,
+    /// Step errors that did not fail a thread (busy, advanced, a failure below `maxRetries`).
+    pub errors: u64,
+    /// The signal that stopped the run, if one did.
+    pub stopped_by: Option<i32>,
+}
+
+/// What happened, as it happens.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A thread ended (completed, failed) or stopped being drivable (its error).
+    Finished {
+        /// The thread.
+        thread: String,
+        /// Its workflow's name.
+        workflow: String,
+        /// `completed`, `failed`, or `stuck` for an error no retry mends (a config error).
+        status: String,
+        /// Steps this run took on it.
+        steps: u64,
+        /// The last error, if any.
+        error: Option<String>,
+    },
+    /// Counts now.
+    Progress {
+        /// Steps running.
+        running: usize,
+        /// Steps done.
+        steps: u64,
+        /// Threads completed.
+        completed: u64,
+        /// Threads failed.
+        failed: u64,
+    },
+}
+
+/// The result of one step on the blocking pool.
+struct Done {
+    thread: String,
+    result: Result<engine::StepResult, StepError>,
+}
+
+/// What the runner knows of a thread it drives.
+#[derive(Default)]
+struct Tracked {
+    workflow: String,
+    steps: u64,
+    /// Not before this instant (after a busy or advanced error).
+    not_before: Option<Instant>,
+}
+
+/// Drives threads until nothing is left (`until_idle`) or a stop request; see the module
+/// documentation.
+///
+/// # Errors
+/// Store failures and config errors that concern the whole run.
+pub fn run(
+    store: Arc<Store>,
+    root: PathBuf,
+    config: Arc<Config>,
+    models: Arc<Models>,
+    opts: RunOptions,
+    now: Arc<dyn Fn() -> u64 + Send + Sync>,
+    stop: Arc<Stop>,
+    mut events: impl FnMut(Event),
+) -> thread::Result<Summary> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(opts.jobs.max(1) + 2)
+        .build()
+        .map_err(|e| thread::ThreadError::Invalid(format!("cannot start the runtime: {e}")))?;
+    let max_retries = config.max_retries()?;
+    let changed = Arc::new(tokio::sync::Notify::new());
+    let _watch = watch(store.path(), changed.clone());
+    rt.block_on(async move {
+        let mut summary = Summary::default();
+        let mut tracked: HashMap<String, Tracked> = HashMap::new();
+        let mut queue: VecDeque<String> = VecDeque::new();
+        let mut queued: HashSet<String> = HashSet::new();
+        let mut in_flight: HashSet<String> = HashSet::new();
+        // Threads with an error no retry mends: not driven again by this run.
+        let mut stuck: HashSet<String> = HashSet::new();
+        let mut set = tokio::task::JoinSet::new();
+        let mut names: HashMap<crate::cas::NodeId, String> = HashMap::new();
+        let mut last_scan: Option<Instant> = None;
+        let mut stop_at: Option<Instant> = None;
+        let wanted_threads: HashSet<String> = opts.threads.iter().cloned().collect();
+        let wanted_workflows: HashSet<String> = opts.workflows.iter().cloned().collect();
+        loop {
+            // A stop request: no new steps; the grace period, then the kill.
+            if let Some(sig) = stop.requested() {
+                summary.stopped_by = Some(sig);
+                let at = *stop_at.get_or_insert_with(|| Instant::now() + opts.grace);
+                if Instant::now() >= at {
+                    stop.kill.trigger(sig);
+                }
+                if set.is_empty() {
+                    break;
+                }
+            }
+            // Look for new threads when the queue is empty, or every second anyway.
+            let stale = last_scan.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
+            if stop.requested().is_none() && (queue.is_empty() || stale) {
+                if config.has_limits() {
+                    thread::promote(&store, &config)?;
+                }
+                for (t, wf) in scan(&store, &mut names, &wanted_threads, &wanted_workflows)? {
+                    if !in_flight.contains(&t) && !stuck.contains(&t) && queued.insert(t.clone()) {
+                        tracked.entry(t.clone()).or_default().workflow = wf;
+                        queue.push_back(t);
+                    }
+                }
+                last_scan = Some(Instant::now());
+            }
+            // Start what the limit allows.
+            let mut deferred = Vec::new();
+            while stop.requested().is_none() && in_flight.len() < opts.jobs.max(1) {
+                let Some(t) = queue.pop_front() else { break };
+                if tracked
+                    .get(&t)
+                    .and_then(|x| x.not_before)
+                    .is_some_and(|nb| Instant::now() < nb)
+                {
+                    deferred.push(t);
+                    continue;
+                }
+                queued.remove(&t);
+                in_flight.insert(t.clone());
+                let (store, root, config, models, opts, now, stop) = (
+                    store.clone(),
+                    root.clone(),
+                    config.clone(),
+                    models.clone(),
+                    opts.clone(),
+                    now.clone(),
+                    stop.clone(),
+                );
+                set.spawn_blocking(move || {
+                    let o = StepOptions {
+                        store: &store,
+                        root: &root,
+                        thread: &t,
+                        agent: opts.agent.clone(),
+                        config: &config,
+                        models: &models,
+                        max_retries,
+                        timeout: opts.timeout,
+                        env: opts.env.clone(),
+                        fallback_cwd: opts.fallback_cwd.clone(),
+                        pid: std::process::id(),
+                        now: &*now,
+                        self_exe: opts.self_exe.clone(),
+                        interrupt: Some(&stop.kill),
+                        sole_child: false,
+                    };
+                    let result = engine::step(&o);
+                    Done { thread: t, result }
+                });
+            }
+            for t in deferred {
+                queue.push_back(t);
+            }
+            events(Event::Progress {
+                running: in_flight.len(),
+                steps: summary.total.steps,
+                completed: summary.total.completed,
+                failed: summary.total.failed,
+            });
+            if set.is_empty() {
+                if stop.requested().is_some() {
+                    break;
+                }
+                if queue.is_empty() {
+                    if opts.until_idle {
+                        // One more look: a thread promoted or started just now.
+                        if config.has_limits() && !thread::promote(&store, &config)?.is_empty() {
+                            last_scan = None;
+                            continue;
+                        }
+                        if scan(&store, &mut names, &wanted_threads, &wanted_workflows)?
+                            .iter()
+                            .all(|(t, _)| in_flight.contains(t) || stuck.contains(t))
+                        {
+                            break;
+                        }
+                        last_scan = None;
+                        continue;
+                    }
+                    // Wait for the store to change (or a second, or a stop request).
+                    let _ = tokio::time::timeout(Duration::from_secs(1), changed.notified()).await;
+                    last_scan = None;
+                    continue;
+                }
+                // Only deferred threads: wait a little.
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            // Wait for a step to end (waking up now and then to look at the clock).
+            let joined = tokio::time::timeout(Duration::from_millis(250), set.join_next()).await;
+            let Ok(Some(joined)) = joined else { continue };
+            let done = joined
+                .map_err(|e| thread::ThreadError::Invalid(format!("a step panicked: {e}")))?;
+            in_flight.remove(&done.thread);
+            let tr = tracked.entry(done.thread.clone()).or_default();
+            let counts = summary.workflows.entry(tr.workflow.clone()).or_default();
+            match done.result {
+                Ok(r) => {
+                    tr.steps += 1;
+                    counts.steps += 1;
+                    summary.total.steps += 1;
+                    tr.not_before = None;
+                    if r.output.done {
+                        counts.completed += 1;
+                        summary.total.completed += 1;
+                        events(Event::Finished {
+                            thread: done.thread.clone(),
+                            workflow: tr.workflow.clone(),
+                            status: ThreadStatus::Completed.as_str().into(),
+                            steps: tr.steps,
+                            error: None,
+                        });
+                    } else if queued.insert(done.thread.clone()) {
+                        queue.push_back(done.thread);
+                    }
+                }
+                Err(e) => match e {
+                    StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
+                        counts.failed += 1;
+                        summary.total.failed += 1;
+                        events(Event::Finished {
+                            thread: done.thread.clone(),
+                            workflow: tr.workflow.clone(),
+                            status: ThreadStatus::Failed.as_str().into(),
+                            steps: tr.steps,
+                            error: Some(e.to_string()),
+                        });
+                    }
+                    StepError::Interrupted { .. } => {}
+                    StepError::Queued { .. } | StepError::Paused { .. } => {}
+                    StepError::Thread(thread::ThreadError::NotActive { .. })
+                    | StepError::Archived { .. } => {}
+                    e if e.retryable() || e.counts_as_failure() => {
+                        summary.errors += 1;
+                        // Busy elsewhere, moved on, or failed below `maxRetries`: again shortly.
+                        let wait = if e.counts_as_failure() { 100 } else { 50 };
+                        tr.not_before = Some(Instant::now() + Duration::from_millis(wait));
+                        if queued.insert(done.thread.clone()) {
+                            queue.push_back(done.thread);
+                        }
+                    }
+                    e => {
+                        summary.errors += 1;
+                        events(Event::Finished {
+                            thread: done.thread.clone(),
+                            workflow: tr.workflow.clone(),
+                            status: "stuck".into(),
+                            steps: tr.steps,
+                            error: Some(e.to_string()),
+                        });
+                        stuck.insert(done.thread);
+                    }
+                },
+            }
+        }
+        Ok(summary)
+    })
+}
+
+/// The active, ready threads to drive (with their workflow names), oldest first.
+fn scan(
+    store: &Store,
+    names: &mut HashMap<crate::cas::NodeId, String>,
+    threads: &HashSet<String>,
+    workflows: &HashSet<String>,
+) -> thread::Result<Vec<(String, String)>> {
+    let phases: HashMap<String, Phase> = store
+        .thread_states()?
+        .into_iter()
+        .map(|(t, s)| (t, s.phase))
+        .collect();
+    let leased: HashSet<String> = store
+        .leases()?
+        .into_iter()
+        .filter(|(_, l)| engine::lease_is_live(l))
+        .map(|(t, _)| t)
+        .collect();
+    let mut snap = None;
+    let mut out = Vec::new();
+    for (t, r) in store.threads()? {
+        if !threads.is_empty() && !threads.contains(&t) {
+            continue;
+        }
+        if phases.get(&t).is_some_and(|p| *p != Phase::Ready) || leased.contains(&t) {
+            continue;
+        }
+        let name = match r.workflow {
+            Some(wf) => match names.get(&wf) {
+                Some(n) => n.clone(),
+                None => {
+                    let s = match &snap {
+                        Some(s) => s,
+                        None => snap.insert(store.snapshot()?),
+                    };
+                    let n = thread::load_workflow(s, wf)
+                        .map(|w| w.name)
+                        .unwrap_or_default();
+                    names.insert(wf, n.clone());
+                    n
+                }
+            },
+            None => String::new(),
+        };
+        if !workflows.is_empty() && !workflows.contains(&name) {
+            continue;
+        }
+        out.push((t, name));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Wakes `changed` whenever the store file (or its directory) changes; `None` where the
+/// system offers no file watch (the runner then looks every second).
+fn watch(
+    path: &std::path::Path,
+    changed: Arc<tokio::sync::Notify>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::Watcher;
+    let mut w = notify::recommended_watcher(move |e: notify::Result<notify::Event>| {
+        if e.is_ok() {
+            changed.notify_one();
+        }
+    })
+    .ok()?;
+    w.watch(path, notify::RecursiveMode::NonRecursive).ok()?;
+    Some(w)
+}
