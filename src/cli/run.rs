@@ -191,10 +191,12 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         print(env.format, &out)?;
     }
     match summary.stopped_by {
-        Some(sig) => Err(CliError {
-            quiet: true,
-            ..CliError::of(crate::ErrorKind::Interrupted(sig), "")
-        }),
+        Some(sig) => Err(CliError::of(
+            crate::ErrorKind::Interrupted(sig),
+            format!(
+                "uwf run: stopped by signal {sig}; running steps were ended and their threads left as they were"
+            ),
+        )),
         None => Ok(()),
     }
 }

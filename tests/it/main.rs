@@ -18,6 +18,7 @@ mod models;
 mod props;
 mod proto7a0c;
 mod read_md;
+mod runner;
 mod shell;
 mod store;
 mod store_batch;

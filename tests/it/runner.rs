@@ -1,0 +1,394 @@
+//! `uwf run` with real agent processes and the real store: workflow limits (concurrency,
+//! queue, drop), pause and resume, round limits, failures up to `maxRetries`, forks from a
+//! role, Ctrl-C with agents running, a SIGKILL of the runner, and two runners at once.
+
+use crate::common::{Run, TestEnv, json, p, running};
+use crate::supervise::{signal, wait_exit};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use uwf::cas::Value;
+
+/// Three roles in a row.
+const LINE: &str = "name: line\ndescription: three roles in a row\nroles:\n  a: {description: first, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  b: {description: second, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  c: {description: third, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\ngraph:\n  $START: {_: {role: a, prompt: start}}\n  a: {_: {role: b, prompt: next}}\n  b: {_: {role: c, prompt: next}}\n  c: {_: {role: $END, prompt: done}}\n";
+
+struct Line {
+    env: TestEnv,
+    wf: PathBuf,
+    log: PathBuf,
+}
+
+impl Line {
+    /// A root with the workflow, `config` and an agent that logs `start`/`end` lines
+    /// (thread, role, pid, nanoseconds) around a sleep of `secs`.
+    fn new(config: &str, secs: &str) -> Line {
+        let env = TestEnv::new();
+        let wf = env.root().join("line.yaml");
+        std::fs::write(&wf, LINE).unwrap();
+        std::fs::write(env.root().join("config.yaml"), config).unwrap();
+        let log = env.root().join("agent.log");
+        env.agent(
+            "agent.sh",
+            &format!(
+                "echo \"start $1 $2 $$ $(date +%s%N)\" >> {log}\nsleep {secs}\necho \"end $1 $2 $$ $(date +%s%N)\" >> {log}\nprintf -- '---\\nnote: %s\\n---\\n' \"$2\" | @UWF@ agent submit \"$1\" \"$2\"",
+                log = log.display()
+            ),
+        );
+        Line { env, wf, log }
+    }
+
+    fn agent(&self) -> String {
+        p(&self.env.root().join("agent.sh"))
+    }
+
+    fn start(&self, extra: &[&str]) -> Value {
+        let mut args = vec!["thread", "start", self.wf.to_str().unwrap(), "-p", "go"];
+        args.extend(extra);
+        json(&self.env.ok(&args))
+    }
+
+    fn run(&self, extra: &[&str]) -> Run {
+        let agent = self.agent();
+        let mut args = vec!["run", "--until-idle", "--agent", &agent];
+        args.extend(extra);
+        self.env.run(&args)
+    }
+
+    fn status(&self, t: &str) -> String {
+        self.env
+            .show(t)
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_string()
+    }
+
+    /// `(thread, role, pid, start_ns, end_ns)` of every agent run that ended.
+    fn runs(&self) -> Vec<(String, String, u32, u128, u128)> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut starts: HashMap<String, (String, String, u128)> = HashMap::new();
+        let mut out = Vec::new();
+        for l in text.lines() {
+            let f: Vec<&str> = l.split(' ').collect();
+            let ns: u128 = f[4].parse().unwrap();
+            match f[0] {
+                "start" => {
+                    starts.insert(f[3].to_string(), (f[1].to_string(), f[2].to_string(), ns));
+                }
+                _ => {
+                    if let Some((t, r, s)) = starts.remove(f[3]) {
+                        out.push((t, r, f[3].parse().unwrap(), s, ns));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Pids of agents that started.
+    fn started_pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("start "))
+            .map(|l| l.split(' ').nth(3).unwrap().parse().unwrap())
+            .collect()
+    }
+}
+
+fn thread_of(v: &Value) -> String {
+    v.get("thread").and_then(Value::as_str).unwrap().to_string()
+}
+
+#[test]
+fn concurrency_two_never_has_three_threads_in_progress() {
+    let l = Line::new("workflows:\n  line: {concurrency: 2}\n", "0.15");
+    let mut threads = Vec::new();
+    for i in 0..6 {
+        let v = l.start(&[]);
+        let status = v.get("status").and_then(Value::as_str);
+        assert_eq!(status, if i < 2 { None } else { Some("queued") }, "{v}");
+        threads.push(thread_of(&v));
+    }
+    assert_eq!(l.status(&threads[3]), "queued");
+    // A queued thread is not stepped by hand either.
+    l.env.fails(
+        &["thread", "step", &threads[3], "--agent", &l.agent()],
+        "is queued",
+    );
+    let r = l.run(&["-j", "8"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let summary = json(&r.stdout);
+    assert_eq!(
+        summary.get("completed"),
+        Some(&Value::Number(6.0)),
+        "{summary}"
+    );
+    for t in &threads {
+        assert_eq!(l.status(t), "completed");
+        assert_eq!(l.env.roles(t), ["a", "b", "c"]);
+    }
+    // A thread is in progress from its first agent's start to its last agent's end.
+    let mut span: HashMap<String, (u128, u128)> = HashMap::new();
+    for (t, _, _, s, e) in l.runs() {
+        let x = span.entry(t).or_insert((s, e));
+        x.0 = x.0.min(s);
+        x.1 = x.1.max(e);
+    }
+    assert_eq!(span.len(), 6);
+    for (t, (s, _)) in &span {
+        let at_once = span.values().filter(|(a, b)| a <= s && s < b).count();
+        assert!(at_once <= 2, "{t}: {at_once} threads in progress at once");
+    }
+}
+
+#[test]
+fn a_full_queue_drops_its_oldest_and_drop_drops_at_once() {
+    let l = Line::new(
+        "workflows:\n  line: {concurrency: 1, overflow: queue, max_queue: 2}\n",
+        "0",
+    );
+    let ts: Vec<Value> = (0..5).map(|_| l.start(&[])).collect();
+    let st = |i: usize| ts[i].get("status").and_then(Value::as_str);
+    assert_eq!(
+        (st(0), st(1), st(2), st(3), st(4)),
+        (
+            None,
+            Some("queued"),
+            Some("queued"),
+            Some("queued"),
+            Some("queued")
+        )
+    );
+    let ids: Vec<String> = ts.iter().map(thread_of).collect();
+    // Two waited longest and were dropped when the queue overflowed.
+    assert_eq!(l.status(&ids[1]), "dropped");
+    assert_eq!(l.status(&ids[2]), "dropped");
+    assert_eq!(l.status(&ids[3]), "queued");
+    let r = l.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let want = ["completed", "dropped", "dropped", "completed", "completed"];
+    for (t, w) in ids.iter().zip(want) {
+        assert_eq!(l.status(t), w, "{t}");
+    }
+
+    let l = Line::new(
+        "workflows:\n  line: {concurrency: 1, overflow: drop}\n",
+        "0",
+    );
+    let first = thread_of(&l.start(&[]));
+    let second = l.start(&[]);
+    assert_eq!(second.get("status"), Some(&Value::str("dropped")));
+    assert_eq!(l.status(&thread_of(&second)), "dropped");
+    let listed = l.env.ok(&["thread", "list", "--status", "dropped"]);
+    assert!(listed.contains(&thread_of(&second)), "{listed}");
+    assert_eq!(l.run(&[]).code, 0);
+    assert_eq!(l.status(&first), "completed");
+}
+
+#[test]
+fn pause_and_resume() {
+    let l = Line::new("", "0");
+    let t = thread_of(&l.start(&[]));
+    let out = json(&l.env.ok(&["thread", "pause", &t]));
+    assert_eq!(out.get("status"), Some(&Value::str("paused")));
+    l.env
+        .fails(&["thread", "step", &t, "--agent", &l.agent()], "is paused");
+    let r = l.run(&[]);
+    assert_eq!(json(&r.stdout).get("steps"), Some(&Value::Number(0.0)));
+    assert_eq!(l.status(&t), "paused");
+    let out = json(&l.env.ok(&["thread", "resume", &t]));
+    assert_eq!(out.get("status"), Some(&Value::str("idle")));
+    assert_eq!(l.run(&[]).code, 0);
+    assert_eq!(l.status(&t), "completed");
+    // Only a paused or failed thread resumes.
+    l.env.fails(
+        &["thread", "resume", &t],
+        "only a paused or failed thread resumes",
+    );
+}
+
+#[test]
+fn a_round_limit_fails_the_thread() {
+    let l = Line::new("", "0");
+    let t = thread_of(&l.start(&["--max-rounds", "2"]));
+    let r = l.run(&[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(json(&r.stdout).get("failed"), Some(&Value::Number(1.0)));
+    let show = l.env.show(&t);
+    assert_eq!(show.get("status"), Some(&Value::str("failed")));
+    let err = show.get("lastError").unwrap();
+    assert!(
+        err.get("message")
+            .and_then(Value::as_str)
+            .unwrap()
+            .contains("round limit of 2"),
+        "{err}"
+    );
+    assert_eq!(l.env.roles(&t), ["a", "b"]);
+}
+
+#[test]
+fn failures_up_to_max_retries_then_resume() {
+    let l = Line::new("maxRetries: 2\n", "0");
+    let bad = l.env.agent("bad.sh", "echo 'no luck today' >&2\nexit 4");
+    let t = thread_of(&l.start(&[]));
+    // One failure is recorded and the thread goes on being idle.
+    let r = l.env.run(&["thread", "step", &t, "--agent", &p(&bad)]);
+    assert_eq!(r.code, 1);
+    let show = l.env.show(&t);
+    assert_eq!(show.get("status"), Some(&Value::str("idle")));
+    let err = show.get("lastError").unwrap();
+    assert!(
+        err.get("message")
+            .and_then(Value::as_str)
+            .unwrap()
+            .contains("no luck today")
+    );
+    assert_eq!(err.get("agent"), Some(&Value::str(p(&bad))));
+    // The runner retries once more, and the second failure in a row fails it.
+    let r = l.env.run(&["run", "--until-idle", "--agent", &p(&bad)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(json(&r.stdout).get("failed"), Some(&Value::Number(1.0)));
+    assert_eq!(l.status(&t), "failed");
+    let failed = l.env.ok(&["thread", "list", "--status", "failed"]);
+    assert!(failed.contains(&t));
+    // Resumed, it is idle again and completes with a working agent.
+    let out = json(&l.env.ok(&["thread", "resume", &t]));
+    assert_eq!(out.get("status"), Some(&Value::str("idle")));
+    assert_eq!(l.run(&[]).code, 0);
+    assert_eq!(l.status(&t), "completed");
+    assert_eq!(l.env.roles(&t), ["a", "b", "c"]);
+}
+
+#[test]
+fn fork_from_a_role() {
+    let l = Line::new("", "0");
+    let t = thread_of(&l.start(&[]));
+    assert_eq!(l.run(&[]).code, 0);
+    let f = l.env.ok(&["thread", "fork", &t, "--from-role", "b", "-q"]);
+    let f = f.trim();
+    assert_eq!(l.env.roles(f), ["a", "b"]);
+    assert_eq!(l.run(&[]).code, 0);
+    assert_eq!(l.env.roles(f), ["a", "b", "c"]);
+    l.env.fails(
+        &["thread", "fork", &t, "--from-role", "z"],
+        "no step of role \"z\"",
+    );
+}
+
+fn spawn_run(l: &Line, extra: &[&str]) -> Child {
+    let agent = l.agent();
+    let mut args = vec!["run", "--agent", agent.as_str()];
+    args.extend(extra);
+    l.env
+        .spawn_cmd()
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Every thread's roles are a prefix of a, b, c (exactly that when `complete`).
+fn chains_are_sound(l: &Line, threads: &[String], complete: bool) {
+    for t in threads {
+        let roles = l.env.roles(t);
+        let want = ["a", "b", "c"];
+        if complete {
+            assert_eq!(roles, want, "{t}");
+            assert_eq!(l.status(t), "completed");
+        } else {
+            assert!(want.starts_with(&roles.iter().map(String::as_str).collect::<Vec<_>>()));
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_waits_for_the_grace_period_then_kills_and_releases() {
+    let l = Line::new("", "30");
+    let threads: Vec<String> = (0..4).map(|_| thread_of(&l.start(&[]))).collect();
+    let mut child = spawn_run(&l, &["-j", "4", "--grace", "1"]);
+    wait_for("four agents", || l.started_pids().len() >= 4);
+    let asked = Instant::now();
+    signal(&child, libc::SIGINT);
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        asked.elapsed() >= Duration::from_millis(900),
+        "did not wait for the grace"
+    );
+    for pid in l.started_pids() {
+        assert!(!running(pid), "agent {pid} outlived uwf run");
+    }
+    let store = uwf::store::Store::open_read_only(&l.env.db()).unwrap();
+    assert!(store.leases().unwrap().is_empty(), "a lease is left");
+    drop(store);
+    chains_are_sound(&l, &threads, false);
+    for t in &threads {
+        assert_eq!(l.status(t), "idle");
+    }
+}
+
+#[test]
+fn a_killed_runner_loses_and_doubles_nothing() {
+    let l = Line::new("", "0.05");
+    let threads: Vec<String> = (0..20).map(|_| thread_of(&l.start(&[]))).collect();
+    let mut child = spawn_run(&l, &["-j", "4"]);
+    // Somewhere in the middle: some steps done, some running.
+    let seed = std::process::id() as u64 % 7;
+    wait_for("a few steps", || l.runs().len() as u64 >= 6 + seed);
+    signal(&child, libc::SIGKILL);
+    let _ = wait_exit(&mut child, Duration::from_secs(10));
+    chains_are_sound(&l, &threads, false);
+    let r = l.run(&["-j", "4"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    chains_are_sound(&l, &threads, true);
+}
+
+#[test]
+fn two_runners_share_the_work_and_ps_sees_both() {
+    let l = Line::new("", "0.1");
+    let wf = p(&l.wf);
+    let threads: Vec<String> = (0..200)
+        .map(|_| {
+            l.env
+                .ok(&["thread", "start", &wf, "-p", "go", "-q"])
+                .trim()
+                .to_string()
+        })
+        .collect();
+    let a = spawn_run(&l, &["-j", "8", "--until-idle"]);
+    let b = spawn_run(&l, &["-j", "8", "--until-idle"]);
+    let pids = [a.id(), b.id()];
+    let mut seen = std::collections::HashSet::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while seen.len() < 2 && Instant::now() < until {
+        let rows = json(&l.env.ok(&["ps"]));
+        for r in rows.as_array().unwrap() {
+            let pid = r.get("pid").and_then(Value::as_f64).unwrap() as u32;
+            if pids.contains(&pid) {
+                assert!(r.get("role").and_then(Value::as_str).is_some(), "{r}");
+                assert_eq!(r.get("workflow"), Some(&Value::str("line")));
+                seen.insert(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(seen.len(), 2, "ps did not show steps of both runners");
+    for mut c in [a, b] {
+        assert_eq!(wait_exit(&mut c, Duration::from_secs(120)).code(), Some(0));
+    }
+    chains_are_sound(&l, &threads, true);
+    // No agent ran twice for one step: 200 threads × 3 roles.
+    assert_eq!(l.runs().len(), 600);
+}
