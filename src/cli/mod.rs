@@ -13,7 +13,6 @@ pub mod workflow;
 pub use output::Format;
 
 use crate::ErrorKind;
-use crate::cas::Value;
 use crate::engine::StepError;
 use crate::store::{self, Store, StoreError};
 use crate::thread::{ThreadError, ThreadId};
@@ -95,22 +94,35 @@ impl CliError {
             let _ = writeln!(err, "hint: {h}");
         }
         if json {
-            let o = output::obj([(
-                "error",
-                output::obj([
-                    ("kind", Value::str(self.kind.name())),
-                    ("code", Value::Number(f64::from(self.code()))),
-                    ("message", Value::str(&self.message)),
-                    (
-                        "hints",
-                        Value::Array(self.hints.iter().map(Value::str).collect()),
-                    ),
-                    ("retryable", Value::Bool(self.retryable)),
-                ]),
-            )]);
+            let o = ErrorOut {
+                error: ErrorBody {
+                    kind: self.kind.name(),
+                    code: self.code(),
+                    message: &self.message,
+                    hints: &self.hints,
+                    retryable: self.retryable,
+                },
+            };
+            let o = output::to_value(&o);
             let _ = writeln!(err, "{}", o.to_json());
         }
     }
+}
+
+/// The JSON error object on stderr (`--format json`).
+#[derive(serde::Serialize)]
+struct ErrorOut<'a> {
+    error: ErrorBody<'a>,
+}
+
+/// What [`ErrorOut`] says of the error.
+#[derive(serde::Serialize)]
+struct ErrorBody<'a> {
+    kind: &'static str,
+    code: i32,
+    message: &'a str,
+    hints: &'a [String],
+    retryable: bool,
 }
 
 impl From<StoreError> for CliError {

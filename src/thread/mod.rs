@@ -25,8 +25,8 @@ pub use config::{AgentCommand, AgentProtocol, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
 pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
-    ListFilter, StartInput, Status, StepOutput, fork, kill, list, resolve_step, show, start,
-    step_details, steps,
+    ListFilter, Listed, StartInput, Status, StepOutput, StepRow, Steps, fork, kill, list,
+    resolve_step, show, start, step_details, steps,
 };
 pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
 pub use registry::{register_def, register_workflow, store_workflow};

@@ -5,7 +5,6 @@ use super::chain::{Chain, chain_in, expand_output, history_in, load_chain, load_
 use super::id::{ThreadId, time_of};
 use super::{Result, ThreadError};
 use crate::cas::bootstrap::META;
-use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::engine::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord};
@@ -57,24 +56,6 @@ pub struct StepOutput {
     pub current_role: Option<String>,
     /// True when the thread is finished.
     pub done: bool,
-}
-
-impl StepOutput {
-    /// `{"workflow","thread","head","status","currentRole","done","background":null}`.
-    pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("workflow".into(), Value::str(&self.workflow));
-        m.insert("thread".into(), Value::str(&self.thread));
-        m.insert("head".into(), Value::str(&self.head));
-        m.insert("status".into(), Value::str(self.status.as_str()));
-        m.insert(
-            "currentRole".into(),
-            self.current_role.as_deref().map_or(Value::Null, Value::str),
-        );
-        m.insert("done".into(), Value::Bool(self.done));
-        m.insert("background".into(), Value::Null);
-        Value::Object(m)
-    }
 }
 
 /// What `thread start` needs.
@@ -331,6 +312,21 @@ pub struct ListFilter {
     pub background: std::collections::HashSet<String>,
 }
 
+/// One thread of `thread list`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// The thread id.
+    pub thread: String,
+    /// The workflow id (`None` when the chain does not say).
+    pub workflow: Option<String>,
+    /// The head node id.
+    pub head: String,
+    /// The lifecycle state.
+    pub status: Status,
+    /// The role that runs next (active threads only).
+    pub current_role: Option<String>,
+}
+
 struct Row {
     thread: String,
     workflow: Option<String>,
@@ -340,11 +336,11 @@ struct Row {
     time: Option<u64>,
 }
 
-/// `thread list`: `[{"thread","workflow","head","status","currentRole"}]`, newest first.
+/// `thread list`: the threads `f` keeps, newest first.
 ///
 /// # Errors
 /// Store failures.
-pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
+pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let wants = |s: Status| f.statuses.as_ref().is_none_or(|v| v.contains(&s));
     let with_finished = match &f.statuses {
         Some(v) => v.contains(&Status::Completed) || v.contains(&Status::Cancelled),
@@ -413,75 +409,92 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
         } else {
             None
         };
-        let workflow = r
-            .workflow
-            .or_else(|| {
-                chain
-                    .as_ref()
-                    .and_then(|c| c.workflow_id().ok())
-                    .map(|w| w.to_wire())
-            })
-            .map_or(Value::Null, Value::str);
-        let role = chain
+        let workflow = r.workflow.or_else(|| {
+            chain
+                .as_ref()
+                .and_then(|c| c.workflow_id().ok())
+                .map(|w| w.to_wire())
+        });
+        let current_role = chain
             .as_ref()
             .and_then(|c| current_role_cached(&snap, c, &mut workflows, &evaluator));
-        let mut m = Map::new();
-        m.insert("thread".into(), Value::str(r.thread));
-        m.insert("workflow".into(), workflow);
-        m.insert("head".into(), Value::str(r.head_text));
-        m.insert("status".into(), Value::str(r.status.as_str()));
-        m.insert("currentRole".into(), role.map_or(Value::Null, Value::str));
-        out.push(Value::Object(m));
+        out.push(Listed {
+            thread: r.thread,
+            workflow,
+            head: r.head_text,
+            status: r.status,
+            current_role,
+        });
     }
     Ok(out)
 }
 
-fn num(n: u64) -> Value {
-    Value::Number(n as f64)
+/// A thread's start and steps, as `thread steps` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Steps {
+    /// The workflow id.
+    pub workflow: NodeId,
+    /// The StartNode's id.
+    pub start: NodeId,
+    /// The task.
+    pub prompt: String,
+    /// The StartNode's first-write time.
+    pub start_timestamp: u64,
+    /// The steps, oldest first.
+    pub steps: Vec<StepRow>,
 }
 
-/// `thread steps`: `{"thread","workflow","steps":[start, step…]}` with each output expanded and
-/// each step's `durationMs`.
+/// One step of [`Steps`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRow {
+    /// The StepNode's id.
+    pub id: NodeId,
+    /// The role that ran.
+    pub role: String,
+    /// The output's payload (an empty object when there is none).
+    pub output: Value,
+    /// The detail node.
+    pub detail: Option<NodeId>,
+    /// The agent's name.
+    pub agent: String,
+    /// The StepNode's first-write time.
+    pub timestamp: u64,
+    /// How long the agent ran, when the node says.
+    pub duration_ms: Option<f64>,
+}
+
+/// `thread steps`: the start and every step, each output expanded.
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn steps(store: &Store, thread: &str) -> Result<Value> {
+pub fn steps(store: &Store, thread: &str) -> Result<Steps> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
-    let wf = chain.workflow_id()?.to_wire();
-    let mut list = Vec::with_capacity(chain.steps.len() + 1);
-    let mut s = Map::new();
-    s.insert("hash".into(), Value::str(chain.start_id.to_wire()));
-    s.insert("workflow".into(), Value::str(&wf));
-    s.insert("prompt".into(), Value::str(chain.prompt()));
-    s.insert("timestamp".into(), num(chain.start_timestamp));
-    list.push(Value::Object(s));
+    let mut steps = Vec::with_capacity(chain.steps.len());
     for st in &chain.steps {
-        let mut m = Map::new();
-        m.insert("hash".into(), Value::str(st.id.to_wire()));
         let n = &st.node;
-        m.insert("role".into(), Value::str(&n.role));
-        m.insert("output".into(), expand_output(&snap, n.output)?);
-        m.insert(
-            "detail".into(),
-            Value::str(n.detail.map(NodeId::to_wire).unwrap_or_default()),
-        );
-        m.insert("agent".into(), Value::str(&n.agent));
-        m.insert("timestamp".into(), num(st.timestamp));
-        let d = match (n.started_at_ms, n.completed_at_ms) {
-            (Some(a), Some(b)) => Value::Number(b as f64 - a as f64),
-            _ => Value::Null,
-        };
-        m.insert("durationMs".into(), d);
-        list.push(Value::Object(m));
+        steps.push(StepRow {
+            id: st.id,
+            role: n.role.clone(),
+            output: expand_output(&snap, n.output)?,
+            detail: n.detail,
+            agent: n.agent.clone(),
+            timestamp: st.timestamp,
+            duration_ms: match (n.started_at_ms, n.completed_at_ms) {
+                (Some(a), Some(b)) => Some(b as f64 - a as f64),
+                _ => None,
+            },
+        });
     }
-    let mut out = Map::new();
-    out.insert("thread".into(), Value::str(thread));
-    out.insert("workflow".into(), Value::str(wf));
-    out.insert("steps".into(), Value::Array(list));
-    Ok(Value::Object(out))
+    Ok(Steps {
+        workflow: chain.workflow_id()?,
+        start: chain.start_id,
+        prompt: chain.prompt().to_string(),
+        start_timestamp: chain.start_timestamp,
+        steps,
+    })
 }
 
 /// `thread step-details`: the step's detail node, deep-expanded: every `ocas_ref` string is
