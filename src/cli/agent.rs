@@ -1,10 +1,12 @@
 //! `uwf agent …`: the agent kit (context, submit) and the built-in scripted agent.
 
-use super::output::{print, write_stdout};
+use super::output::{NodeIdStr, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::agent::Script;
+use crate::cas::Value;
 use crate::thread::{self, SubmitInput, ThreadId};
 use clap::Subcommand;
+use serde::Serialize;
 use std::io::Read;
 use std::path::PathBuf;
 
@@ -43,6 +45,15 @@ pub(crate) enum AgentCmd {
     },
 }
 
+/// `agent context`: what the agent kit gives an agent, then the thread and its head.
+#[derive(Serialize)]
+struct Context<'a> {
+    #[serde(flatten)]
+    context: &'a Value,
+    thread: &'a str,
+    head: NodeIdStr,
+}
+
 fn thread_id(s: &str) -> CliResult<String> {
     Ok(ThreadId::parse(s)
         .map_err(CliError::new)?
@@ -60,10 +71,13 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
             let t = thread_id(&thread)?;
             let s = env.open_ro()?;
             let edge = var("UWF_EDGE_PROMPT");
-            print(
-                env.format,
-                &thread::agent_context(&s, &t, &role, edge.as_deref())?,
-            )
+            let c = thread::agent_context(&s, &t, &role, edge.as_deref())?;
+            let out = Context {
+                context: &c.context,
+                thread: &t,
+                head: NodeIdStr(c.head),
+            };
+            print_as(env.format, &out)
         }
         AgentCmd::Submit {
             thread,

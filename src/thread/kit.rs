@@ -41,9 +41,19 @@ fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
     })
 }
 
+/// What an agent is given for a step of a thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentContext {
+    /// The start, the steps with expanded outputs, the role, the output-format instruction and
+    /// the edge prompt ([`agent::agent_context`]).
+    pub context: Value,
+    /// The thread's head.
+    pub head: NodeId,
+}
+
 /// `uwf agent context THREAD ROLE`: the start, the steps with expanded outputs, the role, the
 /// output-format instruction and the edge prompt (`edge_prompt` when given, else the
-/// moderator's prompt when it picks `role`).
+/// moderator's prompt when it picks `role`), and the head.
 ///
 /// # Errors
 /// An inactive thread, an unknown role, store failures.
@@ -52,7 +62,7 @@ pub fn agent_context(
     thread: &str,
     role: &str,
     edge_prompt: Option<&str>,
-) -> Result<Value> {
+) -> Result<AgentContext> {
     let c = load_ctx(store, thread, role)?;
     let history = load_history(store, &c.chain)?;
     let edge = match edge_prompt.filter(|e| !e.is_empty()) {
@@ -62,12 +72,10 @@ pub fn agent_context(
             .filter(|d| d.role == role)
             .and_then(|d| d.prompt),
     };
-    let mut v = agent::agent_context(&history, role, &c.role, &c.schema, edge.as_deref());
-    if let Value::Object(m) = &mut v {
-        m.insert("thread".into(), Value::str(thread));
-        m.insert("head".into(), Value::str(c.chain.head().to_wire()));
-    }
-    Ok(v)
+    Ok(AgentContext {
+        context: agent::agent_context(&history, role, &c.role, &c.schema, edge.as_deref()),
+        head: c.chain.head(),
+    })
 }
 
 /// What `uwf agent submit` turns into a StepNode.

@@ -23,7 +23,7 @@ pub mod time;
 pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
 pub use config::{AgentCommand, AgentProtocol, Config};
 pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
-pub use kit::{SubmitInput, agent_context, scripted_reply, submit};
+pub use kit::{AgentContext, SubmitInput, agent_context, scripted_reply, submit};
 pub use ops::{
     ListFilter, Listed, StartInput, Status, StepOutput, StepRow, Steps, fork, kill, list,
     resolve_step, show, start, step_details, steps,
