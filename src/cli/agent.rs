@@ -54,11 +54,8 @@ struct Context<'a> {
     head: NodeIdStr,
 }
 
-fn thread_id(s: &str) -> CliResult<String> {
-    Ok(ThreadId::parse(s)
-        .map_err(CliError::new)?
-        .as_str()
-        .to_string())
+fn thread_id(s: &str) -> CliResult<ThreadId> {
+    ThreadId::parse(s).map_err(CliError::new)
 }
 
 fn var(k: &str) -> Option<String> {
@@ -74,7 +71,7 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
             let c = thread::agent_context(&s, &t, &role, edge.as_deref())?;
             let out = Context {
                 context: &c.context,
-                thread: &t,
+                thread: t.as_str(),
                 head: NodeIdStr(c.head),
             };
             print_as(env.format, &out)
@@ -120,7 +117,7 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
 
 fn submit(
     env: &Env,
-    thread: &str,
+    thread: &ThreadId,
     role: &str,
     raw: &str,
     detail: Option<&str>,

@@ -174,7 +174,12 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
             if given.chars().count() < 4 {
                 return None;
             }
-            let mut ids: Vec<String> = s.threads().ok()?.into_iter().map(|(t, _)| t).collect();
+            let mut ids: Vec<String> = s
+                .threads()
+                .ok()?
+                .into_iter()
+                .map(|(t, _)| t.to_string())
+                .collect();
             let _ = s.for_each_history::<StoreError>(|h| {
                 ids.push(h.thread);
                 Ok(())

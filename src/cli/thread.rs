@@ -405,11 +405,8 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
     }
 }
 
-fn thread_id(s: &str) -> CliResult<String> {
-    Ok(ThreadId::parse(s)
-        .map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))?
-        .as_str()
-        .to_string())
+fn thread_id(s: &str) -> CliResult<ThreadId> {
+    ThreadId::parse(s).map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))
 }
 
 pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
@@ -550,7 +547,7 @@ fn cmd_kill(env: &Env, thread: &str) -> CliResult {
     let s = env.open_rw()?;
     thread::kill(&s, &t, env.now_ms)?;
     let out = Cancelled {
-        thread: &t,
+        thread: t.as_str(),
         cancelled: true,
     };
     print_as(env.format, &out)
@@ -576,7 +573,7 @@ fn stop(env: &Env, thread: &str) -> CliResult {
     print_as(
         env.format,
         &Stopped {
-            thread: &t,
+            thread: t.as_str(),
             stopped,
         },
     )
@@ -584,7 +581,7 @@ fn stop(env: &Env, thread: &str) -> CliResult {
 
 /// `thread exec --background`: checks what the worker would check first, starts it detached,
 /// writes the running marker and prints the thread's state as running.
-fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
+fn start_background(env: &Env, a: &StepArgs, t: &ThreadId, count: u64) -> CliResult {
     if let Some(pid) = background::live_marker(&env.root, t) {
         return Err(CliError::of(
             crate::ErrorKind::Retry,
@@ -659,7 +656,7 @@ fn steps(env: &Env, thread: &str) -> CliResult {
     let t = thread_id(thread)?;
     let s = env.open_ro()?;
     let steps = thread::steps(&s, &t)?;
-    print_as(env.format, &StepsOut::new(&t, &steps))
+    print_as(env.format, &StepsOut::new(t.as_str(), &steps))
 }
 
 fn details(env: &Env, step: &str) -> CliResult {
@@ -877,7 +874,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
 /// Removes a background worker's running marker when dropped.
 struct MarkerGuard<'a> {
     root: &'a std::path::Path,
-    thread: &'a str,
+    thread: &'a ThreadId,
     pid: u32,
 }
 

@@ -6,7 +6,7 @@
 use super::StepError;
 use crate::cas::NodeId;
 use crate::store::{Lease, Store};
-use crate::thread::ThreadError;
+use crate::thread::{ThreadError, ThreadId};
 
 /// Whether a lease's owner is still running: same boot, pid alive, same start time.
 pub fn lease_is_live(l: &Lease) -> bool {
@@ -41,7 +41,7 @@ pub(crate) fn is_mine(l: &Lease, me: &Lease) -> bool {
 #[derive(Debug)]
 pub(crate) struct LeaseGuard<'s> {
     store: &'s Store,
-    thread: String,
+    thread: ThreadId,
     me: Lease,
     armed: bool,
 }
@@ -55,7 +55,7 @@ impl<'s> LeaseGuard<'s> {
     /// [`ThreadError::NotFound`] for a thread that is not active.
     pub(crate) fn acquire(
         store: &'s Store,
-        thread: &str,
+        thread: &ThreadId,
         me: Lease,
     ) -> Result<(LeaseGuard<'s>, NodeId), StepError> {
         let found = store
@@ -77,7 +77,7 @@ impl<'s> LeaseGuard<'s> {
             Ok(head) => Ok((
                 LeaseGuard {
                     store,
-                    thread: thread.to_string(),
+                    thread: thread.clone(),
                     me,
                     armed: true,
                 },

@@ -30,7 +30,9 @@ use crate::interchange::transfer::{ImportOptions, TransferError};
 use crate::interchange::{agent_root, layout::CAS_DIR, transfer};
 use crate::store::{HistoryEntry, Lease, Snapshot, Store};
 use crate::thread::chain::{Moderated, expand_output, load_moderated};
-use crate::thread::{AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError};
+use crate::thread::{
+    AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError, ThreadId,
+};
 use crate::workflow::nodes::{STEP_NODE, StepNode};
 use crate::workflow::{self, Decision, FinishReason, Jsonata, StepView};
 use lease::{LeaseGuard, is_mine, lease_of};
@@ -220,7 +222,7 @@ pub struct StepOptions<'a> {
     /// The storage root (`UWF_HOME` of the agent).
     pub root: &'a Path,
     /// The thread.
-    pub thread: &'a str,
+    pub thread: &'a ThreadId,
     /// `--agent` (with its protocol): overrides the config.
     pub agent: Option<AgentCommand>,
     /// `config.yaml`.
@@ -352,7 +354,7 @@ fn run_agent(
     ]);
     let prompt = decision.prompt.clone().unwrap_or_default();
     let args: Vec<&str> = match agent.protocol {
-        AgentProtocol::Uwf => vec![opts.thread, &decision.role],
+        AgentProtocol::Uwf => vec![opts.thread.as_str(), &decision.role],
         AgentProtocol::Ts7a0c => {
             let head = m.chain.head();
             agent_root::export_reachable(
@@ -373,7 +375,7 @@ fn run_agent(
             ]);
             vec![
                 "--thread",
-                opts.thread,
+                opts.thread.as_str(),
                 "--role",
                 &decision.role,
                 "--prompt",
@@ -588,7 +590,7 @@ fn check_returned(
 /// when the moderator then says `$END`).
 fn conclude(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     m: Moderated,
     role: &str,
     id: NodeId,
@@ -635,7 +637,7 @@ fn conclude(
 ///
 /// # Errors
 /// As [`step`], for the checks of the returned node.
-pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result<StepOutput> {
+pub fn advance(store: &Store, thread: &ThreadId, step: NodeId, now_ms: u64) -> Result<StepOutput> {
     let head = crate::thread::ops::active(store, thread)?.head;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
@@ -655,7 +657,7 @@ enum Cas {
 #[allow(clippy::too_many_arguments)]
 fn commit(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     expected: NodeId,
     new: NodeId,
     wf: NodeId,

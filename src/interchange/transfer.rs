@@ -22,7 +22,7 @@ use crate::store::{
 };
 use crate::thread::workflow_of;
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode, WORKFLOW};
-use crate::workflow::{FinishReason, is_workflow_type};
+use crate::workflow::{FinishReason, ThreadId, is_workflow_type};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -212,11 +212,11 @@ fn write_root_files(
             None => workflow_of(&snap, r.head)?,
         };
         if readable.check(&snap, wf)? {
-            heads.push((t, r.head.to_wire()));
+            heads.push((t.to_string(), r.head.to_wire()));
         } else {
             put_extra(
                 Extra::Thread {
-                    thread: t,
+                    thread: t.to_string(),
                     workflow: wf.map(NodeId::to_wire),
                     head: r.head.to_wire(),
                     updated_at: r.updated_ms,
@@ -968,8 +968,8 @@ fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, TransferErr
 
 /// A thread id as stored: upper case (ids are case-insensitive, and the TypeScript tool writes
 /// upper case only); `None` unless it is 26 letters and digits.
-fn thread_key(s: &str) -> Option<String> {
-    crate::thread::is_thread_id(s).then(|| s.to_ascii_uppercase())
+fn thread_key(s: &str) -> Option<ThreadId> {
+    ThreadId::parse(s).ok()
 }
 
 fn import_threads(
@@ -1239,16 +1239,18 @@ fn import_history(
 struct HistoryImport<'a> {
     store: &'a Store,
     /// The store's active threads.
-    active: std::collections::HashMap<String, ThreadRecord>,
+    active: std::collections::HashMap<ThreadId, ThreadRecord>,
     pending: Vec<HistoryEntry>,
 }
 
 impl HistoryImport<'_> {
     fn take(&mut self, mut e: HistoryEntry, r: &mut ImportReport) -> Result<(), TransferError> {
-        if let Some(key) = thread_key(&e.thread) {
-            e.thread = key;
+        let key = thread_key(&e.thread);
+        if let Some(k) = &key {
+            e.thread = k.as_str().to_string();
         }
-        let Some(rec) = self.active.get(&e.thread).cloned() else {
+        let Some((key, rec)) = key.and_then(|k| self.active.get(&k).cloned().map(|r| (k, r)))
+        else {
             self.pending.push(e);
             if self.pending.len() >= 4096 {
                 self.append(r)?;
@@ -1269,9 +1271,9 @@ impl HistoryImport<'_> {
         }
         let done = self.store.write(|w| {
             // Another process may have moved or finished the thread since it was read.
-            match w.thread(&e.thread)? {
+            match w.thread(&key)? {
                 Some(now) if now.head == rec.head => {
-                    w.remove_thread(&e.thread)?;
+                    w.remove_thread(&key)?;
                     if !w.has_history(&e)? {
                         w.append_history(&e)?;
                     }
@@ -1280,7 +1282,7 @@ impl HistoryImport<'_> {
                 _ => Ok(false),
             }
         })?;
-        self.active.remove(&e.thread);
+        self.active.remove(&key);
         if done {
             r.history.imported += 1;
         } else {

@@ -15,6 +15,7 @@
 use super::records::{dec, enc};
 use super::{META_TABLE, Result, Store, StoreError};
 use crate::cas::NodeId;
+use crate::workflow::ThreadId;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
 pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
@@ -88,14 +89,14 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn threads(&self) -> Result<Vec<(String, ThreadRecord)>> {
+    pub fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
             let mut out = Vec::with_capacity(t.len()? as usize);
             for e in t.iter()? {
                 let (k, v) = e?;
-                out.push((k.value().to_string(), dec(v.value())?));
+                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
             }
             Ok(out)
         })
@@ -105,11 +106,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread(&self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
-            t.get(id)?.map(|v| dec(v.value())).transpose()
+            t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
         })
     }
 
@@ -186,11 +187,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn history_of(&self, id: &str) -> Result<Option<HistoryEntry>> {
+    pub fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let by = tx.open_table(HISTORY_BY_THREAD)?;
-            let Some(seq) = by.get(id)?.map(|v| v.value()) else {
+            let Some(seq) = by.get(id.as_str())?.map(|v| v.value()) else {
                 return Ok(None);
             };
             let h = tx.open_table(HISTORY)?;
@@ -243,19 +244,19 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let t = self.tx.open_table(THREADS)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
 
     /// Sets thread `id` to `rec` unconditionally.
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_thread(&mut self, id: &str, rec: &ThreadRecord) -> Result<()> {
+    pub fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.tx
             .open_table(THREADS)?
-            .insert(id, enc(rec).as_slice())?;
+            .insert(id.as_str(), enc(rec).as_slice())?;
         Ok(())
     }
 
@@ -263,9 +264,9 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn remove_thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let mut t = self.tx.open_table(THREADS)?;
-        let old = t.remove(id)?.map(|v| dec(v.value())).transpose()?;
+        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
 
@@ -274,7 +275,12 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn merge_thread(&mut self, id: &str, rec: &ThreadRecord, overwrite: bool) -> Result<Merge> {
+    pub fn merge_thread(
+        &mut self,
+        id: &ThreadId,
+        rec: &ThreadRecord,
+        overwrite: bool,
+    ) -> Result<Merge> {
         match self.thread(id)? {
             None => {
                 self.set_thread(id, rec)?;

@@ -7,6 +7,7 @@ use super::{Result, ThreadError};
 use crate::agent::{self, Script};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
+use crate::workflow::ThreadId;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, Jsonata, Role, StoredWorkflow};
 
@@ -17,7 +18,7 @@ struct Ctx {
     schema: Value,
 }
 
-fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
+fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx> {
     let head = active(store, thread)?.head;
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
@@ -59,7 +60,7 @@ pub struct AgentContext {
 /// An inactive thread, an unknown role, store failures.
 pub fn agent_context(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     role: &str,
     edge_prompt: Option<&str>,
 ) -> Result<AgentContext> {
@@ -82,7 +83,7 @@ pub fn agent_context(
 #[derive(Debug, Clone)]
 pub struct SubmitInput<'a> {
     /// The thread.
-    pub thread: &'a str,
+    pub thread: &'a ThreadId,
     /// The role that ran.
     pub role: &'a str,
     /// The agent's raw output.
@@ -154,7 +155,12 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
 ///
 /// # Errors
 /// A script without a reply for this run, an inactive thread, store failures.
-pub fn scripted_reply(store: &Store, thread: &str, role: &str, script: &Script) -> Result<String> {
+pub fn scripted_reply(
+    store: &Store,
+    thread: &ThreadId,
+    role: &str,
+    script: &Script,
+) -> Result<String> {
     let c = load_ctx(store, thread, role)?;
     let visit = c.chain.steps.iter().filter(|s| s.node.role == role).count();
     script

@@ -96,7 +96,7 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
     };
     let node = store.prepare(START_NODE, &start.to_value(), true)?;
     let head = node.id;
-    let thread = input.thread.as_str();
+    let thread = &input.thread;
     store.write(|w| {
         if w.thread(thread)?.is_some() {
             return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
@@ -147,7 +147,7 @@ pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Resu
     let wf = chain.workflow_id()?;
     store.write(|w| {
         w.set_thread(
-            thread.as_str(),
+            thread,
             &ThreadRecord {
                 head: node,
                 workflow: Some(wf),
@@ -164,7 +164,7 @@ pub(crate) enum Found {
     Finished(HistoryEntry),
 }
 
-pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
+pub(crate) fn find(store: &Store, thread: &ThreadId) -> Result<Found> {
     if let Some(r) = store.thread(thread)? {
         return Ok(Found::Active(r));
     }
@@ -176,7 +176,7 @@ pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
 
 /// The head of a thread, active or finished.
 /// The record of an active thread; [`ThreadError::NotActive`] for a finished one.
-pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
+pub(crate) fn active(store: &Store, thread: &ThreadId) -> Result<ThreadRecord> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r),
         Found::Finished(h) => Err(ThreadError::NotActive {
@@ -186,7 +186,7 @@ pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
     }
 }
 
-pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
+pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r.head),
         Found::Finished(h) => {
@@ -200,7 +200,7 @@ pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::NotActive`], [`ThreadError::NotFound`], store failures.
-pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
+pub fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let rec = active(store, thread)?;
     let wf = match rec.workflow {
         Some(w) => w.to_wire(),
@@ -256,7 +256,7 @@ fn current_role_cached(
     (!d.is_end()).then_some(d.role)
 }
 
-fn active_status(store: &Store, thread: &str) -> Result<Status> {
+fn active_status(store: &Store, thread: &ThreadId) -> Result<Status> {
     Ok(match store.lease(thread)? {
         Some(l) if lease_is_live(&l) => Status::Running,
         _ => Status::Idle,
@@ -267,7 +267,7 @@ fn active_status(store: &Store, thread: &str) -> Result<Status> {
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
+pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
     match find(store, thread)? {
         Found::Active(r) => {
             let snap = store.snapshot()?;
@@ -309,7 +309,7 @@ pub struct ListFilter {
     pub take: Option<usize>,
     /// Active threads that a background run holds (running markers), shown as running even
     /// between two steps, when no lease is held.
-    pub background: std::collections::HashSet<String>,
+    pub background: std::collections::HashSet<ThreadId>,
 }
 
 /// One thread of `thread list`.
@@ -346,7 +346,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
         Some(v) => v.contains(&Status::Completed) || v.contains(&Status::Cancelled),
         None => f.all,
     };
-    let leases: HashMap<String, bool> = store
+    let leases: HashMap<ThreadId, bool> = store
         .leases()?
         .into_iter()
         .map(|(t, l)| (t, lease_is_live(&l)))
@@ -354,7 +354,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let mut rows = Vec::new();
     let active = store.threads()?;
     let active_ids: std::collections::HashSet<String> =
-        active.iter().map(|(t, _)| t.clone()).collect();
+        active.iter().map(|(t, _)| t.to_string()).collect();
     for (t, r) in active {
         let status = if leases.get(&t).copied().unwrap_or(false) || f.background.contains(&t) {
             Status::Running
@@ -362,11 +362,11 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
             Status::Idle
         };
         rows.push(Row {
-            time: time_of(&t),
+            time: time_of(t.as_str()),
             workflow: r.workflow.map(|w| w.to_wire()),
             head_text: r.head.to_wire(),
             head: r.head,
-            thread: t,
+            thread: t.to_string(),
             status,
         });
     }
@@ -467,7 +467,7 @@ pub struct StepRow {
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn steps(store: &Store, thread: &str) -> Result<Steps> {
+pub fn steps(store: &Store, thread: &ThreadId) -> Result<Steps> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;

@@ -9,6 +9,7 @@ use super::{Result, ThreadError};
 use crate::cas::value::js_number_string;
 use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store};
+use crate::workflow::ThreadId;
 use crate::workflow::mustache::js_string;
 use crate::workflow::nodes::{STEP_NODE, is_workflow_type};
 
@@ -145,7 +146,7 @@ fn step_block(header: &str, prompt: Option<&str>, output: Option<&str>) -> Strin
 }
 
 /// The `*(k earlier steps, …)*` line.
-fn earlier_hint(skipped: usize, thread: &str, first_shown: NodeId) -> String {
+fn earlier_hint(skipped: usize, thread: &ThreadId, first_shown: NodeId) -> String {
     let s = if skipped > 1 { "s" } else { "" };
     format!(
         "*({skipped} earlier step{s}, load with `uwf thread read {thread} --before {first_shown}`)*"
@@ -161,7 +162,7 @@ fn earlier_hint(skipped: usize, thread: &str, first_shown: NodeId) -> String {
 /// # Errors
 /// [`ThreadError::NotFound`], `step H not found in thread T`, a missing workflow, a broken
 /// chain, store failures.
-pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
+pub fn read(store: &Store, thread: &ThreadId, opts: &ReadOptions) -> Result<String> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
@@ -439,8 +440,9 @@ mod tests {
     #[test]
     fn earlier_hint_is_singular_for_one() {
         let id = NodeId::parse("6HQ6ERC0SV7QT").unwrap();
-        assert!(earlier_hint(1, "T", id).starts_with("*(1 earlier step, load"));
-        assert!(earlier_hint(2, "T", id).starts_with("*(2 earlier steps, load"));
+        let t = ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJR").unwrap();
+        assert!(earlier_hint(1, &t, id).starts_with("*(1 earlier step, load"));
+        assert!(earlier_hint(2, &t, id).starts_with("*(2 earlier steps, load"));
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod moderator;
 pub mod mustache;
 pub mod nodes;
 pub mod render;
+pub mod thread_id;
 pub mod validate;
 pub mod yaml;
 
@@ -33,6 +34,7 @@ pub use model::{
 pub use moderator::{Decision, History, ModeratorError, StepView, next};
 pub use nodes::{FinishReason, StartNode, StepNode, ThreadStatus, is_workflow_type};
 pub use render::{GraphFormat, render_graph};
+pub use thread_id::ThreadId;
 
 use crate::cas::schema::SchemaError;
 use std::path::Path;

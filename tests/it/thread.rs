@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use uwf::cas::schema::Validator;
 use uwf::cas::{NodeId, Value, bootstrap};
 use uwf::store::{Lease, Store};
+use uwf::thread::ThreadId;
 
 fn p(path: &std::path::Path) -> String {
     path.display().to_string()
@@ -444,7 +445,8 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
     let t = env.start(&p(&example("debate.yaml")), "q");
     let set = |lease: Lease| {
         let s = Store::open(&env.db()).unwrap();
-        s.write(|w| w.set_lease(&t, &lease)).unwrap();
+        s.write(|w| w.set_lease(&ThreadId::parse(&t).unwrap(), &lease))
+            .unwrap();
     };
     // A process that has exited.
     let mut child = Command::new("true").spawn().unwrap();
