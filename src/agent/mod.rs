@@ -1,14 +1,12 @@
 //! The agent kit's pure parts: reading an agent's output (the frontmatter fast path), the
 //! output-format instruction agents are given, and the scripted agent's script.
 
-pub mod context;
-pub mod fields;
+pub(crate) mod context;
+pub(crate) mod fields;
 pub mod frontmatter;
-pub mod instruction;
+pub(crate) mod instruction;
 pub mod script;
 
-pub use context::agent_context;
-pub use fields::{SchemaField, schema_fields};
+pub(crate) use context::agent_context;
 pub use frontmatter::{FastPath, FastPathError, fast_path};
-pub use instruction::output_format_instruction;
 pub use script::{Reply, Script, ScriptError};

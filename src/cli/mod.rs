@@ -8,9 +8,9 @@ mod interchange;
 mod output;
 mod skill;
 mod thread;
-pub mod workflow;
+pub(crate) mod workflow;
 
-pub use output::Format;
+pub(crate) use output::Format;
 
 use crate::ErrorKind;
 use crate::engine::StepError;

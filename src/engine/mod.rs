@@ -5,13 +5,13 @@
 //! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
 //! in the transaction that reads the head; a `LeaseGuard` gives the lease back however
 //! the step ends, and the head move that succeeds releases it in its own transaction. The
-//! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
-//! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
+//! agent runs under the `supervisor`: its own process group, killed with uwf, output capped, a
+//! time limit that holds against descendants that keep the pipes open, and an `Interrupt`
 //! (SIGINT/SIGTERM) that ends it at once.
 //!
-//! An agent speaks one of two protocols ([`AgentProtocol`]): uwf's (`CMD <thread> <role>`,
+//! An agent speaks one of two protocols (`AgentProtocol`): uwf's (`CMD <thread> <role>`,
 //! the agent uses the store) or the TypeScript tool's (`CMD --thread T --role R --prompt P`,
-//! the agent uses only the files under the root: [`crate::interchange::agent_root`] makes
+//! the agent uses only the files under the root: `interchange::agent_root` makes
 //! them current before it runs, and the node files it wrote are imported after).
 //!
 //! Every failure is a [`StepError`] that says whether a retry of the same step may succeed
@@ -19,11 +19,12 @@
 
 mod interrupt;
 mod lease;
-pub mod supervisor;
+pub(crate) mod supervisor;
 
-pub use interrupt::Interrupt;
-pub use lease::{boot_id, lease_is_live, pid_alive, start_ticks};
-pub use supervisor::{AgentRun, Ending, Limits, SpawnError, Tail, adopt_orphans};
+pub(crate) use interrupt::Interrupt;
+pub use lease::{boot_id, start_ticks};
+pub(crate) use lease::{lease_is_live, pid_alive};
+pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans};
 
 use crate::cas::{NodeId, Value};
 use crate::interchange::transfer::{ImportOptions, TransferError};

@@ -70,7 +70,6 @@ pub enum Ending {
 pub struct Tail {
     buf: Vec<u8>,
     cap: usize,
-    dropped: u64,
 }
 
 impl Tail {
@@ -79,14 +78,12 @@ impl Tail {
         Tail {
             buf: Vec::new(),
             cap,
-            dropped: 0,
         }
     }
 
     /// Appends `b`, forgetting the oldest bytes past the cap. Memory stays under twice the cap.
     pub fn push(&mut self, b: &[u8]) {
         if b.len() >= self.cap {
-            self.dropped += (self.buf.len() + b.len() - self.cap) as u64;
             self.buf.clear();
             self.buf.extend_from_slice(&b[b.len() - self.cap..]);
             return;
@@ -95,18 +92,12 @@ impl Tail {
         if self.buf.len() > 2 * self.cap {
             let cut = self.buf.len() - self.cap;
             self.buf.drain(..cut);
-            self.dropped += cut as u64;
         }
     }
 
     /// The kept bytes: the last `cap` bytes pushed.
     pub fn bytes(&self) -> &[u8] {
         &self.buf[self.buf.len().saturating_sub(self.cap)..]
-    }
-
-    /// How many bytes were pushed but not kept.
-    pub fn dropped(&self) -> u64 {
-        self.dropped + self.buf.len().saturating_sub(self.cap) as u64
     }
 
     /// The kept bytes as text (invalid UTF-8 replaced).
@@ -510,7 +501,6 @@ mod tests {
         assert_eq!(t.bytes(), b"cdef");
         t.push(b"0123456789");
         assert_eq!(t.bytes(), b"6789");
-        assert_eq!(t.dropped(), 12);
         for _ in 0..100 {
             t.push(b"xyz");
             assert!(t.buf.len() <= 8);
@@ -548,7 +538,6 @@ mod tests {
         assert_eq!(r.ending, Ending::Exited(0));
         assert!(r.stdout.text().ends_with("\nlast\n"));
         assert_eq!(r.stdout.bytes().len(), 1000);
-        assert_eq!(r.stdout.dropped(), 100_006 - 1000);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Making thread ids: the TypeScript tool's ULID variant ([`ThreadId`]) with random bits from the
 //! operating system.
 
-pub use crate::workflow::thread_id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
+pub use crate::workflow::thread_id::{ThreadId, time_of};
 
 impl ThreadId {
     /// A new id for `now_ms` with random bits from the operating system.

@@ -12,24 +12,26 @@
 //!   are written in the same transaction.
 
 pub(crate) mod chain;
-pub mod config;
+pub(crate) mod config;
 mod id;
 mod kit;
 pub(crate) mod ops;
 mod read;
-pub mod registry;
-pub mod time;
+pub(crate) mod registry;
+pub(crate) mod time;
 
-pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
-pub use config::{AgentCommand, AgentProtocol, Config};
-pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
-pub use kit::{AgentContext, SubmitInput, agent_context, scripted_reply, submit};
-pub use ops::{
-    ListFilter, Listed, StartInput, Status, StepOutput, StepRow, Steps, fork, kill, list,
-    resolve_step, show, start, step_details, steps,
+pub(crate) use chain::workflow_of;
+pub(crate) use config::{AgentCommand, AgentProtocol, Config};
+pub use id::ThreadId;
+pub(crate) use kit::agent_context;
+pub use kit::{SubmitInput, scripted_reply, submit};
+pub(crate) use ops::{
+    ListFilter, Listed, Steps, fork, kill, list, resolve_step, step_details, steps,
 };
-pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
-pub use registry::{register_def, register_workflow, store_workflow};
+pub use ops::{StartInput, Status, StepOutput, show, start};
+pub(crate) use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
+pub(crate) use registry::register_def;
+pub use registry::register_workflow;
 
 use crate::cas::NodeId;
 use crate::store::StoreError;

@@ -9,12 +9,8 @@
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 
-/// The meta-schema `CTS5P6RD8HMCS`: the type of every schema node, its own type.
-pub const META: NodeId = crate::cas::bootstrap::META;
 /// `{type:"string"}` `7VQ43ZSJTEWA7`: text nodes (raw agent output, step details).
 pub const TEXT: NodeId = NodeId::from_crockford("7VQ43ZSJTEWA7");
-/// `{type:"object"}` `944RT37WX1PQ5`.
-pub const OBJECT: NodeId = NodeId::from_crockford("944RT37WX1PQ5");
 /// The TypeScript tool's (7a0c) Workflow schema `AZF3FA1TN3D4A`.
 pub const WORKFLOW: NodeId = NodeId::from_crockford("AZF3FA1TN3D4A");
 /// uwf's extended Workflow schema (`uwf/WorkflowExt`, see
@@ -264,9 +260,7 @@ mod tests {
     #[test]
     fn each_const_is_its_crockford_string() {
         for (c, s) in [
-            (META, "CTS5P6RD8HMCS"),
             (TEXT, ids::TEXT),
-            (OBJECT, ids::OBJECT),
             (WORKFLOW, ids::WORKFLOW),
             (START_NODE, ids::START_NODE),
             (STEP_NODE, ids::STEP_NODE),
@@ -276,7 +270,6 @@ mod tests {
         }
         for (c, name) in [
             (TEXT, "@ocas/string"),
-            (OBJECT, "@ocas/object"),
             (WORKFLOW, "uwf/Workflow"),
             (START_NODE, "uwf/StartNode"),
             (STEP_NODE, "uwf/StepNode"),
