@@ -3,9 +3,9 @@
 
 pub(crate) mod context;
 pub(crate) mod fields;
-pub mod frontmatter;
+pub(crate) mod frontmatter;
 pub(crate) mod instruction;
-pub mod script;
+pub(crate) mod script;
 
 pub(crate) use context::agent_context;
 pub use frontmatter::{FastPath, FastPathError, fast_path};

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 /// A failed command: the one-line message for stderr, hints, and its kind (the exit code).
 #[derive(Debug)]
-pub struct CliError {
+pub(crate) struct CliError {
     /// Printed to stderr (nothing when empty).
     pub message: String,
     /// The kind, which gives the exit code.
@@ -48,12 +48,12 @@ pub(crate) enum Missing {
 
 impl CliError {
     /// A user error (exit code 1).
-    pub fn new(message: impl Into<String>) -> CliError {
+    pub(crate) fn new(message: impl Into<String>) -> CliError {
         CliError::of(ErrorKind::User, message)
     }
 
     /// An error of `kind`.
-    pub fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
+    pub(crate) fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
             kind,
@@ -71,13 +71,13 @@ impl CliError {
     }
 
     /// Adds a `hint:` line.
-    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> CliError {
         self.hints.push(hint.into());
         self
     }
 
     /// The process exit code.
-    pub fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         if self.quiet { 0 } else { self.kind.exit_code() }
     }
 
@@ -228,7 +228,7 @@ impl From<std::io::Error> for CliError {
 }
 
 /// Result of a command.
-pub type CliResult<T = ()> = Result<T, CliError>;
+pub(crate) type CliResult<T = ()> = Result<T, CliError>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -348,7 +348,7 @@ fn collect_pages(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::C
 }
 
 /// What a command needs from its surroundings.
-pub struct Env {
+pub(crate) struct Env {
     /// The storage root.
     pub root: PathBuf,
     /// Output format.
@@ -378,13 +378,13 @@ fn system_now_ms() -> u64 {
 
 impl Env {
     /// The time now, ms since the epoch (the fixed clock in tests).
-    pub fn clock(&self) -> u64 {
+    pub(crate) fn clock(&self) -> u64 {
         self.fixed_now.unwrap_or_else(system_now_ms)
     }
 
     /// A new thread id for the time of the command: random bits from the system, or from the
     /// fixed seed in tests (each id of a process from the next number).
-    pub fn new_thread_id(&self) -> ThreadId {
+    pub(crate) fn new_thread_id(&self) -> ThreadId {
         match &self.seed {
             None => ThreadId::generate(self.now_ms),
             Some((seed, n)) => {
@@ -401,7 +401,7 @@ impl Env {
     }
 
     /// The store file of the root.
-    pub fn db_path(&self) -> PathBuf {
+    pub(crate) fn db_path(&self) -> PathBuf {
         self.root.join(store::DB_FILE)
     }
 
@@ -409,7 +409,7 @@ impl Env {
     ///
     /// # Errors
     /// A store that cannot be opened.
-    pub fn open_rw(&self) -> CliResult<Store> {
+    pub(crate) fn open_rw(&self) -> CliResult<Store> {
         if let Some(s) = interchange::auto_import(self)? {
             return Ok(s);
         }
@@ -420,7 +420,7 @@ impl Env {
     ///
     /// # Errors
     /// A store that cannot be opened.
-    pub fn open_ro(&self) -> CliResult<Store> {
+    pub(crate) fn open_ro(&self) -> CliResult<Store> {
         let p = self.db_path();
         if p.exists() {
             Ok(Store::open_read_only(&p)?)

@@ -7,7 +7,7 @@ use std::io::Write;
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// Compact JSON on one line.
     Json,
     /// YAML.
@@ -18,7 +18,7 @@ pub enum Format {
 ///
 /// # Errors
 /// An I/O error other than a broken pipe.
-pub fn print(format: Format, v: &Value) -> CliResult {
+pub(crate) fn print(format: Format, v: &Value) -> CliResult {
     let text = match format {
         Format::Json => {
             let mut s = v.to_json();
@@ -38,7 +38,7 @@ pub fn print(format: Format, v: &Value) -> CliResult {
 ///
 /// # Errors
 /// An I/O error other than a broken pipe.
-pub fn write_stdout(b: &[u8]) -> CliResult {
+pub(crate) fn write_stdout(b: &[u8]) -> CliResult {
     let mut out = std::io::stdout().lock();
     match out.write_all(b).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),

@@ -9,7 +9,7 @@ use crate::store::{Lease, Store};
 use crate::thread::{ThreadError, ThreadId};
 
 /// Whether a lease's owner is still running: same boot, pid alive, same start time.
-pub fn lease_is_live(l: &Lease) -> bool {
+pub(crate) fn lease_is_live(l: &Lease) -> bool {
     let boot = boot_id();
     if !l.boot_id.is_empty() && !boot.is_empty() && l.boot_id != boot {
         return false;
@@ -127,7 +127,7 @@ impl Drop for LeaseGuard<'_> {
 }
 
 /// Whether process `pid` exists (`kill(pid, 0)` succeeds or fails only for permission).
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(p) = libc::pid_t::try_from(pid) else {
         return false;
     };

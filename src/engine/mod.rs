@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The agent time limit when neither `--timeout` nor `timeoutSeconds` is given.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a step failed. The head is unchanged; a StepNode the agent wrote stays stored.
 #[derive(Debug, thiserror::Error)]
@@ -214,10 +214,10 @@ impl From<workflow::ModeratorError> for StepError {
 }
 
 /// Result alias of the engine.
-pub type Result<T, E = StepError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StepError> = std::result::Result<T, E>;
 
 /// What one step needs from its caller.
-pub struct StepOptions<'a> {
+pub(crate) struct StepOptions<'a> {
     /// The open store; held for the whole step.
     pub store: &'a Store,
     /// The storage root (`UWF_HOME` of the agent).
@@ -249,7 +249,7 @@ pub struct StepOptions<'a> {
 
 /// The result of one step, and notes for stderr.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepResult {
+pub(crate) struct StepResult {
     /// The thread's state after the step.
     pub output: StepOutput,
     /// Things the user should know (e.g. a fallback working directory).
@@ -262,7 +262,7 @@ pub struct StepResult {
 ///
 /// # Errors
 /// A [`StepError`]; the head is unchanged and the lease released.
-pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
+pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
     let (mut guard, head) =
@@ -633,11 +633,11 @@ fn conclude(
 
 /// Moves the head of an active thread to `step`, a StepNode written for its next role (by
 /// [`crate::thread::submit`], say): the in-process form of a step, for agents that run inside
-/// the caller. The same checks and the same compare-and-swap as [`step`]; refused while
+/// the caller. The same checks and the same compare-and-swap as a supervised step; refused while
 /// another process holds the thread's lease.
 ///
 /// # Errors
-/// As [`step`], for the checks of the returned node.
+/// As a supervised step, for the checks of the returned node.
 pub fn advance(store: &Store, thread: &ThreadId, step: NodeId, now_ms: u64) -> Result<StepOutput> {
     let head = crate::thread::ops::active(store, thread)?.head;
     let m = load_moderated(store, head)?;

@@ -23,7 +23,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The lock file that serialises read-modify-writes of `threads.yaml` by uwf processes.
-pub const THREADS_LOCK: &str = ".threads.yaml.lock";
+pub(crate) const THREADS_LOCK: &str = ".threads.yaml.lock";
 
 /// Writes `root/cas/<ID>.bin` for every node reachable from `from` through references, and
 /// for the schema typing each of them (with what those reach), up to the meta-schema. Files
@@ -33,7 +33,7 @@ pub const THREADS_LOCK: &str = ".threads.yaml.lock";
 ///
 /// # Errors
 /// A store failure, or a file that cannot be written (a link or a directory in the way).
-pub fn export_reachable(
+pub(crate) fn export_reachable(
     store: &Store,
     root: &Path,
     from: &[NodeId],
@@ -113,7 +113,7 @@ fn append_line(index: &Path, name: &str, id: NodeId) -> Result<(), ExportError> 
 ///
 /// # Errors
 /// A store failure, or a lock or file that cannot be written.
-pub fn set_thread_head(
+pub(crate) fn set_thread_head(
     store: &Store,
     root: &Path,
     thread: &ThreadId,

@@ -6,7 +6,7 @@
 //!
 //! Apart from [`transfer`] and `agent_root`, nothing here knows the store: the exporter feeds
 //! [`export_files::ExportWriter`] node by node, and the importer takes the names of
-//! [`layout::Lister`] in sorted runs and reads them with [`layout::read_listed`], so both
+//! the layout's lister in sorted runs and reads them as listed, so both
 //! stream with bounded memory.
 
 pub(crate) mod agent_root;

@@ -55,7 +55,7 @@ const EXPORT_CHUNK: usize = 64;
 const EXPORT_CHUNKS_AHEAD: usize = 16;
 
 /// Progress callback: (what, done, total or 0 when unknown).
-pub type Progress<'a> = &'a dyn Fn(&str, u64, u64);
+pub(crate) type Progress<'a> = &'a dyn Fn(&str, u64, u64);
 
 /// Counts of an export.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -394,7 +394,7 @@ pub fn import(
 ///
 /// # Errors
 /// As [`import`].
-pub fn import_with_cas(
+pub(crate) fn import_with_cas(
     store: &Store,
     dir: &Path,
     more_cas: &[std::path::PathBuf],
@@ -427,7 +427,7 @@ pub fn import_with_cas(
 ///
 /// # Errors
 /// A store failure (bad files are reported in the result, not as errors).
-pub fn import_new_nodes(
+pub(crate) fn import_new_nodes(
     store: &Store,
     dir: &Path,
     opts: ImportOptions,
@@ -1359,7 +1359,7 @@ fn read_optional_meta(path: &Path, r: &mut ImportReport) -> Result<Option<()>, T
 }
 
 /// Whether `root` holds the file layout (a `cas/` directory or the root files).
-pub fn has_layout(root: &Path) -> bool {
+pub(crate) fn has_layout(root: &Path) -> bool {
     root.join(CAS_DIR).is_dir()
         || root.join(THREADS_FILE).is_file()
         || root.join(WORKFLOWS_FILE).is_file()

@@ -39,7 +39,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
+    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(LEASES) {
@@ -78,7 +78,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         let t = self.tx.open_table(LEASES)?;
         t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
@@ -98,7 +98,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         let mut t = self.tx.open_table(LEASES)?;
         let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)

@@ -151,7 +151,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+    pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(REGISTRY_HISTORY)?;
@@ -187,7 +187,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
+    pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let by = tx.open_table(HISTORY_BY_THREAD)?;
@@ -232,19 +232,11 @@ impl Writer<'_> {
         super::nodes::put_in(self.tx, nodes.iter().map(|p| (p, now_ms)))
     }
 
-    /// Whether node `id` is stored (seeing this transaction's writes).
-    ///
-    /// # Errors
-    /// A redb failure.
-    pub fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self.tx.open_table(super::NODES)?.get(id.0)?.is_some())
-    }
-
     /// The active thread `id`.
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let t = self.tx.open_table(THREADS)?;
         t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
@@ -264,7 +256,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let mut t = self.tx.open_table(THREADS)?;
         let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
@@ -275,7 +267,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn merge_thread(
+    pub(crate) fn merge_thread(
         &mut self,
         id: &ThreadId,
         rec: &ThreadRecord,
@@ -299,7 +291,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+    pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
         Ok(self
             .tx
             .open_table(REGISTRY)?
@@ -325,7 +317,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+    pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         let t = self.tx.open_table(REGISTRY_HISTORY)?;
         Ok(t.range((name, 0)..=(name, u64::MAX))?.next().is_some())
     }
@@ -334,7 +326,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+    pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
         let seq = self.next("next_registry_seq")?;
         self.tx
             .open_table(REGISTRY_HISTORY)?
@@ -346,7 +338,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+    pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
         self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
         Ok(())
     }
@@ -355,7 +347,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn merge_registry(
+    pub(crate) fn merge_registry(
         &mut self,
         name: &str,
         workflow: NodeId,
@@ -395,7 +387,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
+    pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
         let h = self.tx.open_table(HISTORY)?;
         // Entries of one thread are few; scan from its latest backwards is not possible without
         // an index of all of them, so compare with the latest and fall back to a scan.

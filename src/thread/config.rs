@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// How an agent is called and how it reads and writes the thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum AgentProtocol {
+pub(crate) enum AgentProtocol {
     /// uwf's own: `<command> …args <thread-id> <role>`, `UWF_*` variables, the store shared
     /// with the agent.
     #[default]
@@ -24,26 +24,18 @@ pub enum AgentProtocol {
 
 impl AgentProtocol {
     /// Reads a protocol name: `uwf` or `7a0c`.
-    pub fn parse(s: &str) -> Option<AgentProtocol> {
+    pub(crate) fn parse(s: &str) -> Option<AgentProtocol> {
         match s {
             "uwf" => Some(AgentProtocol::Uwf),
             "7a0c" => Some(AgentProtocol::Ts7a0c),
             _ => None,
         }
     }
-
-    /// The name `config.yaml` and `--agent-protocol` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            AgentProtocol::Uwf => "uwf",
-            AgentProtocol::Ts7a0c => "7a0c",
-        }
-    }
 }
 
 /// An agent command: the program, its leading arguments and its protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentCommand {
+pub(crate) struct AgentCommand {
     /// The program.
     pub command: String,
     /// Arguments before those the protocol adds.
@@ -59,7 +51,7 @@ impl AgentCommand {
     ///
     /// # Errors
     /// [`ThreadError::Config`] for an empty value or unbalanced quotes.
-    pub fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
+    pub(crate) fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
         let mut parts = split_words(s, "--agent")?.into_iter();
         let command = parts
             .next()
@@ -72,7 +64,7 @@ impl AgentCommand {
     }
 
     /// The command line as one string (for messages).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         std::iter::once(self.command.as_str())
             .chain(self.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -88,7 +80,7 @@ fn split_words(s: &str, what: &str) -> Result<Vec<String>, ThreadError> {
 
 /// The engine's view of `config.yaml`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     /// The whole document (empty object when there is no file).
     pub doc: Value,
 }
@@ -99,7 +91,7 @@ impl Config {
     /// # Errors
     /// [`ThreadError::Config`] for unreadable or invalid YAML, or a document that is not a
     /// mapping.
-    pub fn load(root: &Path) -> Result<Config, ThreadError> {
+    pub(crate) fn load(root: &Path) -> Result<Config, ThreadError> {
         let path = root.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -122,7 +114,7 @@ impl Config {
     ///
     /// # Errors
     /// As [`Config::load`].
-    pub fn parse(text: &str, origin: &str) -> Result<Config, ThreadError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ThreadError> {
         let doc = crate::workflow::yaml::parse_str(text, None, origin)
             .map_err(|e| ThreadError::Config(format!("invalid config {origin}: {e}")))?;
         match doc {
@@ -140,7 +132,7 @@ impl Config {
     ///
     /// # Errors
     /// [`ThreadError::Config`] when `timeoutSeconds` is not a positive number.
-    pub fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
+    pub(crate) fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
         match self.doc.get("timeoutSeconds") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) if *n > 0.0 && *n < 1e9 => Ok(Some(*n)),
@@ -157,7 +149,11 @@ impl Config {
     ///
     /// # Errors
     /// [`ThreadError::Config`]: no agent configured, an unknown alias, a malformed entry.
-    pub fn agent_for(&self, workflow: &str, role: &str) -> Result<AgentCommand, ThreadError> {
+    pub(crate) fn agent_for(
+        &self,
+        workflow: &str,
+        role: &str,
+    ) -> Result<AgentCommand, ThreadError> {
         let alias = self
             .doc
             .get("agentOverrides")
@@ -213,7 +209,7 @@ impl Config {
 
 /// Parses `.env` text: `KEY=VALUE` lines, `export ` prefixes, `#` comments, single or double
 /// quotes around the value.
-pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_dotenv(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();

@@ -44,7 +44,7 @@ fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx> {
 
 /// What an agent is given for a step of a thread.
 #[derive(Debug, Clone, PartialEq)]
-pub struct AgentContext {
+pub(crate) struct AgentContext {
     /// The start, the steps with expanded outputs, the role, the output-format instruction and
     /// the edge prompt ([`agent::agent_context`]).
     pub context: Value,
@@ -58,7 +58,7 @@ pub struct AgentContext {
 ///
 /// # Errors
 /// An inactive thread, an unknown role, store failures.
-pub fn agent_context(
+pub(crate) fn agent_context(
     store: &Store,
     thread: &ThreadId,
     role: &str,

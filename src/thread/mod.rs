@@ -2,7 +2,7 @@
 //! the store side of the agent kit (context, submit, the scripted agent).
 //!
 //! Nothing here reads the environment or the clock: the CLI passes the time, the working
-//! directory and the agent settings in as values. A step itself is [`crate::engine::step`].
+//! directory and the agent settings in as values. A step itself is the engine's.
 //!
 //! Invariants:
 //! - a head moves only by compare-and-swap inside one write transaction; a step that finds the
@@ -115,4 +115,4 @@ pub enum ThreadError {
 }
 
 /// Result alias of the thread layer.
-pub type Result<T, E = ThreadError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ThreadError> = std::result::Result<T, E>;

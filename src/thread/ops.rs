@@ -21,7 +21,7 @@ impl Status {
     ///
     /// # Errors
     /// [`ThreadError::Invalid`] naming an unknown status.
-    pub fn parse_list(s: &str) -> Result<Vec<Status>> {
+    pub(crate) fn parse_list(s: &str) -> Result<Vec<Status>> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
@@ -118,7 +118,7 @@ pub fn start(store: &Store, input: &StartInput<'_>) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::NodeNotFound`] or an ambiguous/invalid prefix.
-pub fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
+pub(crate) fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
     let id = store.resolve(s).map_err(|e| match e {
         crate::store::StoreError::NoMatch(_) => ThreadError::NodeNotFound(s.to_string()),
         e => e.into(),
@@ -133,7 +133,7 @@ pub fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::WrongType`] for other nodes, a broken chain, store failures.
-pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Result<()> {
+pub(crate) fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let n = store
         .get(node)?
         .ok_or_else(|| ThreadError::NodeNotFound(node.to_wire()))?;
@@ -200,7 +200,7 @@ pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::NotActive`], [`ThreadError::NotFound`], store failures.
-pub fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
+pub(crate) fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let rec = active(store, thread)?;
     let wf = match rec.workflow {
         Some(w) => w.to_wire(),
@@ -294,7 +294,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
 
 /// Filters and paging of `thread list`.
 #[derive(Debug, Clone, Default)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     /// Statuses to keep; `None` keeps active threads (and finished ones with `all`).
     pub statuses: Option<Vec<Status>>,
     /// Include finished threads when no status filter is given.
@@ -314,7 +314,7 @@ pub struct ListFilter {
 
 /// One thread of `thread list`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Listed {
+pub(crate) struct Listed {
     /// The thread id.
     pub thread: String,
     /// The workflow id (`None` when the chain does not say).
@@ -340,7 +340,7 @@ struct Row {
 ///
 /// # Errors
 /// Store failures.
-pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
+pub(crate) fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let wants = |s: Status| f.statuses.as_ref().is_none_or(|v| v.contains(&s));
     let with_finished = match &f.statuses {
         Some(v) => v.contains(&Status::Completed) || v.contains(&Status::Cancelled),
@@ -431,7 +431,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
 
 /// A thread's start and steps, as `thread steps` shows them.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Steps {
+pub(crate) struct Steps {
     /// The workflow id.
     pub workflow: NodeId,
     /// The StartNode's id.
@@ -446,7 +446,7 @@ pub struct Steps {
 
 /// One step of [`Steps`].
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepRow {
+pub(crate) struct StepRow {
     /// The StepNode's id.
     pub id: NodeId,
     /// The role that ran.
@@ -467,7 +467,7 @@ pub struct StepRow {
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn steps(store: &Store, thread: &ThreadId) -> Result<Steps> {
+pub(crate) fn steps(store: &Store, thread: &ThreadId) -> Result<Steps> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
@@ -502,7 +502,7 @@ pub fn steps(store: &Store, thread: &ThreadId) -> Result<Steps> {
 ///
 /// # Errors
 /// [`ThreadError::WrongType`] for a node that is not a StepNode, `step H has no detail`.
-pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
+pub(crate) fn step_details(store: &Store, step: NodeId) -> Result<Value> {
     // One read transaction for the whole expansion.
     let snap = store.snapshot()?;
     let n = snap

@@ -184,7 +184,7 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// The stored spelling.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             FinishReason::Completed => "completed",
             FinishReason::Cancelled => "cancelled",
@@ -193,7 +193,7 @@ impl FinishReason {
     }
 
     /// Reads the stored spelling.
-    pub fn parse(s: &str) -> FinishReason {
+    pub(crate) fn parse(s: &str) -> FinishReason {
         match s {
             "completed" => FinishReason::Completed,
             "cancelled" => FinishReason::Cancelled,
@@ -202,7 +202,7 @@ impl FinishReason {
     }
 
     /// The status of a thread that finished for this reason: cancelled, or else completed.
-    pub fn status(&self) -> ThreadStatus {
+    pub(crate) fn status(&self) -> ThreadStatus {
         match self {
             FinishReason::Cancelled => ThreadStatus::Cancelled,
             _ => ThreadStatus::Completed,
@@ -237,18 +237,13 @@ pub enum ThreadStatus {
 
 impl ThreadStatus {
     /// The name printed and accepted by `--status`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThreadStatus::Idle => "idle",
             ThreadStatus::Running => "running",
             ThreadStatus::Completed => "completed",
             ThreadStatus::Cancelled => "cancelled",
         }
-    }
-
-    /// Whether the thread is still active (idle or running).
-    pub fn is_active(self) -> bool {
-        matches!(self, ThreadStatus::Idle | ThreadStatus::Running)
     }
 }
 

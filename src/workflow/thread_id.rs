@@ -12,7 +12,7 @@ use crate::cas::id::{ALPHABET, digit_value};
 use std::fmt;
 
 /// Characters in a thread id.
-pub const THREAD_ID_LEN: usize = 26;
+pub(crate) const THREAD_ID_LEN: usize = 26;
 
 /// A thread id: 26 upper-case Crockford characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,21 +64,15 @@ impl ThreadId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// The time in the id, ms since the epoch: the first 10 characters as 50 bits, the two
-    /// low (random) bits dropped.
-    pub fn time_ms(&self) -> u64 {
-        time_of(&self.0).unwrap_or(0)
-    }
 }
 
 /// Whether `s` is accepted as a thread id: 26 ASCII letters and digits, in any case.
-pub fn is_thread_id(s: &str) -> bool {
+pub(crate) fn is_thread_id(s: &str) -> bool {
     s.len() == THREAD_ID_LEN && s.bytes().all(|c| c.is_ascii_alphanumeric())
 }
 
 /// The time of a thread id string, or `None` when it is not 26 Crockford characters.
-pub fn time_of(s: &str) -> Option<u64> {
+pub(crate) fn time_of(s: &str) -> Option<u64> {
     if s.len() != THREAD_ID_LEN {
         return None;
     }
@@ -106,7 +100,7 @@ mod tests {
     fn time_round_trips_and_matches_the_typescript_prefix() {
         let id = ThreadId::new(1_767_225_600_000, [0xFF; 10]);
         assert_eq!(id.as_str().len(), 26);
-        assert_eq!(id.time_ms(), 1_767_225_600_000);
+        assert_eq!(time_of(id.as_str()), Some(1_767_225_600_000));
         assert!(id.as_str().starts_with("06"), "{id}");
         // The two pad bits are zero: the last character is a multiple of 4.
         let last = digit_value(*id.as_str().as_bytes().last().unwrap()).unwrap();
