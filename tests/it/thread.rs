@@ -21,6 +21,18 @@ fn solve_script(env: &TestEnv) -> String {
     env.scripted(&example("solve-issue.script.yaml"))
 }
 
+/// Starts a thread of an example workflow in `/tmp` (node ids do not depend on the root);
+/// returns its id.
+fn start_fixed(env: &TestEnv, example_file: &str, prompt: &str) -> String {
+    let wf = p(&example(example_file));
+    let out = env.ok(&["thread", "start", &wf, "-p", prompt, "--cwd", "/tmp"]);
+    json(&out)
+        .get("thread")
+        .and_then(Value::as_str)
+        .expect("thread id")
+        .to_string()
+}
+
 // ---- ids and schemas of the TypeScript tool ----
 
 #[test]
@@ -104,40 +116,15 @@ fn nodes_written_by_uwf_validate_against_the_typescript_schemas() {
 
 #[test]
 fn transition_list_loops_reviewer_to_developer_until_approved() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("solve-issue.yaml")), "The parser crashes");
-    let out = json(&env.ok(&[
-        "thread",
-        "exec",
-        &t,
-        "-c",
-        "20",
-        "--agent",
-        &solve_script(&env),
-    ]));
-    let outs = out.as_array().unwrap();
-    assert_eq!(outs.len(), 5);
-    let roles: Vec<_> = outs
-        .iter()
-        .map(|o| o.get("currentRole").unwrap().to_json())
-        .collect();
-    assert_eq!(
-        roles,
-        [
-            "\"developer\"",
-            "\"reviewer\"",
-            "\"developer\"",
-            "\"reviewer\"",
-            "null"
-        ]
-    );
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "solve-issue.yaml", "The parser crashes");
+    let script = solve_script(&env);
+    insta::assert_snapshot!(env.transcript(&format!("thread exec {t} -c 20 --agent '{script}'")), @r#"[{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"7RPZC5MFKFQ1Y","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FC2ASHM9BMJ0N","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"86NG40B5CZ0GN","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FSYGHT8ZMMAA5","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}]"#);
     assert_eq!(
         env.roles(&t),
         ["planner", "developer", "reviewer", "developer", "reviewer"]
     );
-    let s = env.show(&t);
-    assert_eq!(s.get("status"), Some(&Value::str("completed")));
-    assert_eq!(s.get("done"), Some(&Value::Bool(true)));
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}"#);
 }
 
 #[test]
@@ -235,15 +222,13 @@ fn agents_come_from_config_with_overrides() {
 
 #[test]
 fn json_step_hash_line_is_accepted() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("debate.yaml")), "q");
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "debate.yaml", "q");
     let agent = env.agent(
         "json-agent",
         "id=$(printf -- '---\\n$status: conceded\\nargument: ok\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\")\necho some log line\necho \"{\\\"stepHash\\\":\\\"$id\\\",\\\"role\\\":\\\"$2\\\"}\"",
     );
-    let out = json(&env.ok(&["thread", "step", &t, "--agent", &p(&agent)]));
-    assert_eq!(out.get("done"), Some(&Value::Bool(true)));
-    assert_eq!(out.get("status"), Some(&Value::str("completed")));
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent {}", agent.display())), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"5KH4AXWS2BBSP","status":"completed","currentRole":null,"done":true,"background":null}"#);
 }
 
 // ---- bad input: a clear one-line error, head unchanged, nothing lost ----
@@ -294,8 +279,8 @@ fn bad_workflows_are_refused_at_start() {
 
 #[test]
 fn bad_counts_and_ids() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("debate.yaml")), "q");
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "debate.yaml", "q");
     // The count reads as a JavaScript number and is checked before the thread id.
     for (c, shown) in [("0", "0"), ("-1", "-1"), ("x", "NaN"), ("1.5", "1.5")] {
         for th in [t.as_str(), "NOSUCHTHREAD"] {
@@ -305,15 +290,18 @@ fn bad_counts_and_ids() {
             );
         }
     }
-    env.fails(&["thread", "show", "nope"], "invalid thread id \"nope\"");
-    env.fails(
-        &["thread", "show", "06H01H81R5YCT74RZ86VBY5KNC"],
-        "thread not found: 06H01H81R5YCT74RZ86VBY5KNC",
-    );
-    env.fails(
-        &["thread", "step", &t, "--timeout", "0", "--agent", "true"],
-        "--timeout",
-    );
+    insta::assert_snapshot!(env.transcript("thread show nope"), @r#"
+    ! invalid thread id "nope": expected 26 letters and digits
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("thread show 06H01H81R5YCT74RZ86VBY5KNC"), @"
+    ! thread not found: 06H01H81R5YCT74RZ86VBY5KNC
+    [exit 3]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --timeout 0 --agent true")), @"
+    ! --timeout must be a positive number of seconds, got: 0
+    [exit 1]
+    ");
 }
 
 /// Runs one bad agent and checks the error, that the head did not move, and that the lease was
@@ -601,33 +589,21 @@ fn four_processes_race_on_one_thread() {
 
 #[test]
 fn kill_archives_and_fork_continues() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("solve-issue.yaml")), "kill me");
-    env.ok(&[
-        "thread",
-        "step",
-        &t,
-        "-c",
-        "2",
-        "--agent",
-        &solve_script(&env),
-    ]);
-    let head = env.head(&t);
-    let out = json(&env.ok(&["thread", "cancel", &t]));
-    assert_eq!(
-        out.to_json(),
-        format!("{{\"thread\":\"{t}\",\"cancelled\":true}}")
-    );
-    let s = env.show(&t);
-    assert_eq!(s.get("status"), Some(&Value::str("cancelled")));
-    assert_eq!(s.get("done"), Some(&Value::Bool(true)));
-    assert_eq!(s.get("head"), Some(&Value::str(&head)));
-    env.fails(
-        &["thread", "step", &t, "--agent", "true"],
-        &format!("thread not active: {t} (cancelled)"),
-    );
-    env.fails(&["thread", "kill", &t], "thread not active");
-    // Steps and read still work on the archived thread.
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "solve-issue.yaml", "kill me");
+    let script = solve_script(&env);
+    env.ok(&["thread", "step", &t, "-c", "2", "--agent", &script]);
+    insta::assert_snapshot!(env.transcript(&format!("thread cancel {t}")), @r#"{"thread":"06DQDPN800TCJTPDSBDHQEV0Q0","cancelled":true}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"1K4CM6Q683D0Q","status":"cancelled","currentRole":null,"done":true,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent true")), @"
+    ! thread not active: 06DQDPN800TCJTPDSBDHQEV0Q0 (cancelled)
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread kill {t}")), @"
+    ! thread not active: 06DQDPN800TCJTPDSBDHQEV0Q0 (cancelled)
+    [exit 1]
+    ");
+    // Steps still work on the archived thread.
     assert_eq!(env.roles(&t), ["planner", "developer"]);
     // Fork from the first step: a new active thread whose head is that step.
     let steps = json(&env.ok(&["thread", "steps", &t]));
@@ -637,30 +613,23 @@ fn kill_archives_and_fork_continues() {
         .as_str()
         .unwrap()
         .to_string();
-    let f = json(&env.ok(&["step", "fork", &first[..8]]));
-    assert_eq!(
-        f.get("forkedFrom").unwrap().get("step"),
-        Some(&Value::str(&first))
-    );
-    let nt = f.get("thread").unwrap().as_str().unwrap().to_string();
+    insta::assert_snapshot!(env.transcript(&format!("step fork {}", &first[..8])), @r#"{"thread":"06DQDPN801AZSEJ47JTQXV5B8R","forkedFrom":{"step":"DVTCSM0N81D68"}}"#);
+    let nt = json(&env.ok(&["thread", "list"])).as_array().unwrap()[0]
+        .get("thread")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(nt, t);
-    assert_eq!(env.head(&nt), first);
-    assert_eq!(
-        env.show(&nt).get("currentRole"),
-        Some(&Value::str("developer"))
-    );
-    env.ok(&["thread", "step", &nt, "--agent", &solve_script(&env)]);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {nt}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN801AZSEJ47JTQXV5B8R","head":"DVTCSM0N81D68","status":"idle","currentRole":"developer","done":false,"background":null}"#);
+    env.ok(&["thread", "step", &nt, "--agent", &script]);
     assert_eq!(env.roles(&nt), ["planner", "developer"]);
     // Forking a node that is not a step.
-    let text = json(&env.ok(&["cas", "put-text", "x"]));
-    env.fails(
-        &[
-            "thread",
-            "fork",
-            text.get("hash").unwrap().as_str().unwrap(),
-        ],
-        "is not a StartNode or StepNode",
-    );
+    env.ok(&["cas", "put-text", "x"]);
+    insta::assert_snapshot!(env.transcript("thread fork 66N8CBG6X348T"), @"
+    ! node 66N8CBG6X348T is not a StartNode or StepNode
+    [exit 1]
+    ");
 }
 
 #[test]
