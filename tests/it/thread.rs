@@ -235,46 +235,44 @@ fn json_step_hash_line_is_accepted() {
 
 #[test]
 fn bad_workflows_are_refused_at_start() {
-    let env = TestEnv::new();
-    let cwd = p(env.root());
-    let start = |wf: &str, needle: &str| {
-        env.fails(&["thread", "start", wf, "-p", "x", "--cwd", &cwd], needle);
-    };
-    start("no-such-workflow", "workflow not found: no-such-workflow");
-    start("ABCDEFGHJKMNP", "workflow not found: ABCDEFGHJKMNP");
-    start(
-        &p(&workflow_fixture("invalid/bad-yaml.yaml")),
-        "invalid YAML",
-    );
-    start(
-        &p(&workflow_fixture("invalid/escape/escape.yaml")),
-        "path traversal blocked",
-    );
-    start(
-        &p(&workflow_fixture("invalid/unknown-role.yaml")),
-        "unknown target role",
-    );
-    start(&p(&workflow_fixture("missing.yaml")), "file not found");
-    env.fails(
-        &[
-            "thread",
-            "start",
-            &p(&example("debate.yaml")),
-            "-p",
-            "x",
-            "--cwd",
-            "rel/dir",
-        ],
-        "cwd must be an absolute path",
-    );
+    let env = TestEnv::fixed();
+    let start = |wf: &str| env.transcript(&format!("thread start {wf} -p x --cwd /tmp"));
+    insta::assert_snapshot!(start("no-such-workflow"), @r#"
+    ! workflow not found: no-such-workflow; run "uwf workflow list" to see registered names
+    [exit 3]
+    "#);
+    insta::assert_snapshot!(start("ABCDEFGHJKMNP"), @r#"
+    ! workflow not found: ABCDEFGHJKMNP; run "uwf workflow list" to see registered names
+    [exit 3]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/bad-yaml.yaml"))), @"
+    ! invalid YAML: [REPO]/tests/fixtures/workflows/invalid/bad-yaml.yaml: found unexpected end of stream at line 5 column 1, while scanning a quoted scalar at line 3 column 14
+    [exit 1]
+    ");
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/escape/escape.yaml"))), @r#"
+    ! invalid YAML: [REPO]/tests/fixtures/workflows/invalid/escape/escape.yaml: !include "../../debate.yaml": path traversal blocked (includes must stay inside the including file's directory)
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/unknown-role.yaml"))), @r#"
+    ! workflow validation failed:   - edge worker→_: unknown target role "ghost"
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("missing.yaml"))), @"
+    ! file not found: [REPO]/tests/fixtures/workflows/missing.yaml
+    [exit 1]
+    ");
+    let debate = p(&example("debate.yaml"));
+    insta::assert_snapshot!(env.transcript(&format!("thread start {debate} -p x --cwd rel/dir")), @"
+    ! cwd must be an absolute path, got: rel/dir
+    [exit 1]
+    ");
     // A node that is not a workflow.
-    let text = json(&env.ok(&["cas", "put-text", "hello"]));
-    let h = text.get("hash").unwrap().as_str().unwrap();
-    start(h, "is not a Workflow");
-    assert_eq!(
-        json(&env.ok(&["thread", "list", "--all"])),
-        Value::Array(vec![])
-    );
+    env.ok(&["cas", "put-text", "hello"]);
+    insta::assert_snapshot!(start("95ST8MZ0QTKP9"), @"
+    ! node 95ST8MZ0QTKP9 is not a Workflow (type 7VQ43ZSJTEWA7)
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("thread list --all"), @"[]");
 }
 
 #[test]
@@ -680,14 +678,14 @@ fn list_filters_and_pages() {
     assert_eq!(row.get("status"), Some(&Value::str("idle")));
     assert_eq!(row.get("currentRole"), Some(&Value::str("against")));
     assert_eq!(row.get("workflow"), Some(&Value::str("DDY7SM1N7BV4G")));
-    env.fails(
-        &["thread", "list", "--after", "soon"],
-        "invalid time format: soon",
-    );
-    env.fails(
-        &["thread", "list", "--status", "sleepy"],
-        "invalid status \"sleepy\"",
-    );
+    insta::assert_snapshot!(env.transcript("thread list --after soon"), @"
+    ! invalid time format: soon
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("thread list --status sleepy"), @r#"
+    ! invalid status "sleepy": expected idle, running, completed, cancelled or active
+    [exit 1]
+    "#);
 }
 
 #[test]
@@ -785,17 +783,15 @@ fn ts_root(env: &TestEnv) {
 
 #[test]
 fn typescript_threads_show_read_fork_and_step() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     ts_root(&env);
-    let active = json(&env.ok(&["thread", "list"]));
-    let rows = active.as_array().unwrap();
-    assert_eq!(rows.len(), 3);
-    let all = json(&env.ok(&["thread", "list", "--all"]));
-    assert_eq!(all.as_array().unwrap().len(), 5);
+    insta::assert_snapshot!(env.transcript("thread list"), @r#"
+    [{"thread":"06DQDRD4E845AZCJB34RENTHEW","workflow":"AZAY8RX9BJ358","head":"4AK7X5KMXX8GG","status":"idle","currentRole":"coder"},{"thread":"06DQDQTZB90Y4CWJP4NPAVJW2W","workflow":"DDY7SM1N7BV4G","head":"0HJCYKQT06GBV","status":"idle","currentRole":"against"},{"thread":"06DQDQD8R3SYN75HX43EQ49CJR","workflow":"DDY7SM1N7BV4G","head":"77PZAJHZM536J","status":"idle","currentRole":"against"}]
+    ! uwf: imported the file layout of [ROOT] into [ROOT]/uwf.redb (199 nodes, 3 threads, 2 workflows, 2 history lines; 0 problem(s)); the files are left as they were
+    "#);
+    insta::assert_snapshot!(env.transcript("thread list --all"), @r#"[{"thread":"06DQDRX41CCN7CE1S7JX6ZBQ2W","workflow":"AZAY8RX9BJ358","head":"3HG4EGKTRBW16","status":"completed","currentRole":null},{"thread":"06DQDRD4E845AZCJB34RENTHEW","workflow":"AZAY8RX9BJ358","head":"4AK7X5KMXX8GG","status":"idle","currentRole":"coder"},{"thread":"06DQDR1M6EQ7NCZ33B97M17GKM","workflow":"DDY7SM1N7BV4G","head":"54P65EVPHGKZJ","status":"completed","currentRole":null},{"thread":"06DQDQTZB90Y4CWJP4NPAVJW2W","workflow":"DDY7SM1N7BV4G","head":"0HJCYKQT06GBV","status":"idle","currentRole":"against"},{"thread":"06DQDQD8R3SYN75HX43EQ49CJR","workflow":"DDY7SM1N7BV4G","head":"77PZAJHZM536J","status":"idle","currentRole":"against"}]"#);
     // A completed thread from history.
-    let done = env.show("06DQDR1M6EQ7NCZ33B97M17GKM");
-    assert_eq!(done.get("status"), Some(&Value::str("completed")));
-    assert_eq!(done.get("head"), Some(&Value::str("54P65EVPHGKZJ")));
+    insta::assert_snapshot!(env.transcript("thread show 06DQDR1M6EQ7NCZ33B97M17GKM"), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDR1M6EQ7NCZ33B97M17GKM","head":"54P65EVPHGKZJ","status":"completed","currentRole":null,"done":true,"background":null}"#);
     let md = env.ok(&["thread", "read", "06DQDR1M6EQ7NCZ33B97M17GKM"]);
     assert!(
         md.contains("**Workflow:** debate (`DDY7SM1N7BV4G`)"),
