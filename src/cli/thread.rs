@@ -429,18 +429,16 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         } => {
             let (_, t) = start_thread(env, &workflow, &prompt.text()?, cwd)?;
             eprintln!("started thread {}", t.as_str());
-            step(
-                env,
-                StepArgs {
-                    thread: t.as_str().to_string(),
-                    agent,
-                    agent_protocol,
-                    count: max_steps,
-                    timeout,
-                    background: false,
-                    background_worker: false,
-                },
-            )
+            let args = StepArgs {
+                thread: t.as_str().to_string(),
+                agent,
+                agent_protocol,
+                count: max_steps,
+                timeout,
+                background: false,
+                background_worker: false,
+            };
+            step(env, args)
         }
         ThreadCommand::Show { thread } => cmd_show(env, &thread),
         ThreadCommand::List {
@@ -460,12 +458,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 take: take.map(|t| t as usize),
                 background: background::running_threads(&env.root),
             };
-            let s = env.open_ro()?;
-            let rows = thread::list(&s, &f)?;
-            print_as(
-                env.format,
-                &rows.iter().map(ListRow::from).collect::<Vec<_>>(),
-            )
+            cmd_list(env, &f)
         }
         ThreadCommand::Steps { thread } => steps(env, &thread),
         ThreadCommand::Read {
@@ -510,6 +503,16 @@ fn cmd_show(env: &Env, thread: &str) -> CliResult {
         out.status = Status::Running;
     }
     print_as(env.format, &State::from(&out))
+}
+
+/// `thread list`.
+fn cmd_list(env: &Env, f: &ListFilter) -> CliResult {
+    let s = env.open_ro()?;
+    let rows = thread::list(&s, f)?;
+    print_as(
+        env.format,
+        &rows.iter().map(ListRow::from).collect::<Vec<_>>(),
+    )
 }
 
 /// `thread read THREAD`.
