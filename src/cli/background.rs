@@ -37,6 +37,16 @@ fn iso(ms: u64) -> String {
     format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000)
 }
 
+/// `running/<thread>.json`, as the TypeScript tool writes it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Marker<'a> {
+    thread: &'a str,
+    workflow: &'a str,
+    pid: u32,
+    started_at: String,
+}
+
 /// Writes `thread`'s marker for process `pid` (temporary file, then rename).
 ///
 /// # Errors
@@ -50,12 +60,12 @@ pub(crate) fn write_marker(
 ) -> io::Result<()> {
     let dir = root.join(RUNNING);
     std::fs::create_dir_all(&dir)?;
-    let body = serde_json::json!({
-        "thread": thread.as_str(),
-        "workflow": workflow,
-        "pid": pid,
-        "startedAt": iso(now_ms),
-    });
+    let body = Marker {
+        thread: thread.as_str(),
+        workflow,
+        pid,
+        started_at: iso(now_ms),
+    };
     let text = serde_json::to_string_pretty(&body).map_err(io::Error::other)?;
     let tmp = dir.join(format!(".{thread}-{pid}.tmp"));
     std::fs::write(&tmp, text)?;
