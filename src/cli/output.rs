@@ -61,9 +61,10 @@ pub(crate) fn print_as<T: Serialize>(format: Format, v: &T) -> CliResult {
 
 /// `v` as a [`Value`]: fields in declaration order, numbers as doubles.
 pub(crate) fn to_value<T: Serialize>(v: &T) -> Value {
-    // serde_json keeps the field order (`preserve_order`); an output struct has string keys
-    // and plain data only, so the conversion cannot fail.
-    serde_json::to_value(v).map_or(Value::Null, |j| Value::from_serde_json(&j))
+    // serde_json keeps the field order (`preserve_order`), and `from_serde_json` applies the
+    // number rule. An output struct has string keys and plain data only.
+    let j = serde_json::to_value(v).expect("an output struct has string keys");
+    Value::from_serde_json(&j)
 }
 
 /// A node id printed as its 13 Crockford characters.

@@ -735,10 +735,10 @@ fn read_renders_markdown_with_quota_and_before() {
     assert!(before.contains("## Step 2: developer") && !before.contains("## Step 3:"));
     let with_start = env.ok(&["thread", "read", &t, "--before", &s3, "--start"]);
     assert!(with_start.starts_with("# Thread"));
-    env.fails(
-        &["thread", "read", &t, "--quota", "0"],
-        "invalid --quota: must be a positive integer",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread read {t} --quota 0")), @"
+    ! invalid --quota: must be a positive integer
+    [exit 1]
+    ");
     // steps: durations; step-details: the detail expanded.
     let st = &steps.get("steps").unwrap().as_array().unwrap()[1];
     assert!(st.get("durationMs").unwrap().as_f64().unwrap() >= 0.0);
@@ -759,7 +759,10 @@ fn read_renders_markdown_with_quota_and_before() {
         .as_str()
         .unwrap()
         .to_string();
-    env.fails(&["step", "show", &start], "is not a StepNode");
+    insta::assert_snapshot!(env.transcript(&format!("step show {start}")).replace(&start, "[START]"), @"
+    ! node [START] is not a StepNode
+    [exit 1]
+    ");
 }
 
 // ---- threads from the TypeScript tool ----
