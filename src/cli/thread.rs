@@ -271,7 +271,7 @@ impl<'a> From<&'a StepOutput> for State<'a> {
     fn from(o: &'a StepOutput) -> Self {
         State {
             workflow: &o.workflow,
-            thread: &o.thread,
+            thread: o.thread.as_str(),
             head: &o.head,
             status: o.status.as_str(),
             current_role: o.current_role.as_deref(),

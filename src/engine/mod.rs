@@ -287,7 +287,7 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
         return Ok(StepResult {
             output: StepOutput {
                 workflow: wf_id.to_wire(),
-                thread: opts.thread.to_string(),
+                thread: opts.thread.clone(),
                 head: head.to_wire(),
                 status: Status::Completed,
                 current_role: None,
@@ -619,7 +619,7 @@ fn conclude(
     commit(store, thread, head, id, wf_id, done, now_ms, me)?;
     Ok(StepOutput {
         workflow: wf_id.to_wire(),
-        thread: thread.to_string(),
+        thread: thread.clone(),
         head: id.to_wire(),
         status: if done {
             Status::Completed

@@ -47,7 +47,7 @@ pub struct StepOutput {
     /// The workflow id.
     pub workflow: String,
     /// The thread id.
-    pub thread: String,
+    pub thread: ThreadId,
     /// The head node id.
     pub head: String,
     /// The lifecycle state.
@@ -274,7 +274,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             let chain = chain_in(&snap, r.head)?;
             Ok(StepOutput {
                 workflow: chain.workflow_id()?.to_wire(),
-                thread: thread.to_string(),
+                thread: thread.clone(),
                 head: r.head.to_wire(),
                 status: active_status(store, thread)?,
                 current_role: current_role(&snap, &chain),
@@ -283,7 +283,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
         }
         Found::Finished(h) => Ok(StepOutput {
             workflow: h.workflow,
-            thread: thread.to_string(),
+            thread: thread.clone(),
             head: h.head,
             status: h.reason.status(),
             current_role: None,
