@@ -153,10 +153,10 @@ fn submit_writes_a_step_on_the_head_or_keeps_the_raw_output() {
         Some(&Value::str("the whole transcript"))
     );
     assert_eq!(env.head(&t), head);
-    env.fails(
-        &["agent", "submit", "06H01H81R5YCT74RZ86VBY5KNC", "planner"],
-        "thread not found",
-    );
+    insta::assert_snapshot!(env.transcript("agent submit 06H01H81R5YCT74RZ86VBY5KNC planner"), @"
+    ! thread not found: 06H01H81R5YCT74RZ86VBY5KNC
+    [exit 3]
+    ");
 }
 
 #[test]

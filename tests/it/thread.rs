@@ -214,10 +214,10 @@ fn agents_come_from_config_with_overrides() {
         "defaultAgent: nope\nagents: {}\n",
     )
     .unwrap();
-    env.fails(
-        &["thread", "step", &t],
-        "unknown agent alias in config: nope",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t}")).replace(&t, "[THREAD]"), @"
+    ! unknown agent alias in config: nope
+    [exit 1]
+    ");
 }
 
 #[test]
