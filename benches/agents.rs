@@ -63,7 +63,7 @@ struct Home {
     _dir: tempfile::TempDir,
     home: PathBuf,
     workflow: PathBuf,
-    thread: String,
+    thread: Option<ThreadId>,
     steps: usize,
 }
 
@@ -77,12 +77,12 @@ impl Home {
             _dir: dir,
             home,
             workflow,
-            thread: String::new(),
+            thread: None,
             steps: STEPS_PER_THREAD,
         }
     }
 
-    fn thread(&mut self, store: &Store) -> String {
+    fn thread(&mut self, store: &Store) -> ThreadId {
         if self.steps >= STEPS_PER_THREAD {
             let now = 1_767_225_600_000;
             thread::register_workflow(store, &self.workflow, now).unwrap();
@@ -99,18 +99,33 @@ impl Home {
                 },
             )
             .unwrap();
-            self.thread = id.as_str().to_string();
+            self.thread = Some(id);
             self.steps = 0;
         }
         self.steps += 1;
-        self.thread.clone()
+        self.thread.clone().expect("a thread")
     }
 }
+
+/// The role's schema of the bench workflow.
+const SCHEMA: &str = r#"{"type":"object","properties":{"note":{"type":"string"},"size":{"type":"integer"}},"required":["note"]}"#;
 
 fn extraction(c: &mut Criterion) {
     let mut h = Home::new();
     let store = Store::open(&h.home.join("uwf.redb")).unwrap();
     let mut g = c.benchmark_group("extraction");
+    // The extraction itself, in memory: the fast path fails, the request is built and
+    // serialised, the reply read and validated against the role's schema.
+    let schema = Value::from_json_str(SCHEMA).unwrap();
+    let validator = uwf::cas::schema::Validator::new(&schema).unwrap();
+    g.bench_function("model_path_in_memory", |b| {
+        b.iter(|| {
+            let raw = "Prose without any frontmatter, as a model may write it.";
+            assert!(uwf::agent::fast_path(raw, &schema, "SCHEMA").is_err());
+            let check = |v: &Value| validator.validate(v, "SCHEMA").map_err(|e| e.to_string());
+            std::hint::black_box(Canned.extract(&schema, raw, &check).unwrap())
+        })
+    });
     let mut n = 0u64;
     for (name, fallback, raw) in [
         (
@@ -181,7 +196,7 @@ fn llm_step(c: &mut Criterion) {
                 let started = Instant::now();
                 let out = Command::new(&bin)
                     .env("UWF_HOME", &h.home)
-                    .args(["thread", "step", &t])
+                    .args(["thread", "step", t.as_str()])
                     .output()
                     .unwrap();
                 total += started.elapsed();

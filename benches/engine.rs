@@ -96,7 +96,13 @@ impl Bench {
         for i in 0..n {
             b.steps = i + 1;
             let id = b.prepare_step_in(&store);
-            uwf::engine::advance(&store, &b.thread, id, 1_767_225_600_000).unwrap();
+            uwf::engine::advance(
+                &store,
+                &ThreadId::parse(&b.thread).unwrap(),
+                id,
+                1_767_225_600_000,
+            )
+            .unwrap();
         }
         b
     }
@@ -139,7 +145,7 @@ impl Bench {
         thread::submit(
             store,
             &SubmitInput {
-                thread: &self.thread,
+                thread: &ThreadId::parse(&self.thread).unwrap(),
                 role: "worker",
                 raw: &format!("---\nnote: step {}\n---\nok\n", self.steps),
                 detail: None,

@@ -219,7 +219,7 @@ fn populate(s: &Store, n: u64) -> u64 {
             s.write(|w| {
                 w.put(&batch, now)?;
                 for (t, rec) in &threads {
-                    w.set_thread(t, rec)?;
+                    w.set_thread(&uwf::thread::ThreadId::parse(t).expect("a thread id"), rec)?;
                 }
                 for h in &history {
                     w.append_history(h)?;
@@ -255,7 +255,7 @@ fn snapshot(s: &Store) -> Snapshot {
         .threads()
         .expect("threads")
         .into_iter()
-        .map(|(t, r)| (t, r.head))
+        .map(|(t, r)| (t.to_string(), r.head))
         .collect();
     let mut hist = Vec::new();
     s.for_each_history::<StoreError>(|e| {

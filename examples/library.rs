@@ -34,7 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             now_ms: now(),
         },
     )?;
-    let before = thread::show(&store, id.as_str())?;
+    let before = thread::show(&store, &id)?;
     let role = before
         .current_role
         .clone()
@@ -45,12 +45,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let script = Script::from_yaml(&std::fs::read_to_string(
         examples.join("debate.script.yaml"),
     )?)?;
-    let raw = thread::scripted_reply(&store, id.as_str(), &role, &script)?;
+    let raw = thread::scripted_reply(&store, &id, &role, &script)?;
     let started = now();
     let step = thread::submit(
         &store,
         &SubmitInput {
-            thread: id.as_str(),
+            thread: &id,
             role: &role,
             raw: &raw,
             detail: None,
@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     )?;
     // Move the head by compare-and-swap.
-    let after = uwf::engine::advance(&store, id.as_str(), step, now())?;
+    let after = uwf::engine::advance(&store, &id, step, now())?;
     println!(
         "step {} done; next role: {}",
         after.head,

@@ -28,7 +28,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The process exit code of this kind: 1, 2, 3, 65, 70, 75, or 128 + the signal.
-    pub fn exit_code(self) -> i32 {
+    pub(crate) fn exit_code(self) -> i32 {
         match self {
             ErrorKind::User => 1,
             ErrorKind::Usage => 2,
@@ -41,7 +41,7 @@ impl ErrorKind {
     }
 
     /// A short name for machine callers (`--format json` error objects).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ErrorKind::User => "user",
             ErrorKind::Usage => "usage",
@@ -57,7 +57,7 @@ impl ErrorKind {
 impl StoreError {
     /// The kind of this failure. A node that is not stored is a user error (exit 1), as the
     /// TypeScript tool's `cas get` and `cas refs` answer it.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             StoreError::Open { .. }
             | StoreError::Corrupt(_)
@@ -75,7 +75,7 @@ impl StoreError {
 
 impl ThreadError {
     /// The kind of this failure.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             ThreadError::Store(e) => e.kind(),
             ThreadError::NotFound(_) | ThreadError::WorkflowNotFound(_) => ErrorKind::NotFound,
@@ -87,7 +87,7 @@ impl ThreadError {
 
 impl StepError {
     /// The kind of this failure: [`ErrorKind::Retry`] for a busy or advanced thread.
-    pub fn kind(&self) -> ErrorKind {
+    pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             StepError::Thread(e) => e.kind(),
             StepError::Busy { .. } | StepError::Advanced { .. } => ErrorKind::Retry,

@@ -8,7 +8,7 @@
 //! ```
 
 pub mod agent;
-pub mod builtin;
+pub(crate) mod builtin;
 pub mod cas;
 pub mod cli;
 pub mod engine;
@@ -17,7 +17,7 @@ mod error;
 pub mod fuzzing;
 pub mod interchange;
 pub mod llm;
-pub mod runner;
+pub(crate) mod runner;
 pub mod store;
 pub mod thread;
 pub mod workflow;

@@ -12,7 +12,7 @@ use crate::workflow::{History, Role};
 ///
 /// `schema` is the role's output schema (the payload of its schema node); `edge_prompt` is the
 /// moderator's rendered prompt (`None` for transition-list graphs).
-pub fn agent_context<S>(
+pub(crate) fn agent_context<S>(
     history: &History,
     role_name: &str,
     role: &Role<S>,

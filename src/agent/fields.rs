@@ -4,7 +4,7 @@ use crate::cas::Value;
 
 /// One top-level field of an output schema.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SchemaField {
+pub(crate) struct SchemaField {
     /// The property name.
     pub name: String,
     /// Its schema (of the first variant that declares it).
@@ -28,7 +28,7 @@ fn object_schemas(schema: &Value) -> Vec<&Value> {
 }
 
 /// The top-level fields of `schema`, merged over `anyOf`/`oneOf` variants, in first-seen order.
-pub fn schema_fields(schema: &Value) -> Vec<SchemaField> {
+pub(crate) fn schema_fields(schema: &Value) -> Vec<SchemaField> {
     let mut out: Vec<SchemaField> = Vec::new();
     for obj in object_schemas(schema) {
         let required: Vec<&str> = match obj.get("required") {

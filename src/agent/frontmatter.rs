@@ -20,7 +20,7 @@ const VALID_STATUS: [&str; 4] = ["done", "needs_input", "in_progress", "failed"]
 
 /// The frontmatter block and the body of a raw output.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Split<'a> {
+pub(crate) struct Split<'a> {
     /// The YAML text between the fences; `None` when the output has no frontmatter block.
     pub yaml: Option<&'a str>,
     /// The body (the whole output when there is no block).
@@ -28,7 +28,7 @@ pub struct Split<'a> {
 }
 
 /// Splits `raw` into its frontmatter block and body.
-pub fn split(raw: &str) -> Split<'_> {
+pub(crate) fn split(raw: &str) -> Split<'_> {
     let none = Split {
         yaml: None,
         body: raw,
@@ -267,7 +267,7 @@ fn missing_text(missing: &[String]) -> String {
 }
 
 /// Builds the candidate output of `yaml` for `schema` (no validation).
-pub fn candidate(yaml: &str, schema: &Value) -> Value {
+pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
     let minimal = minimal_fields(yaml);
     let raw = crate::workflow::yaml::parse_str(yaml, None, "frontmatter")
         .ok()

@@ -142,7 +142,7 @@ const CLOSING: &str = "Focus exclusively on YOUR role's deliverable. Do not perf
 ///
 /// A `oneOf`/`anyOf` schema whose variants share a const discriminant (e.g. `$status`) gets one
 /// block per variant; any other schema gets one example block and the field list.
-pub fn output_format_instruction(schema: &Value) -> String {
+pub(crate) fn output_format_instruction(schema: &Value) -> String {
     let union = match (schema.get("oneOf"), schema.get("anyOf")) {
         (Some(Value::Array(v)), _) => Some(v),
         (_, Some(Value::Array(v))) => Some(v),

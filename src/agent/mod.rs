@@ -2,16 +2,14 @@
 //! output-format instruction agents are given, the prompt of a step, the model extract request,
 //! and the scripted agent's script.
 
-pub mod context;
+pub(crate) mod context;
 pub mod extract;
-pub mod fields;
-pub mod frontmatter;
-pub mod instruction;
-pub mod prompt;
-pub mod script;
+pub(crate) mod fields;
+pub(crate) mod frontmatter;
+pub(crate) mod instruction;
+pub(crate) mod prompt;
+pub(crate) mod script;
 
-pub use context::agent_context;
-pub use fields::{SchemaField, schema_fields};
+pub(crate) use context::agent_context;
 pub use frontmatter::{FastPath, FastPathError, fast_path};
-pub use instruction::output_format_instruction;
 pub use script::{Reply, Script, ScriptError};

@@ -21,7 +21,7 @@ use crate::cas::value::Map;
 use indexmap::IndexMap;
 
 /// The key of a field reply that holds the body text instead of a field.
-pub const BODY_KEY: &str = "$body";
+pub(crate) const BODY_KEY: &str = "$body";
 
 /// One scripted reply.
 #[derive(Debug, Clone, PartialEq)]

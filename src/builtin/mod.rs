@@ -11,7 +11,7 @@ mod details;
 mod llm;
 mod sessions;
 
-pub use command::{CommandAgent, CommandArgs, Preset};
+pub use command::{CommandAgent, CommandArgs};
 pub use llm::{LlmAgent, LlmArgs};
 
 use crate::agent::Script;
@@ -19,7 +19,9 @@ use crate::cas::NodeId;
 use crate::engine::{Interrupt, StepError};
 use crate::llm::Client;
 use crate::store::Store;
-use crate::thread::{self, AgentCommand, AgentProtocol, Config, Fallback, ModelSetup, SubmitInput};
+use crate::thread::{
+    self, AgentCommand, AgentProtocol, Config, Fallback, ModelSetup, SubmitInput, ThreadId,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,15 +48,6 @@ impl Models {
             config,
             vars,
             llm_extract,
-        }
-    }
-
-    /// No models: extraction is the fast path alone.
-    pub fn none() -> Models {
-        Models {
-            config: Config::default(),
-            vars: Arc::new(|_| None),
-            llm_extract: false,
         }
     }
 
@@ -141,7 +134,7 @@ pub struct Turn<'a> {
     /// The storage root (`cache/` for sessions).
     pub root: &'a Path,
     /// The thread.
-    pub thread: &'a str,
+    pub thread: &'a ThreadId,
     /// The role the moderator chose.
     pub role: &'a str,
     /// The moderator's rendered prompt for the role.

@@ -3,6 +3,7 @@
 //! newline, replaced through a temporary file, as the TypeScript tool writes it.
 
 use crate::cas::Value;
+use crate::thread::ThreadId;
 use std::path::{Path, PathBuf};
 
 fn path(root: &Path, agent: &str) -> PathBuf {
@@ -12,13 +13,14 @@ fn path(root: &Path, agent: &str) -> PathBuf {
 fn read(root: &Path, agent: &str) -> crate::cas::value::Map {
     std::fs::read(path(root, agent))
         .ok()
-        .and_then(|b| Value::from_json_slice(&b).ok())
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| Value::from_json_str(&t).ok())
         .and_then(|v| v.as_object().cloned())
         .unwrap_or_default()
 }
 
 /// The session `agent` used for `role` of `thread`, if any.
-pub fn get(root: &Path, agent: &str, thread: &str, role: &str) -> Option<String> {
+pub fn get(root: &Path, agent: &str, thread: &ThreadId, role: &str) -> Option<String> {
     read(root, agent)
         .get(&format!("{thread}:{role}"))
         .and_then(Value::as_str)
@@ -26,7 +28,7 @@ pub fn get(root: &Path, agent: &str, thread: &str, role: &str) -> Option<String>
 }
 
 /// Records `session` for `role` of `thread`. A failure to write loses only the resume.
-pub fn set(root: &Path, agent: &str, thread: &str, role: &str, session: &str) {
+pub fn set(root: &Path, agent: &str, thread: &ThreadId, role: &str, session: &str) {
     let mut m = read(root, agent);
     m.insert(format!("{thread}:{role}"), Value::str(session));
     let dir = root.join("cache");
@@ -35,7 +37,7 @@ pub fn set(root: &Path, agent: &str, thread: &str, role: &str, session: &str) {
     }
     let tmp = dir.join(format!(
         ".{agent}-sessions.{:08x}.tmp",
-        std::process::id() ^ (thread.len() as u32) << 16
+        std::process::id() ^ (thread.as_str().len() as u32) << 16
     ));
     let text = format!("{}\n", Value::Object(m).to_json_pretty());
     if std::fs::write(&tmp, text).is_ok() && std::fs::rename(&tmp, path(root, agent)).is_err() {

@@ -14,8 +14,6 @@ pub const META: NodeId = NodeId::from_crockford("CTS5P6RD8HMCS");
 pub mod ids {
     /// `{type:"string"}`: text nodes.
     pub const TEXT: &str = "7VQ43ZSJTEWA7";
-    /// `{type:"object"}`.
-    pub const OBJECT: &str = "944RT37WX1PQ5";
     /// uwf Workflow (7a0c).
     pub const WORKFLOW: &str = "AZF3FA1TN3D4A";
     /// uwf StartNode (7a0c).

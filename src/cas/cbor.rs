@@ -60,20 +60,20 @@ fn head(major: u8, n: u64, out: &mut Vec<u8>) {
 
 /// Appends an unsigned integer.
 #[inline]
-pub fn encode_uint(n: u64, out: &mut Vec<u8>) {
+pub(crate) fn encode_uint(n: u64, out: &mut Vec<u8>) {
     head(0, n, out);
 }
 
 /// Appends a text string.
 #[inline]
-pub fn encode_text(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn encode_text(s: &str, out: &mut Vec<u8>) {
     head(3, s.len() as u64, out);
     out.extend_from_slice(s.as_bytes());
 }
 
 /// Appends a number under the JavaScript rules.
 #[inline]
-pub fn encode_number(n: f64, out: &mut Vec<u8>) {
+pub(crate) fn encode_number(n: f64, out: &mut Vec<u8>) {
     if is_safe_integer(n) {
         if n >= 0.0 {
             head(0, n as u64, out);
@@ -94,7 +94,7 @@ pub fn encode(v: &Value) -> Vec<u8> {
 }
 
 /// Appends the canonical CBOR of `v` to `out`.
-pub fn encode_into(v: &Value, out: &mut Vec<u8>) {
+pub(crate) fn encode_into(v: &Value, out: &mut Vec<u8>) {
     match v {
         Value::Null => out.push(0xf6),
         Value::Bool(true) => out.push(0xf5),
@@ -154,7 +154,7 @@ pub fn decode(b: &[u8]) -> Result<Value, CborError> {
 ///
 /// # Errors
 /// As [`decode`], without the trailing-bytes check.
-pub fn decode_prefix(b: &[u8]) -> Result<(Value, usize), CborError> {
+pub(crate) fn decode_prefix(b: &[u8]) -> Result<(Value, usize), CborError> {
     let mut d = Decoder { b, pos: 0 };
     let v = d.item(0)?;
     Ok((v, d.pos))

@@ -23,7 +23,7 @@ pub fn self_id(payload_cbor: &[u8]) -> NodeId {
 /// The id of a node of type `type_id`, or of a self-typed node (the meta-schema, whose type is
 /// its own id) when `self_typed`.
 #[inline]
-pub fn id_for(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> NodeId {
+pub(crate) fn id_for(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> NodeId {
     if self_typed {
         self_id(payload_cbor)
     } else {
@@ -33,7 +33,7 @@ pub fn id_for(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> NodeId 
 
 /// BLAKE3 of the same bytes the id hashes (`type id ‖ payload`, or the payload alone for a
 /// self-typed node).
-pub fn digest(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> [u8; 32] {
+pub(crate) fn digest(type_id: NodeId, self_typed: bool, payload_cbor: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     if !self_typed {
         h.update(&type_id.to_chars());

@@ -7,10 +7,10 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The Crockford alphabet, upper case, without I, L, O and U.
-pub const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+pub(crate) const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
 /// Number of characters in a node id.
-pub const ID_LEN: usize = 13;
+pub(crate) const ID_LEN: usize = 13;
 
 /// A content address: the XXH64 of a node's type id and canonical payload.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -35,7 +35,7 @@ pub enum IdError {
 
 /// Value of one Crockford character, case-insensitive; `None` outside the alphabet.
 #[inline]
-pub fn digit_value(c: u8) -> Option<u8> {
+pub(crate) fn digit_value(c: u8) -> Option<u8> {
     DECODE[c as usize].filter(|_| c.is_ascii())
 }
 
@@ -54,7 +54,7 @@ const DECODE: [Option<u8>; 256] = {
 impl NodeId {
     /// The 13 upper-case ASCII characters of this id.
     #[inline]
-    pub fn to_chars(self) -> [u8; ID_LEN] {
+    pub(crate) fn to_chars(self) -> [u8; ID_LEN] {
         let mut out = [0u8; ID_LEN];
         let mut x = self.0;
         for slot in out.iter_mut().rev() {
@@ -92,7 +92,7 @@ impl NodeId {
     ///
     /// # Panics
     /// When `s` is not an upper-case id; in a `const` that is a build error.
-    pub const fn from_crockford(s: &str) -> NodeId {
+    pub(crate) const fn from_crockford(s: &str) -> NodeId {
         let b = s.as_bytes();
         assert!(b.len() == ID_LEN, "an id has 13 characters");
         let mut x: u64 = 0;
@@ -127,7 +127,7 @@ impl NodeId {
 }
 
 /// Whether `s` matches the `ocas_ref` format `^[0-9A-HJKMNP-TV-Z]{13}$` (case-sensitive).
-pub fn is_ocas_ref(s: &str) -> bool {
+pub(crate) fn is_ocas_ref(s: &str) -> bool {
     s.len() == ID_LEN
         && s.bytes()
             .all(|c| !c.is_ascii_lowercase() && digit_value(c).is_some())

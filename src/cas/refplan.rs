@@ -81,7 +81,7 @@ impl Pattern {
 /// # Errors
 /// [`SchemaError::Pattern`] when the pattern is not an ECMA-262 regular expression the
 /// validator's engine supports.
-pub fn check_pattern(pattern: &str, path: &str) -> Result<(), SchemaError> {
+pub(crate) fn check_pattern(pattern: &str, path: &str) -> Result<(), SchemaError> {
     compile_pattern(pattern, path).map(drop)
 }
 

@@ -5,7 +5,7 @@ use super::id::is_ocas_ref;
 use super::value::Value;
 
 /// Keywords a registered schema may use (ocas `isValidSchema`).
-pub const ALLOWED_KEYWORDS: &[&str] = &[
+pub(crate) const ALLOWED_KEYWORDS: &[&str] = &[
     "type",
     "properties",
     "required",
@@ -54,7 +54,7 @@ const TYPE_NAMES: &[&str] = &[
 
 /// Formats a schema may name; any other is refused (the TypeScript tool's validator throws on
 /// unknown formats).
-pub const KNOWN_FORMATS: &[&str] = &["ocas_ref"];
+pub(crate) const KNOWN_FORMATS: &[&str] = &["ocas_ref"];
 
 /// Why a schema cannot be registered, or a payload does not match its schema.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

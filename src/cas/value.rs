@@ -31,7 +31,7 @@ pub enum Value {
 }
 
 /// Largest integer that canonical CBOR writes as an integer: 2^53 - 1.
-pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+pub(crate) const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// Why a JSON text could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -48,15 +48,6 @@ impl Value {
         let v = Value::deserialize(&mut de).map_err(|e| JsonError(e.to_string()))?;
         de.end().map_err(|e| JsonError(e.to_string()))?;
         Ok(v)
-    }
-
-    /// Parses JSON bytes; see [`Value::from_json_str`].
-    ///
-    /// # Errors
-    /// Returns the parser's message when the bytes are not UTF-8 JSON.
-    pub fn from_json_slice(b: &[u8]) -> Result<Value, JsonError> {
-        let s = std::str::from_utf8(b).map_err(|e| JsonError(e.to_string()))?;
-        Value::from_json_str(s)
     }
 
     /// Compact JSON exactly as `JSON.stringify(value)` writes it.
@@ -90,7 +81,7 @@ impl Value {
     }
 
     /// The object inside, if this is an object.
-    pub fn as_object(&self) -> Option<&Map> {
+    pub(crate) fn as_object(&self) -> Option<&Map> {
         match self {
             Value::Object(m) => Some(m),
             _ => None,
@@ -119,7 +110,7 @@ impl Value {
     }
 
     /// Converts to a `serde_json::Value` (for schema validation and interop).
-    pub fn to_serde_json(&self) -> serde_json::Value {
+    pub(crate) fn to_serde_json(&self) -> serde_json::Value {
         match self {
             Value::Null => serde_json::Value::Null,
             Value::Bool(b) => serde_json::Value::Bool(*b),
@@ -137,7 +128,7 @@ impl Value {
     }
 
     /// Converts from a `serde_json::Value`, applying the f64 rule to numbers.
-    pub fn from_serde_json(v: &serde_json::Value) -> Value {
+    pub(crate) fn from_serde_json(v: &serde_json::Value) -> Value {
         match v {
             serde_json::Value::Null => Value::Null,
             serde_json::Value::Bool(b) => Value::Bool(*b),
@@ -157,7 +148,7 @@ impl Value {
 
 /// Whether `n` is written as an integer (CBOR major 0/1, JSON without fraction).
 #[inline]
-pub fn is_safe_integer(n: f64) -> bool {
+pub(crate) fn is_safe_integer(n: f64) -> bool {
     n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER
 }
 
@@ -171,7 +162,7 @@ fn number_to_serde(n: f64) -> serde_json::Value {
 
 /// Appends `n` as JavaScript's `Number.prototype.toString` writes it (`JSON.stringify` writes
 /// `null` for NaN and the infinities).
-pub fn write_js_number(n: f64, out: &mut String) {
+pub(crate) fn write_js_number(n: f64, out: &mut String) {
     if !n.is_finite() {
         out.push_str("null");
     } else if is_safe_integer(n) {
@@ -184,7 +175,7 @@ pub fn write_js_number(n: f64, out: &mut String) {
 }
 
 /// Appends `s` as a JSON string literal, escaped as `JSON.stringify` escapes it.
-pub fn write_json_string(s: &str, out: &mut String) {
+pub(crate) fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -286,7 +277,7 @@ fn write_json_pretty(v: &Value, depth: usize, out: &mut String) {
 
 /// `Some(n)` when `k` is the canonical decimal form of a JavaScript array index
 /// (`0 ..= 2^32−2`, no leading zero, no sign).
-pub fn array_index(k: &str) -> Option<u32> {
+pub(crate) fn array_index(k: &str) -> Option<u32> {
     if k.is_empty() || k.len() > 10 || !k.bytes().all(|c| c.is_ascii_digit()) {
         return None;
     }
@@ -299,7 +290,7 @@ pub fn array_index(k: &str) -> Option<u32> {
 
 /// The entries of `m` in a JavaScript object's property order: array-index keys (`"42"`)
 /// first in ascending numeric order, then the other keys in insertion order.
-pub fn js_entries(m: &Map) -> Vec<(&String, &Value)> {
+pub(crate) fn js_entries(m: &Map) -> Vec<(&String, &Value)> {
     let mut entries: Vec<(&String, &Value)> = m.iter().collect();
     if entries.iter().any(|(k, _)| array_index(k).is_some()) {
         // A stable sort keeps the insertion order of the other keys.
@@ -449,7 +440,7 @@ impl<'de> Deserialize<'de> for KeyString {
 }
 
 /// `String(n)` in JavaScript.
-pub fn js_number_string(n: f64) -> String {
+pub(crate) fn js_number_string(n: f64) -> String {
     if n.is_nan() {
         return "NaN".into();
     }

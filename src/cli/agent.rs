@@ -1,12 +1,14 @@
 //! `uwf agent …`: the agent kit (context, submit) and the built-in agents (scripted, llm,
 //! command), each also usable as an `--agent` or an `agents:` entry.
 
-use super::output::{print, write_stdout};
+use super::output::{NodeIdStr, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::builtin::{self, Agent, CommandAgent, CommandArgs, LlmAgent, LlmArgs, ScriptedAgent};
+use crate::cas::Value;
 use crate::engine::{DEFAULT_TIMEOUT, Interrupt};
 use crate::thread::{self, Config, Fallback, SubmitInput, ThreadId};
 use clap::Subcommand;
+use serde::Serialize;
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -63,11 +65,17 @@ pub(crate) enum AgentCmd {
     },
 }
 
-fn thread_id(s: &str) -> CliResult<String> {
-    Ok(ThreadId::parse(s)
-        .map_err(CliError::new)?
-        .as_str()
-        .to_string())
+/// `agent context`: what the agent kit gives an agent, then the thread and its head.
+#[derive(Serialize)]
+struct Context<'a> {
+    #[serde(flatten)]
+    context: &'a Value,
+    thread: &'a str,
+    head: NodeIdStr,
+}
+
+fn thread_id(s: &str) -> CliResult<ThreadId> {
+    ThreadId::parse(s).map_err(CliError::new)
 }
 
 fn var(k: &str) -> Option<String> {
@@ -84,10 +92,13 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
             let t = thread_id(&thread)?;
             let s = env.open_ro()?;
             let edge = var("UWF_EDGE_PROMPT");
-            print(
-                env.format,
-                &thread::agent_context(&s, &t, &role, edge.as_deref())?,
-            )
+            let c = thread::agent_context(&s, &t, &role, edge.as_deref())?;
+            let out = Context {
+                context: &c.context,
+                thread: t.as_str(),
+                head: NodeIdStr(c.head),
+            };
+            print_as(env.format, &out)
         }
         AgentCmd::Submit {
             thread,
@@ -166,6 +177,7 @@ fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliRes
     let edge = match var("UWF_EDGE_PROMPT") {
         Some(e) => Some(e),
         None => thread::agent_context(&store, &t, role, None)?
+            .context
             .get("edgePrompt")
             .and_then(|v| v.as_str())
             .map(str::to_string),
@@ -193,7 +205,7 @@ fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliRes
 
 fn submit(
     env: &Env,
-    thread: &str,
+    thread: &ThreadId,
     role: &str,
     raw: &str,
     detail: Option<&str>,

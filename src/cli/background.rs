@@ -9,6 +9,7 @@
 
 #![allow(unsafe_code)] // setsid in the child and SIGTERM to a worker; each block says why it is sound.
 
+use crate::thread::ThreadId;
 use crate::thread::time::format_utc;
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -22,12 +23,12 @@ const RUNNING: &str = "running";
 const LOGS: &str = "background";
 
 /// The marker file of `thread`.
-pub(crate) fn marker_path(root: &Path, thread: &str) -> PathBuf {
+pub(crate) fn marker_path(root: &Path, thread: &ThreadId) -> PathBuf {
     root.join(RUNNING).join(format!("{thread}.json"))
 }
 
 /// The log of `thread`'s background runs (appended to).
-pub(crate) fn log_path(root: &Path, thread: &str) -> PathBuf {
+pub(crate) fn log_path(root: &Path, thread: &ThreadId) -> PathBuf {
     root.join(LOGS).join(format!("{thread}.log"))
 }
 
@@ -36,25 +37,35 @@ fn iso(ms: u64) -> String {
     format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000)
 }
 
+/// `running/<thread>.json`, as the TypeScript tool writes it.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Marker<'a> {
+    thread: &'a str,
+    workflow: &'a str,
+    pid: u32,
+    started_at: String,
+}
+
 /// Writes `thread`'s marker for process `pid` (temporary file, then rename).
 ///
 /// # Errors
 /// The directory or the file cannot be written.
 pub(crate) fn write_marker(
     root: &Path,
-    thread: &str,
+    thread: &ThreadId,
     workflow: &str,
     pid: u32,
     now_ms: u64,
 ) -> io::Result<()> {
     let dir = root.join(RUNNING);
     std::fs::create_dir_all(&dir)?;
-    let body = serde_json::json!({
-        "thread": thread,
-        "workflow": workflow,
-        "pid": pid,
-        "startedAt": iso(now_ms),
-    });
+    let body = Marker {
+        thread: thread.as_str(),
+        workflow,
+        pid,
+        started_at: iso(now_ms),
+    };
     let text = serde_json::to_string_pretty(&body).map_err(io::Error::other)?;
     let tmp = dir.join(format!(".{thread}-{pid}.tmp"));
     std::fs::write(&tmp, text)?;
@@ -62,7 +73,7 @@ pub(crate) fn write_marker(
 }
 
 /// The pid a marker names, if the file exists and holds one.
-fn marker_pid(root: &Path, thread: &str) -> Option<u32> {
+fn marker_pid(root: &Path, thread: &ThreadId) -> Option<u32> {
     let text = std::fs::read_to_string(marker_path(root, thread)).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     v.get("pid")?.as_u64().and_then(|p| u32::try_from(p).ok())
@@ -70,7 +81,7 @@ fn marker_pid(root: &Path, thread: &str) -> Option<u32> {
 
 /// Whether `pid` is a live process running `thread` (its command line names the thread; a
 /// zombie has ended). Without `/proc`, whether the pid exists at all.
-fn runs_thread(pid: u32, thread: &str) -> bool {
+fn runs_thread(pid: u32, thread: &ThreadId) -> bool {
     if !crate::engine::pid_alive(pid) {
         return false;
     }
@@ -87,12 +98,12 @@ fn runs_thread(pid: u32, thread: &str) -> bool {
     // thread as it was given, in any case.
     std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
         let c = String::from_utf8_lossy(&c).to_ascii_uppercase();
-        c.contains(&thread.to_ascii_uppercase())
+        c.contains(thread.as_str())
     })
 }
 
 /// The pid of `thread`'s live background run; a stale marker is deleted.
-pub(crate) fn live_marker(root: &Path, thread: &str) -> Option<u32> {
+pub(crate) fn live_marker(root: &Path, thread: &ThreadId) -> Option<u32> {
     let path = marker_path(root, thread);
     if !path.exists() {
         return None;
@@ -107,22 +118,22 @@ pub(crate) fn live_marker(root: &Path, thread: &str) -> Option<u32> {
 }
 
 /// The threads with a live background run (stale markers are deleted).
-pub(crate) fn running_threads(root: &Path) -> std::collections::HashSet<String> {
+pub(crate) fn running_threads(root: &Path) -> std::collections::HashSet<ThreadId> {
     let Ok(dir) = std::fs::read_dir(root.join(RUNNING)) else {
         return Default::default();
     };
     dir.filter_map(|e| e.ok())
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
-            let thread = name.strip_suffix(".json")?;
-            (!thread.starts_with('.') && live_marker(root, thread).is_some())
-                .then(|| thread.to_string())
+            // Temporary files (`.<thread>-<pid>.tmp`) are no thread ids.
+            let thread = ThreadId::parse(name.strip_suffix(".json")?).ok()?;
+            live_marker(root, &thread).map(|_| thread)
         })
         .collect()
 }
 
 /// Removes `thread`'s marker if it names `pid` (a newer run's marker is left alone).
-pub(crate) fn remove_marker_of(root: &Path, thread: &str, pid: u32) {
+pub(crate) fn remove_marker_of(root: &Path, thread: &ThreadId, pid: u32) {
     if marker_pid(root, thread) == Some(pid) {
         let _ = std::fs::remove_file(marker_path(root, thread));
     }
@@ -162,7 +173,7 @@ pub(crate) fn spawn_detached(args: &[String], log: &Path) -> io::Result<u32> {
 }
 
 /// Sends SIGTERM to `pid` and waits up to `within` for it to end; true when it has.
-pub(crate) fn terminate(pid: u32, thread: &str, within: Duration) -> bool {
+pub(crate) fn terminate(pid: u32, thread: &ThreadId, within: Duration) -> bool {
     let Ok(p) = libc::pid_t::try_from(pid) else {
         return false;
     };
@@ -188,16 +199,17 @@ mod tests {
     fn markers_are_written_as_the_typescript_tool_writes_them() {
         let d = tempfile::tempdir().unwrap();
         let me = std::process::id();
-        write_marker(d.path(), "ZQ9XJW7", "W", me, 1_767_225_600_123).unwrap();
-        let text = std::fs::read_to_string(marker_path(d.path(), "ZQ9XJW7")).unwrap();
+        let t = ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJR").unwrap();
+        write_marker(d.path(), &t, "W", me, 1_767_225_600_123).unwrap();
+        let text = std::fs::read_to_string(marker_path(d.path(), &t)).unwrap();
         assert_eq!(
             text,
             format!(
-                "{{\n  \"thread\": \"ZQ9XJW7\",\n  \"workflow\": \"W\",\n  \"pid\": {me},\n  \"startedAt\": \"2026-01-01T00:00:00.123Z\"\n}}"
+                "{{\n  \"thread\": \"06DQDQD8R3SYN75HX43EQ49CJR\",\n  \"workflow\": \"W\",\n  \"pid\": {me},\n  \"startedAt\": \"2026-01-01T00:00:00.123Z\"\n}}"
             )
         );
         // This test process's command line does not name the thread: the marker is stale.
-        assert_eq!(live_marker(d.path(), "ZQ9XJW7"), None);
-        assert!(!marker_path(d.path(), "ZQ9XJW7").exists());
+        assert_eq!(live_marker(d.path(), &t), None);
+        assert!(!marker_path(d.path(), &t).exists());
     }
 }

@@ -1,11 +1,12 @@
 //! `uwf cas …`: the content-addressed store.
 
-use super::output::{obj, print};
+use super::output::{NodeIdStr, print, print_as, to_value};
 use super::{CliError, CliResult, Env};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value, cbor, hash};
 use crate::store::{Store, StoreError, WalkEvent};
 use clap::Subcommand;
+use serde::Serialize;
 use std::cell::RefCell;
 
 #[derive(Subcommand, Debug)]
@@ -90,34 +91,89 @@ pub(crate) enum SchemaCommand {
     },
 }
 
+/// `{"hash"}`: the id of a stored (or hashed) node.
+#[derive(Serialize)]
+struct Hash {
+    hash: NodeIdStr,
+}
+
+/// `cas get`: a node's type and payload, and with `--timestamp` its first-write time.
+#[derive(Serialize)]
+struct Got {
+    #[serde(rename = "type")]
+    type_id: NodeIdStr,
+    payload: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timestamp: Option<u64>,
+}
+
+/// `cas has`.
+#[derive(Serialize)]
+struct Exists {
+    exists: bool,
+}
+
+/// `cas refs`.
+#[derive(Serialize)]
+struct Refs {
+    refs: Vec<NodeIdStr>,
+}
+
+/// `cas reindex`.
+#[derive(Serialize)]
+struct Reindexed {
+    status: &'static str,
+    nodes: u64,
+}
+
+/// `cas verify`: the damage and warning lists only when there are any.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Verified {
+    status: &'static str,
+    nodes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    damage_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    damage: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning_count: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<Vec<String>>,
+}
+
+/// One row of `cas schema list`.
+#[derive(Serialize)]
+struct SchemaRow {
+    hash: NodeIdStr,
+    title: String,
+}
+
+/// `cas walk`: the reachable ids, and the missing ones when there are any.
+#[derive(Serialize)]
+struct Walked {
+    hashes: Vec<NodeIdStr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing: Option<Vec<NodeIdStr>>,
+}
+
 /// `{"hash"}` of a stored node, or with `quiet` its id alone.
 fn print_hash(env: &Env, id: NodeId, quiet: bool) -> CliResult {
     if quiet {
         super::output::write_stdout(format!("{}\n", id.to_wire()).as_bytes())
     } else {
-        print(env.format, &obj([("hash", Value::str(id.to_wire()))]))
+        print_as(
+            env.format,
+            &Hash {
+                hash: NodeIdStr(id),
+            },
+        )
     }
 }
 
 pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
     match c {
-        CasCommand::Get { id, timestamp } => {
-            let s = env.open_ro()?;
-            let id = resolve_stored(&s, &id)?;
-            let n = s.get(id)?.ok_or(StoreError::NotFound(id))?;
-            // Refuse a record whose bytes no longer hash to its id or digest (a damaged file).
-            if !n.is_intact() {
-                return Err(StoreError::Corrupt(n.id).into());
-            }
-            let mut out = obj([
-                ("type", Value::str(n.type_id.to_wire())),
-                ("payload", n.payload()?),
-            ]);
-            if timestamp && let Value::Object(m) = &mut out {
-                m.insert("timestamp".into(), Value::Number(n.timestamp as f64));
-            }
-            print(env.format, &out)
-        }
+        CasCommand::Get { id, timestamp } => cmd_get(env, &id, timestamp),
         CasCommand::Put {
             type_id,
             payload,
@@ -130,185 +186,216 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             payload,
             quiet,
             ..
-        } => {
-            let type_id = parse_id(&type_id)?;
-            let payload = read_payload(&payload)?;
-            let s = env.open_rw()?;
-            let p = s.prepare(type_id, &payload, true)?;
-            s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print_hash(env, p.id, quiet)
-        }
-        CasCommand::PutText { text, quiet } => {
-            let s = env.open_rw()?;
-            let text_type = crate::workflow::nodes::TEXT;
-            let p = s.prepare(text_type, &Value::String(text), false)?;
-            s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print_hash(env, p.id, quiet)
-        }
-        CasCommand::Hash { type_id, payload } => {
-            let type_id = parse_id(&type_id)?;
-            let payload = read_payload(&payload)?;
-            let bytes = cbor::encode(&payload);
-            let self_id = hash::self_id(&bytes);
-            // A self-typed node (the meta-schema) hashes its payload alone.
-            let id = if self_id == type_id {
-                self_id
-            } else {
-                hash::node_id(type_id, &bytes)
-            };
-            print(env.format, &obj([("hash", Value::str(id.to_wire()))]))
-        }
-        CasCommand::Has { id } => {
-            let s = env.open_ro()?;
-            // An id that names no stored node, whatever its spelling, does not exist.
-            let exists = match s.resolve(&id) {
-                Ok(id) => s.has(id)?,
-                Err(
-                    StoreError::NoMatch(_) | StoreError::BadId(_) | StoreError::Ambiguous { .. },
-                ) => false,
-                Err(e) => return Err(e.into()),
-            };
-            print(env.format, &obj([("exists", Value::Bool(exists))]))?;
-            if exists {
-                Ok(())
-            } else {
-                Err(CliError::new(""))
-            }
-        }
-        CasCommand::Refs { id } => {
-            let s = env.open_ro()?;
-            let id = resolve_stored(&s, &id)?;
-            let refs = s.refs(id)?.ok_or(StoreError::NotFound(id))?;
-            let list = refs.into_iter().map(|r| Value::str(r.to_wire())).collect();
-            print(env.format, &obj([("refs", Value::Array(list))]))
-        }
+        } => cmd_put(env, &type_id, &payload, quiet),
+        CasCommand::PutText { text, quiet } => cmd_put_text(env, text, quiet),
+        CasCommand::Hash { type_id, payload } => cmd_hash(env, &type_id, &payload),
+        CasCommand::Has { id } => cmd_has(env, &id),
+        CasCommand::Refs { id } => cmd_refs(env, &id),
         CasCommand::Walk { id } => walk(env, &id),
-        CasCommand::Reindex => {
-            let s = env.open_rw()?;
-            let bar = Bar::new(env, "reindex");
-            let n = s.reindex(&|d, t| bar.set(d, t))?;
-            bar.finish();
-            print(
-                env.format,
-                &obj([
-                    ("status", Value::str("reindexed")),
-                    ("nodes", Value::Number(n as f64)),
-                ]),
-            )
-        }
-        CasCommand::Verify => {
-            let bar = Bar::new(env, "verify");
-            let r = env
-                .open_ro()
-                .and_then(|s| Ok(s.verify(&|d, t| bar.set(d, t))?));
-            bar.finish();
-            let r = match r {
-                Ok(r) => r,
-                // Damage that stops the check is its finding: the report says so, and the
-                // error line names the file and what to do.
-                Err(e) if e.kind == crate::ErrorKind::Damaged => {
-                    print(
-                        env.format,
-                        &obj([
-                            ("status", Value::str("damaged")),
-                            ("nodes", Value::Number(0.0)),
-                            ("damageCount", Value::Number(1.0)),
-                            ("damage", Value::Array(vec![Value::str(&e.message)])),
-                        ]),
-                    )?;
-                    return Err(e);
-                }
-                Err(e) => return Err(e),
-            };
-            let status = if r.is_clean() { "ok" } else { "damaged" };
-            let mut out = obj([
-                ("status", Value::str(status)),
-                ("nodes", Value::Number(r.nodes as f64)),
-            ]);
-            if !r.is_clean() {
-                let list = r.damage.iter().map(|d| Value::str(d.to_string())).collect();
-                if let Value::Object(m) = &mut out {
-                    m.insert("damageCount".into(), Value::Number(r.damage_count as f64));
-                    m.insert("damage".into(), Value::Array(list));
-                }
-            }
-            if r.warning_count > 0 {
-                let list = r
-                    .warnings
-                    .iter()
-                    .map(|d| Value::str(d.to_string()))
-                    .collect();
-                if let Value::Object(m) = &mut out {
-                    m.insert("warningCount".into(), Value::Number(r.warning_count as f64));
-                    m.insert("warnings".into(), Value::Array(list));
-                }
-                // On a damaged store such nodes are more of the damage: one line says it.
-                if r.is_clean() {
-                    eprintln!(
-                        "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
-                        r.warning_count, r.warnings[0]
-                    );
-                }
-            }
-            print(env.format, &out)?;
-            if r.is_clean() {
-                Ok(())
-            } else {
-                Err(CliError::of(
-                    crate::ErrorKind::Damaged,
-                    format!(
-                        "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
-                        env.db_path().display(),
-                        r.damage_count,
-                        r.damage[0]
-                    ),
-                ))
-            }
-        }
-        CasCommand::Schema(SchemaCommand::List) => {
-            let s = env.open_ro()?;
-            let ids = s.list_by_type(META)?;
-            let snap = s.snapshot()?;
-            let mut list = Vec::new();
-            for id in ids {
-                let title = if id == META {
-                    "(meta-schema)".to_string()
-                } else {
-                    let p = snap.get(id)?.ok_or(StoreError::NotFound(id))?.payload()?;
-                    p.get("title")
-                        .or_else(|| p.get("description"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("(unnamed)")
-                        .to_string()
-                };
-                list.push(obj([
-                    ("hash", Value::str(id.to_wire())),
-                    ("title", Value::String(title)),
-                ]));
-            }
-            print(env.format, &Value::Array(list))
-        }
-        CasCommand::Schema(SchemaCommand::Get { id }) => {
-            let s = env.open_ro()?;
-            let not_found = |x: &str| CliError::new(format!("Schema not found: {x}"));
-            let id = match s.resolve(&id) {
-                Ok(i) => i,
-                Err(StoreError::NoMatch(_)) => return Err(not_found(&id)),
-                Err(e) => return Err(e.into()),
-            };
-            match s.get(id)? {
-                Some(n) if n.type_id == META => print(env.format, &n.payload()?),
-                _ => Err(not_found(&id.to_wire())),
-            }
-        }
-        CasCommand::Schema(SchemaCommand::Put { schema }) => {
-            let schema = read_payload(&schema)?;
-            let s = env.open_rw()?;
-            let p = s.prepare_schema(&schema)?;
-            s.put(std::slice::from_ref(&p), env.now_ms)?;
-            print(env.format, &obj([("hash", Value::str(p.id.to_wire()))]))
-        }
+        CasCommand::Reindex => cmd_reindex(env),
+        CasCommand::Verify => cmd_verify(env),
+        CasCommand::Schema(SchemaCommand::List) => cmd_schema_list(env),
+        CasCommand::Schema(SchemaCommand::Get { id }) => cmd_schema_get(env, &id),
+        CasCommand::Schema(SchemaCommand::Put { schema }) => cmd_schema_put(env, &schema),
     }
+}
+
+/// `cas get ID [--timestamp]`.
+fn cmd_get(env: &Env, id: &str, timestamp: bool) -> CliResult {
+    let s = env.open_ro()?;
+    let id = resolve_stored(&s, id)?;
+    let n = s.get(id)?.ok_or(StoreError::NotFound(id))?;
+    // Refuse a record whose bytes no longer hash to its id or digest (a damaged file).
+    if !n.is_intact() {
+        return Err(StoreError::Corrupt(n.id).into());
+    }
+    let out = Got {
+        type_id: NodeIdStr(n.type_id),
+        payload: n.payload()?,
+        timestamp: timestamp.then_some(n.timestamp),
+    };
+    print_as(env.format, &out)
+}
+
+/// `cas put TYPE PAYLOAD`.
+fn cmd_put(env: &Env, type_id: &str, payload: &str, quiet: bool) -> CliResult {
+    let type_id = parse_id(type_id)?;
+    let payload = read_payload(payload)?;
+    let s = env.open_rw()?;
+    let p = s.prepare(type_id, &payload, true)?;
+    s.put(std::slice::from_ref(&p), env.now_ms)?;
+    print_hash(env, p.id, quiet)
+}
+
+/// `cas put-text TEXT`.
+fn cmd_put_text(env: &Env, text: String, quiet: bool) -> CliResult {
+    let s = env.open_rw()?;
+    let text_type = crate::workflow::nodes::TEXT;
+    let p = s.prepare(text_type, &Value::String(text), false)?;
+    s.put(std::slice::from_ref(&p), env.now_ms)?;
+    print_hash(env, p.id, quiet)
+}
+
+/// `cas hash TYPE PAYLOAD`.
+fn cmd_hash(env: &Env, type_id: &str, payload: &str) -> CliResult {
+    let type_id = parse_id(type_id)?;
+    let payload = read_payload(payload)?;
+    let bytes = cbor::encode(&payload);
+    let self_id = hash::self_id(&bytes);
+    // A self-typed node (the meta-schema) hashes its payload alone.
+    let id = if self_id == type_id {
+        self_id
+    } else {
+        hash::node_id(type_id, &bytes)
+    };
+    print_hash(env, id, false)
+}
+
+/// `cas has ID`: exit 1 when the node does not exist.
+fn cmd_has(env: &Env, id: &str) -> CliResult {
+    let s = env.open_ro()?;
+    // An id that names no stored node, whatever its spelling, does not exist.
+    let exists = match s.resolve(id) {
+        Ok(id) => s.has(id)?,
+        Err(StoreError::NoMatch(_) | StoreError::BadId(_) | StoreError::Ambiguous { .. }) => false,
+        Err(e) => return Err(e.into()),
+    };
+    print_as(env.format, &Exists { exists })?;
+    if exists {
+        Ok(())
+    } else {
+        Err(CliError::new(""))
+    }
+}
+
+/// `cas refs ID`.
+fn cmd_refs(env: &Env, id: &str) -> CliResult {
+    let s = env.open_ro()?;
+    let id = resolve_stored(&s, id)?;
+    let refs = s.refs(id)?.ok_or(StoreError::NotFound(id))?;
+    let refs = refs.into_iter().map(NodeIdStr).collect();
+    print_as(env.format, &Refs { refs })
+}
+
+/// `cas reindex`.
+fn cmd_reindex(env: &Env) -> CliResult {
+    let s = env.open_rw()?;
+    let bar = Bar::new(env, "reindex");
+    let n = s.reindex(&|d, t| bar.set(d, t))?;
+    bar.finish();
+    let out = Reindexed {
+        status: "reindexed",
+        nodes: n,
+    };
+    print_as(env.format, &out)
+}
+
+/// `cas verify`: exit 65 when the store is damaged.
+fn cmd_verify(env: &Env) -> CliResult {
+    let bar = Bar::new(env, "verify");
+    let r = env
+        .open_ro()
+        .and_then(|s| Ok(s.verify(&|d, t| bar.set(d, t))?));
+    bar.finish();
+    let r = match r {
+        Ok(r) => r,
+        // Damage that stops the check is its finding: the report says so, and the
+        // error line names the file and what to do.
+        Err(e) if e.kind == crate::ErrorKind::Damaged => {
+            let out = Verified {
+                status: "damaged",
+                nodes: 0,
+                damage_count: Some(1),
+                damage: Some(vec![e.message.clone()]),
+                warning_count: None,
+                warnings: None,
+            };
+            print_as(env.format, &out)?;
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
+    let strings = |l: &[_]| l.iter().map(ToString::to_string).collect::<Vec<String>>();
+    let clean = r.is_clean();
+    let warned = r.warning_count > 0;
+    let out = Verified {
+        status: if clean { "ok" } else { "damaged" },
+        nodes: r.nodes,
+        damage_count: (!clean).then_some(r.damage_count),
+        damage: (!clean).then(|| strings(&r.damage)),
+        warning_count: warned.then_some(r.warning_count),
+        warnings: warned.then(|| strings(&r.warnings)),
+    };
+    // On a damaged store such nodes are more of the damage: one line says it.
+    if warned && clean {
+        eprintln!(
+            "warning: {} node(s) whose type is not a schema (kept as stored), first: {}",
+            r.warning_count, r.warnings[0]
+        );
+    }
+    print_as(env.format, &out)?;
+    if clean {
+        Ok(())
+    } else {
+        Err(CliError::of(
+            crate::ErrorKind::Damaged,
+            format!(
+                "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
+                env.db_path().display(),
+                r.damage_count,
+                r.damage[0]
+            ),
+        ))
+    }
+}
+
+/// `cas schema list`.
+fn cmd_schema_list(env: &Env) -> CliResult {
+    let s = env.open_ro()?;
+    let ids = s.list_by_type(META)?;
+    let snap = s.snapshot()?;
+    let mut list = Vec::new();
+    for id in ids {
+        let title = if id == META {
+            "(meta-schema)".to_string()
+        } else {
+            let p = snap.get(id)?.ok_or(StoreError::NotFound(id))?.payload()?;
+            p.get("title")
+                .or_else(|| p.get("description"))
+                .and_then(Value::as_str)
+                .unwrap_or("(unnamed)")
+                .to_string()
+        };
+        list.push(SchemaRow {
+            hash: NodeIdStr(id),
+            title,
+        });
+    }
+    print_as(env.format, &list)
+}
+
+/// `cas schema get ID`.
+fn cmd_schema_get(env: &Env, id: &str) -> CliResult {
+    let s = env.open_ro()?;
+    let not_found = |x: &str| CliError::new(format!("Schema not found: {x}"));
+    let id = match s.resolve(id) {
+        Ok(i) => i,
+        Err(StoreError::NoMatch(_)) => return Err(not_found(id)),
+        Err(e) => return Err(e.into()),
+    };
+    match s.get(id)? {
+        Some(n) if n.type_id == META => print(env.format, &n.payload()?),
+        _ => Err(not_found(&id.to_wire())),
+    }
+}
+
+/// `cas schema put SCHEMA`.
+fn cmd_schema_put(env: &Env, schema: &str) -> CliResult {
+    let schema = read_payload(schema)?;
+    let s = env.open_rw()?;
+    let p = s.prepare_schema(&schema)?;
+    s.put(std::slice::from_ref(&p), env.now_ms)?;
+    print_hash(env, p.id, false)
 }
 
 fn walk(env: &Env, id: &str) -> CliResult {
@@ -324,29 +411,30 @@ fn walk(env: &Env, id: &str) -> CliResult {
     let stats = s.walk(root, |e| match e {
         WalkEvent::Node(n) => {
             let mut h = hashes.borrow_mut();
-            h.push(Value::str(n.to_wire()));
+            h.push(NodeIdStr(n));
             if h.len().is_multiple_of(65536) {
                 bar.set(h.len() as u64, 0);
             }
         }
         WalkEvent::Missing(n) => {
             eprintln!("warning: node {n} is referenced but missing from the store");
-            missing.push(Value::str(n.to_wire()));
+            missing.push(NodeIdStr(n));
         }
     })?;
     bar.finish();
-    let mut out = obj([("hashes", Value::Array(hashes.into_inner()))]);
+    let mut out = Walked {
+        hashes: hashes.into_inner(),
+        missing: None,
+    };
     if stats.missing > 0 {
-        if let Value::Object(m) = &mut out {
-            m.insert("missing".into(), Value::Array(missing));
-        }
-        print(env.format, &out)?;
+        out.missing = Some(missing);
+        print_as(env.format, &out)?;
         return Err(CliError::new(format!(
             "walk found {} missing node(s)",
             stats.missing
         )));
     }
-    print(env.format, &out)
+    print_as(env.format, &out)
 }
 
 fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize, quiet: bool) -> CliResult {
@@ -368,7 +456,12 @@ fn put_jsonl(env: &Env, type_id: &str, source: &str, batch: usize, quiet: bool) 
             if quiet {
                 out.push_str(&p.id.to_wire());
             } else {
-                out.push_str(&obj([("hash", Value::str(p.id.to_wire()))]).to_json());
+                out.push_str(
+                    &to_value(&Hash {
+                        hash: NodeIdStr(p.id),
+                    })
+                    .to_json(),
+                );
             }
             out.push('\n');
         }

@@ -1,39 +1,75 @@
 //! `uwf export DIR` and `uwf import DIR`, and the automatic import of a file-layout root.
 
 use super::cas::Bar;
-use super::output::{obj, print};
+use super::output::print_as;
 use super::{CliError, CliResult, Env};
-use crate::cas::Value;
 use crate::interchange::config::redact;
 use crate::interchange::export_files::write_atomic;
 use crate::interchange::transfer::{self, Counts, ImportOptions, ImportReport};
 use crate::interchange::yaml::stringify_value;
 use crate::store::Store;
 use crate::thread::Config;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-fn counts(c: &Counts) -> Value {
-    obj([
-        ("imported", Value::Number(c.imported as f64)),
-        ("present", Value::Number(c.present as f64)),
-        ("skipped", Value::Number(c.skipped as f64)),
-    ])
+/// What an import did with one kind of entry.
+#[derive(Serialize)]
+struct CountsOut {
+    imported: u64,
+    present: u64,
+    skipped: u64,
 }
 
-fn list(v: &[String]) -> Value {
-    Value::Array(v.iter().map(|s| Value::str(s.clone())).collect())
+impl From<&Counts> for CountsOut {
+    fn from(c: &Counts) -> Self {
+        CountsOut {
+            imported: c.imported,
+            present: c.present,
+            skipped: c.skipped,
+        }
+    }
 }
 
-fn report_value(r: &ImportReport) -> Value {
-    obj([
-        ("nodes", counts(&r.nodes)),
-        ("threads", counts(&r.threads)),
-        ("registry", counts(&r.registry)),
-        ("history", counts(&r.history)),
-        ("conflicts", list(&r.conflicts)),
-        ("problems", list(&r.problems)),
-        ("warnings", list(&r.warnings)),
-    ])
+/// `uwf import`.
+#[derive(Serialize)]
+struct Imported<'a> {
+    nodes: CountsOut,
+    threads: CountsOut,
+    registry: CountsOut,
+    history: CountsOut,
+    conflicts: &'a [String],
+    problems: &'a [String],
+    warnings: &'a [String],
+}
+
+impl<'a> From<&'a ImportReport> for Imported<'a> {
+    fn from(r: &'a ImportReport) -> Self {
+        Imported {
+            nodes: (&r.nodes).into(),
+            threads: (&r.threads).into(),
+            registry: (&r.registry).into(),
+            history: (&r.history).into(),
+            conflicts: &r.conflicts,
+            problems: &r.problems,
+            warnings: &r.warnings,
+        }
+    }
+}
+
+/// `uwf export`: `config` only with `--with-config` (whether config.yaml was written).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Exported {
+    dir: String,
+    nodes: u64,
+    written: u64,
+    unchanged: u64,
+    threads: u64,
+    registry: u64,
+    history: u64,
+    uwf_only: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<bool>,
 }
 
 /// A failed export or import: the store's own errors keep their kind (a damaged store exits
@@ -58,19 +94,17 @@ pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
     let bar = Bar::new(env, "export");
     let r = transfer::export(&s, dir, &|_, d, t| bar.set(d, t)).map_err(transfer_error)?;
     bar.finish();
-    let mut out = obj([
-        ("dir", Value::str(dir.display().to_string())),
-        ("nodes", Value::Number(r.nodes as f64)),
-        (
-            "written",
-            Value::Number((r.files.written + r.files.replaced) as f64),
-        ),
-        ("unchanged", Value::Number(r.files.skipped as f64)),
-        ("threads", Value::Number(r.threads as f64)),
-        ("registry", Value::Number(r.registry as f64)),
-        ("history", Value::Number(r.history as f64)),
-        ("uwfOnly", Value::Number(r.uwf_only as f64)),
-    ]);
+    let mut out = Exported {
+        dir: dir.display().to_string(),
+        nodes: r.nodes,
+        written: r.files.written + r.files.replaced,
+        unchanged: r.files.skipped,
+        threads: r.threads,
+        registry: r.registry,
+        history: r.history,
+        uwf_only: r.uwf_only,
+        config: None,
+    };
     if let Some(text) = config {
         let written = match &text {
             Some(t) => {
@@ -86,11 +120,9 @@ pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
                 false
             }
         };
-        if let Value::Object(m) = &mut out {
-            m.insert("config".into(), Value::Bool(written));
-        }
+        out.config = Some(written);
     }
-    print(env.format, &out)
+    print_as(env.format, &out)
 }
 
 /// The root's `config.yaml` with its secrets masked, as YAML text; `None` without one.
@@ -128,7 +160,7 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) ->
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    print(env.format, &report_value(&r))?;
+    print_as(env.format, &Imported::from(&r))?;
     if r.problems.is_empty() {
         Ok(())
     } else {

@@ -10,12 +10,11 @@ mod run;
 mod setup;
 mod skill;
 mod thread;
-pub mod workflow;
+pub(crate) mod workflow;
 
-pub use output::Format;
+pub(crate) use output::Format;
 
 use crate::ErrorKind;
-use crate::cas::Value;
 use crate::engine::StepError;
 use crate::store::{self, Store, StoreError};
 use crate::thread::{ThreadError, ThreadId};
@@ -25,7 +24,7 @@ use std::path::{Path, PathBuf};
 
 /// A failed command: the one-line message for stderr, hints, and its kind (the exit code).
 #[derive(Debug)]
-pub struct CliError {
+pub(crate) struct CliError {
     /// Printed to stderr (nothing when empty).
     pub message: String,
     /// The kind, which gives the exit code.
@@ -51,12 +50,12 @@ pub(crate) enum Missing {
 
 impl CliError {
     /// A user error (exit code 1).
-    pub fn new(message: impl Into<String>) -> CliError {
+    pub(crate) fn new(message: impl Into<String>) -> CliError {
         CliError::of(ErrorKind::User, message)
     }
 
     /// An error of `kind`.
-    pub fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
+    pub(crate) fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
         CliError {
             message: message.into(),
             kind,
@@ -74,13 +73,13 @@ impl CliError {
     }
 
     /// Adds a `hint:` line.
-    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+    pub(crate) fn hint(mut self, hint: impl Into<String>) -> CliError {
         self.hints.push(hint.into());
         self
     }
 
     /// The process exit code.
-    pub fn code(&self) -> i32 {
+    pub(crate) fn code(&self) -> i32 {
         if self.quiet { 0 } else { self.kind.exit_code() }
     }
 
@@ -97,22 +96,35 @@ impl CliError {
             let _ = writeln!(err, "hint: {h}");
         }
         if json {
-            let o = output::obj([(
-                "error",
-                output::obj([
-                    ("kind", Value::str(self.kind.name())),
-                    ("code", Value::Number(f64::from(self.code()))),
-                    ("message", Value::str(&self.message)),
-                    (
-                        "hints",
-                        Value::Array(self.hints.iter().map(Value::str).collect()),
-                    ),
-                    ("retryable", Value::Bool(self.retryable)),
-                ]),
-            )]);
+            let o = ErrorOut {
+                error: ErrorBody {
+                    kind: self.kind.name(),
+                    code: self.code(),
+                    message: &self.message,
+                    hints: &self.hints,
+                    retryable: self.retryable,
+                },
+            };
+            let o = output::to_value(&o);
             let _ = writeln!(err, "{}", o.to_json());
         }
     }
+}
+
+/// The JSON error object on stderr (`--format json`).
+#[derive(serde::Serialize)]
+struct ErrorOut<'a> {
+    error: ErrorBody<'a>,
+}
+
+/// What [`ErrorOut`] says of the error.
+#[derive(serde::Serialize)]
+struct ErrorBody<'a> {
+    kind: &'static str,
+    code: i32,
+    message: &'a str,
+    hints: &'a [String],
+    retryable: bool,
 }
 
 impl From<StoreError> for CliError {
@@ -164,7 +176,12 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
             if given.chars().count() < 4 {
                 return None;
             }
-            let mut ids: Vec<String> = s.threads().ok()?.into_iter().map(|(t, _)| t).collect();
+            let mut ids: Vec<String> = s
+                .threads()
+                .ok()?
+                .into_iter()
+                .map(|(t, _)| t.to_string())
+                .collect();
             let _ = s.for_each_history::<StoreError>(|h| {
                 ids.push(h.thread);
                 Ok(())
@@ -213,7 +230,7 @@ impl From<std::io::Error> for CliError {
 }
 
 /// Result of a command.
-pub type CliResult<T = ()> = Result<T, CliError>;
+pub(crate) type CliResult<T = ()> = Result<T, CliError>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -344,7 +361,7 @@ fn collect_pages(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::C
 }
 
 /// What a command needs from its surroundings.
-pub struct Env {
+pub(crate) struct Env {
     /// The storage root.
     pub root: PathBuf,
     /// Output format.
@@ -376,13 +393,13 @@ fn system_now_ms() -> u64 {
 
 impl Env {
     /// The time now, ms since the epoch (the fixed clock in tests).
-    pub fn clock(&self) -> u64 {
+    pub(crate) fn clock(&self) -> u64 {
         self.fixed_now.unwrap_or_else(system_now_ms)
     }
 
     /// A new thread id for the time of the command: random bits from the system, or from the
     /// fixed seed in tests (each id of a process from the next number).
-    pub fn new_thread_id(&self) -> ThreadId {
+    pub(crate) fn new_thread_id(&self) -> ThreadId {
         match &self.seed {
             None => ThreadId::generate(self.now_ms),
             Some((seed, n)) => {
@@ -427,7 +444,7 @@ impl Env {
     }
 
     /// The store file of the root.
-    pub fn db_path(&self) -> PathBuf {
+    pub(crate) fn db_path(&self) -> PathBuf {
         self.root.join(store::DB_FILE)
     }
 
@@ -435,7 +452,7 @@ impl Env {
     ///
     /// # Errors
     /// A store that cannot be opened.
-    pub fn open_rw(&self) -> CliResult<Store> {
+    pub(crate) fn open_rw(&self) -> CliResult<Store> {
         if let Some(s) = interchange::auto_import(self)? {
             return Ok(s);
         }
@@ -446,7 +463,7 @@ impl Env {
     ///
     /// # Errors
     /// A store that cannot be opened.
-    pub fn open_ro(&self) -> CliResult<Store> {
+    pub(crate) fn open_ro(&self) -> CliResult<Store> {
         let p = self.db_path();
         if p.exists() {
             Ok(Store::open_read_only(&p)?)

@@ -1,7 +1,7 @@
 //! `uwf run` (drive threads to their end, many at once) and `uwf ps` (the steps running now,
 //! across every process using the store).
 
-use super::output::{obj, print, write_stdout};
+use super::output::{print, write_stdout};
 use super::{CliError, CliResult, Env, Format};
 use crate::cas::Value;
 use crate::cas::value::Map;
@@ -43,7 +43,7 @@ pub(crate) struct RunArgs {
 }
 
 fn seconds(what: &str, s: f64) -> CliResult<Duration> {
-    if s.is_finite() && s >= 0.0 && s < 1e9 {
+    if (0.0..1e9).contains(&s) {
         Ok(Duration::from_secs_f64(s))
     } else {
         Err(CliError::new(format!(
@@ -53,11 +53,11 @@ fn seconds(what: &str, s: f64) -> CliResult<Duration> {
 }
 
 fn counts(c: &runner::Counts) -> Value {
-    obj([
-        ("steps", Value::Number(c.steps as f64)),
-        ("completed", Value::Number(c.completed as f64)),
-        ("failed", Value::Number(c.failed as f64)),
-    ])
+    let mut m = Map::new();
+    m.insert("steps".into(), Value::Number(c.steps as f64));
+    m.insert("completed".into(), Value::Number(c.completed as f64));
+    m.insert("failed".into(), Value::Number(c.failed as f64));
+    Value::Object(m)
 }
 
 /// `uwf run`.
@@ -66,18 +66,14 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let store = Arc::new(env.open_rw()?);
     let mut threads = Vec::new();
     for t in &a.threads {
-        threads.push(
-            thread::ThreadId::parse(t)
-                .map_err(CliError::new)?
-                .as_str()
-                .to_string(),
-        );
+        threads.push(thread::ThreadId::parse(t).map_err(CliError::new)?);
     }
     let mut e = env.dotenv();
     if a.no_llm {
         e.push(("UWF_NO_LLM".into(), "1".into()));
     }
     let opts = RunOptions {
+        root: env.root.clone(),
         jobs: a.jobs.max(1),
         workflows: a.workflows,
         threads,
@@ -120,7 +116,6 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let mut last_progress = std::time::Instant::now();
     let result = runner::run(
         store,
-        env.root.clone(),
         Arc::new(config),
         models,
         opts,
@@ -139,7 +134,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
                 }
                 if lines {
                     let mut m = Map::new();
-                    m.insert("thread".into(), Value::str(thread));
+                    m.insert("thread".into(), Value::str(thread.as_str()));
                     m.insert("workflow".into(), Value::str(workflow));
                     m.insert("status".into(), Value::str(status));
                     m.insert("steps".into(), Value::Number(steps as f64));
@@ -186,7 +181,9 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     out.insert("workflows".into(), Value::Object(per));
     let out = Value::Object(out);
     if lines {
-        write_stdout(format!("{}\n", obj([("summary", out)]).to_json()).as_bytes())?;
+        let mut m = Map::new();
+        m.insert("summary".into(), out);
+        write_stdout(format!("{}\n", Value::Object(m).to_json()).as_bytes())?;
     } else {
         print(env.format, &out)?;
     }
@@ -212,16 +209,13 @@ pub(crate) fn ps(env: &Env) -> CliResult {
         if !lease_is_live(&l) {
             continue;
         }
-        let (workflow, role) = match thread::running_role(&store, &t) {
-            Ok(x) => x,
-            Err(_) => (String::new(), None),
-        };
+        let (workflow, role) = thread::running_role(&store, &t).unwrap_or_default();
         let agent = role
             .as_deref()
             .and_then(|r| config.agent_for(&workflow, r).ok())
             .map(|a| a.display());
         let mut m = Map::new();
-        m.insert("thread".into(), Value::str(&t));
+        m.insert("thread".into(), Value::str(t.as_str()));
         m.insert("workflow".into(), Value::str(&workflow));
         m.insert("role".into(), role.map_or(Value::Null, Value::str));
         m.insert("agent".into(), agent.map_or(Value::Null, Value::str));

@@ -1,15 +1,16 @@
 //! `uwf thread …` and `uwf step …`: threads and their steps.
 
 use super::background;
-use super::output::{obj, print, write_stdout};
+use super::output::{NodeIdStr, print, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
-use crate::cas::Value;
+use crate::cas::{NodeId, Value};
 use crate::engine::{self, Interrupt, StepOptions};
 use crate::thread::{
-    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
-    time::parse_time,
+    self, AgentCommand, AgentProtocol, Config, ListFilter, Listed, ReadOptions, Status, StepOutput,
+    Steps, ThreadId, time::parse_time,
 };
 use clap::Subcommand;
+use serde::Serialize;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -271,6 +272,166 @@ pub(crate) enum StepCommand {
     },
 }
 
+/// A thread's state: `thread show`, each step of `thread step`, `thread exec --background`
+/// (`background` is true there, null elsewhere).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct State<'a> {
+    workflow: &'a str,
+    thread: &'a str,
+    head: &'a str,
+    status: &'static str,
+    current_role: Option<&'a str>,
+    done: bool,
+    background: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<LastError<'a>>,
+}
+
+/// The last failed step of a thread (only when it has one).
+#[derive(Serialize)]
+struct LastError<'a> {
+    time: u64,
+    agent: &'a str,
+    message: &'a str,
+}
+
+impl<'a> From<&'a StepOutput> for State<'a> {
+    fn from(o: &'a StepOutput) -> Self {
+        State {
+            workflow: &o.workflow,
+            thread: o.thread.as_str(),
+            head: &o.head,
+            status: o.status.as_str(),
+            current_role: o.current_role.as_deref(),
+            done: o.done,
+            background: None,
+            last_error: o.last_error.as_ref().map(|e| LastError {
+                time: e.time_ms,
+                agent: &e.agent,
+                message: &e.message,
+            }),
+        }
+    }
+}
+
+/// `thread start` (`status` only for a thread its workflow's limit held back).
+#[derive(Serialize)]
+struct Started<'a> {
+    workflow: NodeIdStr,
+    thread: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<&'static str>,
+}
+
+/// One row of `thread list`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListRow<'a> {
+    thread: &'a str,
+    workflow: Option<&'a str>,
+    head: &'a str,
+    status: &'static str,
+    current_role: Option<&'a str>,
+}
+
+impl<'a> From<&'a Listed> for ListRow<'a> {
+    fn from(l: &'a Listed) -> Self {
+        ListRow {
+            thread: &l.thread,
+            workflow: l.workflow.as_deref(),
+            head: &l.head,
+            status: l.status.as_str(),
+            current_role: l.current_role.as_deref(),
+        }
+    }
+}
+
+/// `thread steps`: the start, then the steps.
+#[derive(Serialize)]
+struct StepsOut<'a> {
+    thread: &'a str,
+    workflow: NodeIdStr,
+    steps: Vec<StepsRow<'a>>,
+}
+
+/// A row of [`StepsOut`].
+#[derive(Serialize)]
+#[serde(untagged)]
+enum StepsRow<'a> {
+    /// The StartNode.
+    Start {
+        hash: NodeIdStr,
+        workflow: NodeIdStr,
+        prompt: &'a str,
+        timestamp: u64,
+    },
+    /// A StepNode; `detail` is `""` when it has none.
+    #[serde(rename_all = "camelCase")]
+    Step {
+        hash: NodeIdStr,
+        role: &'a str,
+        output: &'a Value,
+        detail: String,
+        agent: &'a str,
+        timestamp: u64,
+        duration_ms: Option<f64>,
+    },
+}
+
+impl<'a> StepsOut<'a> {
+    fn new(thread: &'a str, s: &'a Steps) -> Self {
+        let start = StepsRow::Start {
+            hash: NodeIdStr(s.start),
+            workflow: NodeIdStr(s.workflow),
+            prompt: &s.prompt,
+            timestamp: s.start_timestamp,
+        };
+        let steps = s.steps.iter().map(|st| StepsRow::Step {
+            hash: NodeIdStr(st.id),
+            role: &st.role,
+            output: &st.output,
+            detail: st.detail.map(NodeId::to_wire).unwrap_or_default(),
+            agent: &st.agent,
+            timestamp: st.timestamp,
+            duration_ms: st.duration_ms,
+        });
+        StepsOut {
+            thread,
+            workflow: NodeIdStr(s.workflow),
+            steps: std::iter::once(start).chain(steps).collect(),
+        }
+    }
+}
+
+/// `thread kill`.
+#[derive(Serialize)]
+struct Cancelled<'a> {
+    thread: &'a str,
+    cancelled: bool,
+}
+
+/// `thread stop`.
+#[derive(Serialize)]
+struct Stopped<'a> {
+    thread: &'a str,
+    stopped: bool,
+}
+
+/// `thread fork`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Forked<'a> {
+    thread: &'a str,
+    forked_from: ForkedFrom,
+}
+
+/// The step a fork starts at.
+#[derive(Serialize)]
+struct ForkedFrom {
+    step: NodeIdStr,
+}
+
 /// `--quota` of the `read` commands.
 fn quota_arg(q: Option<&str>) -> CliResult<usize> {
     match q {
@@ -280,11 +441,8 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
     }
 }
 
-fn thread_id(s: &str) -> CliResult<String> {
-    Ok(ThreadId::parse(s)
-        .map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))?
-        .as_str()
-        .to_string())
+fn thread_id(s: &str) -> CliResult<ThreadId> {
+    ThreadId::parse(s).map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))
 }
 
 pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
@@ -295,27 +453,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             cwd,
             quiet,
             max_rounds,
-        } => {
-            let (wf, t, admission) =
-                start_thread(env, &workflow, &prompt.text()?, cwd, max_rounds)?;
-            if quiet {
-                return write_stdout(format!("{}\n", t.as_str()).as_bytes());
-            }
-            let mut out = obj([
-                ("workflow", Value::str(wf.to_wire())),
-                ("thread", Value::str(t.as_str())),
-            ]);
-            // Only a thread its workflow's limit held back says so.
-            let status = match admission {
-                thread::Admission::Started => None,
-                thread::Admission::Queued => Some("queued"),
-                thread::Admission::Dropped => Some("dropped"),
-            };
-            if let (Some(st), Value::Object(m)) = (status, &mut out) {
-                m.insert("status".into(), Value::str(st));
-            }
-            print(env.format, &out)
-        }
+        } => cmd_start(env, &workflow, prompt, cwd, quiet, max_rounds),
         ThreadCommand::Step(a) => step(env, a),
         ThreadCommand::Run {
             workflow,
@@ -328,30 +466,19 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         } => {
             let (_, t, _) = start_thread(env, &workflow, &prompt.text()?, cwd, None)?;
             eprintln!("started thread {}", t.as_str());
-            step(
-                env,
-                StepArgs {
-                    thread: t.as_str().to_string(),
-                    agent,
-                    agent_protocol,
-                    count: max_steps,
-                    timeout,
-                    no_llm: false,
-                    background: false,
-                    background_worker: false,
-                },
-            )
+            let args = StepArgs {
+                thread: t.as_str().to_string(),
+                agent,
+                agent_protocol,
+                count: max_steps,
+                timeout,
+                no_llm: false,
+                background: false,
+                background_worker: false,
+            };
+            step(env, args)
         }
-        ThreadCommand::Show { thread } => {
-            let t = thread_id(&thread)?;
-            let s = env.open_ro()?;
-            let mut out = thread::show(&s, &t)?;
-            // Between two steps a background run holds no lease; its marker still says running.
-            if out.status == Status::Idle && background::live_marker(&env.root, &t).is_some() {
-                out.status = Status::Running;
-            }
-            print(env.format, &out.to_value())
-        }
+        ThreadCommand::Show { thread } => cmd_show(env, &thread),
         ThreadCommand::List {
             all,
             status,
@@ -369,8 +496,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
                 take: take.map(|t| t as usize),
                 background: background::running_threads(&env.root),
             };
-            let s = env.open_ro()?;
-            print(env.format, &Value::Array(thread::list(&s, &f)?))
+            cmd_list(env, &f)
         }
         ThreadCommand::Steps { thread } => steps(env, &thread),
         ThreadCommand::Read {
@@ -378,22 +504,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             quota,
             before,
             start,
-        } => {
-            let t = thread_id(&thread)?;
-            let quota = quota_arg(quota.as_deref())?;
-            let s = env.open_ro()?;
-            let before = before.map(|b| thread::resolve_step(&s, &b)).transpose()?;
-            let md = thread::read(
-                &s,
-                &t,
-                &ReadOptions {
-                    quota,
-                    before,
-                    start,
-                },
-            )?;
-            write_stdout(thread::with_newline(md).as_bytes())
-        }
+        } => cmd_read(env, &thread, quota.as_deref(), before.as_deref(), start),
         ThreadCommand::Fork {
             step,
             from_role,
@@ -403,31 +514,106 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             let t = thread_id(&thread)?;
             let s = env.open_rw()?;
             thread::pause(&s, &t)?;
-            print(env.format, &thread::show(&s, &t)?.to_value())
+            print_as(env.format, &State::from(&thread::show(&s, &t)?))
         }
         ThreadCommand::Resume { thread } => {
             let t = thread_id(&thread)?;
             let s = env.open_rw()?;
             thread::resume(&s, &t, env.now_ms)?;
-            print(env.format, &thread::show(&s, &t)?.to_value())
+            print_as(env.format, &State::from(&thread::show(&s, &t)?))
         }
         ThreadCommand::StepDetails { step } => details(env, &step),
-        ThreadCommand::Kill { thread } => {
-            let t = thread_id(&thread)?;
-            // A background run of the thread ends first, so no step of it lands afterwards.
-            if let Some(pid) = background::live_marker(&env.root, &t) {
-                background::terminate(pid, &t, Duration::from_secs(30));
-                background::remove_marker_of(&env.root, &t, pid);
-            }
-            let s = env.open_rw()?;
-            thread::kill(&s, &t, env.now_ms)?;
-            print(
-                env.format,
-                &obj([("thread", Value::str(t)), ("cancelled", Value::Bool(true))]),
-            )
-        }
+        ThreadCommand::Kill { thread } => cmd_kill(env, &thread),
         ThreadCommand::Stop { thread } => stop(env, &thread),
     }
+}
+
+/// `thread start WORKFLOW -p PROMPT`.
+fn cmd_start(
+    env: &Env,
+    workflow: &str,
+    prompt: PromptArgs,
+    cwd: Option<String>,
+    quiet: bool,
+    max_rounds: Option<u32>,
+) -> CliResult {
+    let (wf, t, admission) = start_thread(env, workflow, &prompt.text()?, cwd, max_rounds)?;
+    if quiet {
+        return write_stdout(format!("{}\n", t.as_str()).as_bytes());
+    }
+    let out = Started {
+        workflow: NodeIdStr(wf),
+        thread: t.as_str(),
+        status: match admission {
+            thread::Admission::Started => None,
+            thread::Admission::Queued => Some("queued"),
+            thread::Admission::Dropped => Some("dropped"),
+        },
+    };
+    print_as(env.format, &out)
+}
+
+/// `thread show THREAD`.
+fn cmd_show(env: &Env, thread: &str) -> CliResult {
+    let t = thread_id(thread)?;
+    let s = env.open_ro()?;
+    let mut out = thread::show(&s, &t)?;
+    // Between two steps a background run holds no lease; its marker still says running.
+    if out.status == Status::Idle && background::live_marker(&env.root, &t).is_some() {
+        out.status = Status::Running;
+    }
+    print_as(env.format, &State::from(&out))
+}
+
+/// `thread list`.
+fn cmd_list(env: &Env, f: &ListFilter) -> CliResult {
+    let s = env.open_ro()?;
+    let rows = thread::list(&s, f)?;
+    print_as(
+        env.format,
+        &rows.iter().map(ListRow::from).collect::<Vec<_>>(),
+    )
+}
+
+/// `thread read THREAD`.
+fn cmd_read(
+    env: &Env,
+    thread: &str,
+    quota: Option<&str>,
+    before: Option<&str>,
+    start: bool,
+) -> CliResult {
+    let t = thread_id(thread)?;
+    let quota = quota_arg(quota)?;
+    let s = env.open_ro()?;
+    let before = before.map(|b| thread::resolve_step(&s, b)).transpose()?;
+    let md = thread::read(
+        &s,
+        &t,
+        &ReadOptions {
+            quota,
+            before,
+            start,
+        },
+    )?;
+    write_stdout(thread::with_newline(md).as_bytes())
+}
+
+/// `thread kill THREAD`.
+fn cmd_kill(env: &Env, thread: &str) -> CliResult {
+    let t = thread_id(thread)?;
+    // A background run of the thread ends first, so no step of it lands afterwards.
+    if let Some(pid) = background::live_marker(&env.root, &t) {
+        background::terminate(pid, &t, Duration::from_secs(30));
+        background::remove_marker_of(&env.root, &t, pid);
+    }
+    let s = env.open_rw()?;
+    thread::kill(&s, &t, env.now_ms)?;
+    let out = Cancelled {
+        thread: t.as_str(),
+        cancelled: true,
+    };
+    print_as(env.format, &out)
 }
 
 /// `thread stop`: SIGTERM to the background run's process, which ends its agent, gives the
@@ -447,15 +633,18 @@ fn stop(env: &Env, thread: &str) -> CliResult {
             false
         }
     };
-    print(
+    print_as(
         env.format,
-        &obj([("thread", Value::str(t)), ("stopped", Value::Bool(stopped))]),
+        &Stopped {
+            thread: t.as_str(),
+            stopped,
+        },
     )
 }
 
 /// `thread exec --background`: checks what the worker would check first, starts it detached,
 /// writes the running marker and prints the thread's state as running.
-fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
+fn start_background(env: &Env, a: &StepArgs, t: &ThreadId, count: u64) -> CliResult {
     if let Some(pid) = background::live_marker(&env.root, t) {
         return Err(CliError::of(
             crate::ErrorKind::Retry,
@@ -503,11 +692,11 @@ fn start_background(env: &Env, a: &StepArgs, t: &str, count: u64) -> CliResult {
     let pid = background::spawn_detached(&args, &background::log_path(&env.root, t))?;
     background::write_marker(&env.root, t, &out.workflow, pid, env.clock())?;
     out.status = Status::Running;
-    let mut v = out.to_value();
-    if let Value::Object(m) = &mut v {
-        m.insert("background".into(), Value::Bool(true));
-    }
-    print(env.format, &v)
+    let v = State {
+        background: Some(true),
+        ..State::from(&out)
+    };
+    print_as(env.format, &v)
 }
 
 pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
@@ -532,7 +721,8 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
 fn steps(env: &Env, thread: &str) -> CliResult {
     let t = thread_id(thread)?;
     let s = env.open_ro()?;
-    print(env.format, &thread::steps(&s, &t)?)
+    let steps = thread::steps(&s, &t)?;
+    print_as(env.format, &StepsOut::new(t.as_str(), &steps))
 }
 
 fn details(env: &Env, step: &str) -> CliResult {
@@ -552,13 +742,13 @@ fn fork(env: &Env, step: &str, from_role: Option<&str>, quiet: bool) -> CliResul
     if quiet {
         return write_stdout(format!("{}\n", t.as_str()).as_bytes());
     }
-    print(
-        env.format,
-        &obj([
-            ("thread", Value::str(t.as_str())),
-            ("forkedFrom", obj([("step", Value::str(id.to_wire()))])),
-        ]),
-    )
+    let out = Forked {
+        thread: t.as_str(),
+        forked_from: ForkedFrom {
+            step: NodeIdStr(id),
+        },
+    };
+    print_as(env.format, &out)
 }
 
 fn start_thread(
@@ -726,7 +916,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
                     eprintln!("{n}");
                 }
                 let done = r.output.done;
-                outs.push(r.output.to_value());
+                outs.push(r.output);
                 if done {
                     break;
                 }
@@ -742,11 +932,14 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         thread::promote(&store, &config)?;
     }
     if count == 1 {
-        if let Some(v) = outs.pop() {
-            print(env.format, &v)?;
+        if let Some(o) = outs.first() {
+            print_as(env.format, &State::from(o))?;
         }
     } else if !outs.is_empty() {
-        print(env.format, &Value::Array(outs))?;
+        print_as(
+            env.format,
+            &outs.iter().map(State::from).collect::<Vec<_>>(),
+        )?;
     }
     match failure {
         Some(e) => Err(e.into()),
@@ -757,7 +950,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
 /// Removes a background worker's running marker when dropped.
 struct MarkerGuard<'a> {
     root: &'a std::path::Path,
-    thread: &'a str,
+    thread: &'a ThreadId,
     pid: u32,
 }
 

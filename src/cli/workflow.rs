@@ -1,12 +1,13 @@
 //! `uwf workflow …`: register, show, list, validate, history and rollback.
 
-use super::output::{obj, print, write_stdout};
+use super::output::{NodeIdStr, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
 use crate::thread::registry::{self, Listed, Located};
 use crate::workflow::{self, GraphFormat, Jsonata, Materialized, StoredWorkflow, materialize};
 use clap::Subcommand;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
@@ -49,134 +50,188 @@ pub(crate) enum WorkflowCommand {
     },
 }
 
+/// `workflow put`: the name and id registered.
+#[derive(Serialize)]
+struct Registered {
+    name: String,
+    hash: NodeIdStr,
+}
+
+/// `workflow validate`.
+#[derive(Serialize)]
+struct Validated {
+    name: String,
+    valid: bool,
+    hash: NodeIdStr,
+}
+
+/// `workflow show`: `name` and `timestamp` are null for a file that is not registered or stored.
+#[derive(Serialize)]
+struct Shown {
+    hash: NodeIdStr,
+    name: Option<String>,
+    #[serde(rename = "type")]
+    type_id: NodeIdStr,
+    payload: Value,
+    timestamp: Option<u64>,
+}
+
+/// One row of `workflow list`: `hash` is `(local)` for a workflow file.
+#[derive(Serialize)]
+struct ListRow {
+    name: String,
+    hash: String,
+    origin: &'static str,
+}
+
+/// `workflow history`.
+#[derive(Serialize)]
+struct History {
+    name: String,
+    versions: Vec<Version>,
+}
+
+/// One registered version of a name.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Version {
+    hash: NodeIdStr,
+    registered_at: u64,
+    current: bool,
+}
+
+/// `workflow rollback`.
+#[derive(Serialize)]
+struct RolledBack {
+    name: String,
+    hash: NodeIdStr,
+    previous: NodeIdStr,
+}
+
 pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
     match c {
-        WorkflowCommand::Put { file, quiet } => {
-            // Check the file before the store is opened (or created).
-            let def = workflow::load_file(&file, &Jsonata::default())
-                .map_err(|e| CliError::new(e.to_string()))?;
-            let s = env.open_rw()?;
-            let (name, id) = crate::thread::register_def(&s, &def, env.now_ms)
-                .map_err(|e| CliError::new(e.to_string()))?;
-            if quiet {
-                return write_stdout(format!("{}\n", id.to_wire()).as_bytes());
-            }
-            print(
-                env.format,
-                &obj([
-                    ("name", Value::str(name)),
-                    ("hash", Value::str(id.to_wire())),
-                ]),
-            )
-        }
+        WorkflowCommand::Put { file, quiet } => cmd_put(env, &file, quiet),
         WorkflowCommand::Validate { file } => {
             let (m, name) = load(&file)?;
-            print(
-                env.format,
-                &obj([
-                    ("name", Value::str(name)),
-                    ("valid", Value::Bool(true)),
-                    ("hash", Value::str(m.workflow_id.to_wire())),
-                ]),
-            )
+            let out = Validated {
+                name,
+                valid: true,
+                hash: NodeIdStr(m.workflow_id),
+            };
+            print_as(env.format, &out)
         }
-        WorkflowCommand::Show { workflow, graph } => {
-            let s = env.open_ro()?;
-            let (id, type_id, payload, timestamp) = resolve(&s, &workflow, &env.cwd)?;
-            if !workflow::is_workflow_type(type_id) {
-                return Err(CliError::new(format!(
-                    "node {id} is not a Workflow (type {type_id})"
-                )));
-            }
-            if let Some(format) = graph {
-                let wf = StoredWorkflow::from_payload(&payload)
-                    .map_err(|e| CliError::new(e.to_string()))?;
-                let mut text = workflow::render_graph(&wf, format);
-                if !text.ends_with('\n') {
-                    text.push('\n');
-                }
-                return write_stdout(text.as_bytes());
-            }
-            // The name given when it is registered for this id, else the first one that is.
-            let reg = s.registry()?;
-            let name = reg
-                .iter()
-                .find(|(n, i)| *i == id && *n == workflow)
-                .or_else(|| reg.iter().find(|(_, i)| *i == id))
-                .map(|(n, _)| n.clone());
-            print(
-                env.format,
-                &obj([
-                    ("hash", Value::str(id.to_wire())),
-                    ("name", name.map_or(Value::Null, Value::String)),
-                    ("type", Value::str(type_id.to_wire())),
-                    ("payload", payload),
-                    (
-                        "timestamp",
-                        timestamp.map_or(Value::Null, |t| Value::Number(t as f64)),
-                    ),
-                ]),
-            )
-        }
-        WorkflowCommand::List => {
-            let s = env.open_ro()?;
-            let out = registry::list(&s, &env.cwd)?
-                .into_iter()
-                .map(|row| match row {
-                    Listed::Local(name, _) => obj([
-                        ("name", Value::String(name)),
-                        ("hash", Value::str("(local)")),
-                        ("origin", Value::str("local")),
-                    ]),
-                    Listed::Registered(name, id) => obj([
-                        ("name", Value::String(name)),
-                        ("hash", Value::str(id.to_wire())),
-                        ("origin", Value::str("global")),
-                    ]),
-                })
-                .collect();
-            print(env.format, &Value::Array(out))
-        }
-        WorkflowCommand::History { name } => {
-            let s = env.open_ro()?;
-            let versions = s.registry_history(&name)?;
-            if versions.is_empty() {
-                return Err(unknown(&name));
-            }
-            let current = s
-                .registry()?
-                .into_iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, id)| id);
-            let list = versions
-                .iter()
-                .map(|v| {
-                    obj([
-                        ("hash", Value::str(v.workflow.to_wire())),
-                        ("registeredAt", Value::Number(v.time_ms as f64)),
-                        ("current", Value::Bool(Some(v.workflow) == current)),
-                    ])
-                })
-                .collect();
-            print(
-                env.format,
-                &obj([("name", Value::str(name)), ("versions", Value::Array(list))]),
-            )
-        }
+        WorkflowCommand::Show { workflow, graph } => cmd_show(env, &workflow, graph),
+        WorkflowCommand::List => cmd_list(env),
+        WorkflowCommand::History { name } => cmd_history(env, name),
         WorkflowCommand::Rollback { name, id } => {
             let s = env.open_rw()?;
             let to = id.map(|id| s.resolve(&id)).transpose()?;
             let (target, previous) = registry::rollback(&s, &name, to, env.now_ms)?;
-            print(
-                env.format,
-                &obj([
-                    ("name", Value::str(name)),
-                    ("hash", Value::str(target.to_wire())),
-                    ("previous", Value::str(previous.to_wire())),
-                ]),
-            )
+            let out = RolledBack {
+                name,
+                hash: NodeIdStr(target),
+                previous: NodeIdStr(previous),
+            };
+            print_as(env.format, &out)
         }
     }
+}
+
+/// `workflow put FILE`.
+fn cmd_put(env: &Env, file: &Path, quiet: bool) -> CliResult {
+    // Check the file before the store is opened (or created).
+    let def =
+        workflow::load_file(file, &Jsonata::default()).map_err(|e| CliError::new(e.to_string()))?;
+    let s = env.open_rw()?;
+    let (name, id) = crate::thread::register_def(&s, &def, env.now_ms)
+        .map_err(|e| CliError::new(e.to_string()))?;
+    if quiet {
+        return write_stdout(format!("{}\n", id.to_wire()).as_bytes());
+    }
+    let out = Registered {
+        name,
+        hash: NodeIdStr(id),
+    };
+    print_as(env.format, &out)
+}
+
+/// `workflow show WORKFLOW [--graph FORMAT]`.
+fn cmd_show(env: &Env, workflow: &str, graph: Option<GraphFormat>) -> CliResult {
+    let s = env.open_ro()?;
+    let (id, type_id, payload, timestamp) = resolve(&s, workflow, &env.cwd)?;
+    if !workflow::is_workflow_type(type_id) {
+        return Err(CliError::new(format!(
+            "node {id} is not a Workflow (type {type_id})"
+        )));
+    }
+    if let Some(format) = graph {
+        let wf =
+            StoredWorkflow::from_payload(&payload).map_err(|e| CliError::new(e.to_string()))?;
+        let mut text = workflow::render_graph(&wf, format);
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        return write_stdout(text.as_bytes());
+    }
+    // The name given when it is registered for this id, else the first one that is.
+    let reg = s.registry()?;
+    let name = reg
+        .iter()
+        .find(|(n, i)| *i == id && *n == workflow)
+        .or_else(|| reg.iter().find(|(_, i)| *i == id))
+        .map(|(n, _)| n.clone());
+    let out = Shown {
+        hash: NodeIdStr(id),
+        name,
+        type_id: NodeIdStr(type_id),
+        payload,
+        timestamp,
+    };
+    print_as(env.format, &out)
+}
+
+/// `workflow list`.
+fn cmd_list(env: &Env) -> CliResult {
+    let s = env.open_ro()?;
+    let out: Vec<ListRow> = registry::list(&s, &env.cwd)?
+        .into_iter()
+        .map(|row| match row {
+            Listed::Local(name, _) => ListRow {
+                name,
+                hash: "(local)".to_string(),
+                origin: "local",
+            },
+            Listed::Registered(name, id) => ListRow {
+                name,
+                hash: id.to_wire(),
+                origin: "global",
+            },
+        })
+        .collect();
+    print_as(env.format, &out)
+}
+
+/// `workflow history NAME`.
+fn cmd_history(env: &Env, name: String) -> CliResult {
+    let s = env.open_ro()?;
+    let versions = s.registry_history(&name)?;
+    if versions.is_empty() {
+        return Err(unknown(&name));
+    }
+    let current = s
+        .registry()?
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, id)| id);
+    let versions = versions
+        .iter()
+        .map(|v| Version {
+            hash: NodeIdStr(v.workflow),
+            registered_at: v.time_ms,
+            current: Some(v.workflow) == current,
+        })
+        .collect();
+    print_as(env.format, &History { name, versions })
 }
 
 fn unknown(name: &str) -> CliError {

@@ -1,7 +1,7 @@
 //! An interrupt: a latch that a signal (or the caller) sets once, and that an agent's
 //! supervisor waits on beside the agent's pipes.
 
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Once set it stays set: a step that sees it ends its agent, releases its lease and returns
 /// [`super::StepError::Interrupted`].
 #[derive(Debug)]
-pub struct Interrupt {
+pub(crate) struct Interrupt {
     signal: Arc<AtomicUsize>,
     wake_rx: UnixStream,
     wake_tx: UnixStream,
@@ -22,7 +22,7 @@ impl Interrupt {
     ///
     /// # Errors
     /// The system cannot create a socket pair.
-    pub fn new() -> io::Result<Interrupt> {
+    pub(crate) fn new() -> io::Result<Interrupt> {
         let (wake_rx, wake_tx) = UnixStream::pair()?;
         wake_rx.set_nonblocking(true)?;
         wake_tx.set_nonblocking(true)?;
@@ -38,7 +38,7 @@ impl Interrupt {
     ///
     /// # Errors
     /// A signal that cannot be handled.
-    pub fn on_signals(&self, signals: &[i32]) -> io::Result<()> {
+    pub(crate) fn on_signals(&self, signals: &[i32]) -> io::Result<()> {
         for &sig in signals {
             // Registered in this order, the flag is set before the wake-up is written.
             signal_hook::flag::register_usize(sig, self.signal.clone(), sig as usize)?;
@@ -48,13 +48,13 @@ impl Interrupt {
     }
 
     /// Sets the latch as if `signal` had arrived.
-    pub fn trigger(&self, signal: i32) {
+    pub(crate) fn trigger(&self, signal: i32) {
         self.signal.store(signal as usize, Ordering::SeqCst);
-        let _ = (&self.wake_tx).write(&[1]);
+        let _ = std::io::Write::write(&mut &self.wake_tx, &[1]);
     }
 
     /// The signal that set the latch, if it is set.
-    pub fn signal(&self) -> Option<i32> {
+    pub(crate) fn signal(&self) -> Option<i32> {
         match self.signal.load(Ordering::SeqCst) {
             0 => None,
             s => Some(s as i32),

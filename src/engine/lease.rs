@@ -6,6 +6,7 @@
 use super::StepError;
 use crate::cas::NodeId;
 use crate::store::{Lease, Phase, Store};
+use crate::thread::{ThreadError, ThreadId};
 
 /// Why a lease was not taken.
 enum Held {
@@ -18,10 +19,9 @@ enum Held {
     /// The thread is not active.
     Gone,
 }
-use crate::thread::ThreadError;
 
 /// Whether a lease's owner is still running: same boot, pid alive, same start time.
-pub fn lease_is_live(l: &Lease) -> bool {
+pub(crate) fn lease_is_live(l: &Lease) -> bool {
     let boot = boot_id();
     if !l.boot_id.is_empty() && !boot.is_empty() && l.boot_id != boot {
         return false;
@@ -53,7 +53,7 @@ pub(crate) fn is_mine(l: &Lease, me: &Lease) -> bool {
 #[derive(Debug)]
 pub(crate) struct LeaseGuard<'s> {
     store: &'s Store,
-    thread: String,
+    thread: ThreadId,
     me: Lease,
     armed: bool,
 }
@@ -67,7 +67,7 @@ impl<'s> LeaseGuard<'s> {
     /// [`ThreadError::NotFound`] for a thread that is not active.
     pub(crate) fn acquire(
         store: &'s Store,
-        thread: &str,
+        thread: &ThreadId,
         me: Lease,
     ) -> Result<(LeaseGuard<'s>, NodeId), StepError> {
         let found = store
@@ -94,7 +94,7 @@ impl<'s> LeaseGuard<'s> {
             Ok(head) => Ok((
                 LeaseGuard {
                     store,
-                    thread: thread.to_string(),
+                    thread: thread.clone(),
                     me,
                     armed: true,
                 },
@@ -150,7 +150,7 @@ impl Drop for LeaseGuard<'_> {
 }
 
 /// Whether process `pid` exists (`kill(pid, 0)` succeeds or fails only for permission).
-pub fn pid_alive(pid: u32) -> bool {
+pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(p) = libc::pid_t::try_from(pid) else {
         return false;
     };

@@ -5,13 +5,13 @@
 //! and the agent may use it meanwhile through `uwf agent submit`). It takes the thread's lease
 //! in the transaction that reads the head; a `LeaseGuard` gives the lease back however
 //! the step ends, and the head move that succeeds releases it in its own transaction. The
-//! agent runs under [`supervisor`]: its own process group, killed with uwf, output capped, a
-//! time limit that holds against descendants that keep the pipes open, and an [`Interrupt`]
+//! agent runs under the `supervisor`: its own process group, killed with uwf, output capped, a
+//! time limit that holds against descendants that keep the pipes open, and an `Interrupt`
 //! (SIGINT/SIGTERM) that ends it at once.
 //!
-//! An agent speaks one of two protocols ([`AgentProtocol`]): uwf's (`CMD <thread> <role>`,
+//! An agent speaks one of two protocols (`AgentProtocol`): uwf's (`CMD <thread> <role>`,
 //! the agent uses the store) or the TypeScript tool's (`CMD --thread T --role R --prompt P`,
-//! the agent uses only the files under the root: [`crate::interchange::agent_root`] makes
+//! the agent uses only the files under the root: `interchange::agent_root` makes
 //! them current before it runs, and the node files it wrote are imported after).
 //!
 //! Every failure is a [`StepError`] that says whether a retry of the same step may succeed
@@ -19,18 +19,21 @@
 
 mod interrupt;
 mod lease;
-pub mod supervisor;
+pub(crate) mod supervisor;
 
-pub use interrupt::Interrupt;
-pub use lease::{boot_id, lease_is_live, pid_alive, start_ticks};
-pub use supervisor::{AgentRun, Ending, Limits, SpawnError, Tail, adopt_orphans};
+pub(crate) use interrupt::Interrupt;
+pub use lease::{boot_id, start_ticks};
+pub(crate) use lease::{lease_is_live, pid_alive};
+pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans};
 
 use crate::cas::{NodeId, Value};
 use crate::interchange::transfer::{ImportOptions, TransferError};
 use crate::interchange::{agent_root, layout::CAS_DIR, transfer};
 use crate::store::{HistoryEntry, Lease, Snapshot, Store};
 use crate::thread::chain::{Moderated, expand_output, load_moderated};
-use crate::thread::{AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError};
+use crate::thread::{
+    AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError, ThreadId,
+};
 use crate::workflow::nodes::{STEP_NODE, StepNode};
 use crate::workflow::{self, Decision, FinishReason, Jsonata, StepView};
 use lease::{LeaseGuard, is_mine, lease_of};
@@ -38,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The agent time limit when neither `--timeout` nor `timeoutSeconds` is given.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// Why a step failed. The head is unchanged; a StepNode the agent wrote stays stored.
 #[derive(Debug, thiserror::Error)]
@@ -215,21 +218,21 @@ impl StepError {
     /// thread's `maxRetries` (not a busy, queued, paused or finished thread, an interrupt, a
     /// config or store failure).
     pub fn counts_as_failure(&self) -> bool {
-        match self {
+        matches!(
+            self,
             StepError::Spawn(_)
-            | StepError::Timeout { .. }
-            | StepError::WrongProtocol { .. }
-            | StepError::Failed { .. }
-            | StepError::BadOutput { .. }
-            | StepError::Missing { .. }
-            | StepError::NotStep { .. }
-            | StepError::WrongThread { .. }
-            | StepError::WrongPrev { .. }
-            | StepError::WrongRole { .. }
-            | StepError::Model(_) => true,
-            StepError::Thread(ThreadError::Extract { .. }) => true,
-            _ => false,
-        }
+                | StepError::Timeout { .. }
+                | StepError::WrongProtocol { .. }
+                | StepError::Failed { .. }
+                | StepError::BadOutput { .. }
+                | StepError::Missing { .. }
+                | StepError::NotStep { .. }
+                | StepError::WrongThread { .. }
+                | StepError::WrongPrev { .. }
+                | StepError::WrongRole { .. }
+                | StepError::Model(_)
+                | StepError::Thread(ThreadError::Extract { .. })
+        )
     }
 
     /// Whether the same step may succeed if run again with nothing changed: the thread was
@@ -272,16 +275,16 @@ impl From<workflow::ModeratorError> for StepError {
 }
 
 /// Result alias of the engine.
-pub type Result<T, E = StepError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StepError> = std::result::Result<T, E>;
 
 /// What one step needs from its caller.
-pub struct StepOptions<'a> {
+pub(crate) struct StepOptions<'a> {
     /// The open store; held for the whole step.
     pub store: &'a Store,
     /// The storage root (`UWF_HOME` of the agent).
     pub root: &'a Path,
     /// The thread.
-    pub thread: &'a str,
+    pub thread: &'a ThreadId,
     /// `--agent` (with its protocol): overrides the config.
     pub agent: Option<AgentCommand>,
     /// `config.yaml`.
@@ -311,7 +314,7 @@ pub struct StepOptions<'a> {
 
 /// The result of one step, and notes for stderr.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepResult {
+pub(crate) struct StepResult {
     /// The thread's state after the step.
     pub output: StepOutput,
     /// Things the user should know (e.g. a fallback working directory).
@@ -324,12 +327,13 @@ pub struct StepResult {
 ///
 /// # Errors
 /// A [`StepError`]; the head is unchanged and the lease released.
-pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
+pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
     let agent = std::cell::RefCell::new(String::new());
-    let r = step_inner(opts, &agent);
-    if let Err(e) = &r
-        && e.counts_as_failure()
-    {
+    let e = match step_inner(opts, &agent) {
+        Ok(r) => return Ok(r),
+        Err(e) => e,
+    };
+    if e.counts_as_failure() {
         let failure = crate::store::StepFailure {
             time_ms: (opts.now)(),
             agent: agent.borrow().clone(),
@@ -339,11 +343,11 @@ pub fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
             return Err(StepError::FailedForGood {
                 thread: opts.thread.to_string(),
                 attempts: opts.max_retries,
-                last: Box::new(r.err().expect("an error")),
+                last: Box::new(e),
             });
         }
     }
-    r
+    Err(e)
 }
 
 fn step_inner(
@@ -394,7 +398,7 @@ fn step_inner(
         return Ok(StepResult {
             output: StepOutput {
                 workflow: wf_id.to_wire(),
-                thread: opts.thread.to_string(),
+                thread: opts.thread.clone(),
                 head: head.to_wire(),
                 status: Status::Completed,
                 current_role: None,
@@ -485,7 +489,7 @@ fn run_agent(
     }
     let prompt = decision.prompt.clone().unwrap_or_default();
     let args: Vec<&str> = match agent.protocol {
-        AgentProtocol::Uwf => vec![opts.thread, &decision.role],
+        AgentProtocol::Uwf => vec![opts.thread.as_str(), &decision.role],
         AgentProtocol::Ts7a0c => {
             let head = m.chain.head();
             agent_root::export_reachable(
@@ -506,7 +510,7 @@ fn run_agent(
             ]);
             vec![
                 "--thread",
-                opts.thread,
+                opts.thread.as_str(),
                 "--role",
                 &decision.role,
                 "--prompt",
@@ -721,7 +725,7 @@ fn check_returned(
 /// when the moderator then says `$END`).
 fn conclude(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     m: Moderated,
     role: &str,
     id: NodeId,
@@ -749,7 +753,7 @@ fn conclude(
     commit(store, thread, head, id, wf_id, done, now_ms, me)?;
     Ok(StepOutput {
         workflow: wf_id.to_wire(),
-        thread: thread.to_string(),
+        thread: thread.clone(),
         head: id.to_wire(),
         status: if done {
             Status::Completed
@@ -764,12 +768,12 @@ fn conclude(
 
 /// Moves the head of an active thread to `step`, a StepNode written for its next role (by
 /// [`crate::thread::submit`], say): the in-process form of a step, for agents that run inside
-/// the caller. The same checks and the same compare-and-swap as [`step`]; refused while
+/// the caller. The same checks and the same compare-and-swap as a supervised step; refused while
 /// another process holds the thread's lease.
 ///
 /// # Errors
-/// As [`step`], for the checks of the returned node.
-pub fn advance(store: &Store, thread: &str, step: NodeId, now_ms: u64) -> Result<StepOutput> {
+/// As a supervised step, for the checks of the returned node.
+pub fn advance(store: &Store, thread: &ThreadId, step: NodeId, now_ms: u64) -> Result<StepOutput> {
     let head = crate::thread::ops::active(store, thread)?.head;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
@@ -789,7 +793,7 @@ enum Cas {
 #[allow(clippy::too_many_arguments)]
 fn commit(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     expected: NodeId,
     new: NodeId,
     wf: NodeId,

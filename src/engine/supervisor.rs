@@ -19,16 +19,16 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// The most stdout kept from one agent run (its tail).
-pub const STDOUT_CAP: usize = 8 << 20;
+pub(crate) const STDOUT_CAP: usize = 8 << 20;
 /// The most stderr kept from one agent run (its tail).
-pub const STDERR_CAP: usize = 1 << 20;
+pub(crate) const STDERR_CAP: usize = 1 << 20;
 /// How long the pipes are read after the agent exited, for output still in flight from what
 /// it left behind.
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 
 /// How an agent run is bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// The time limit, from the spawn.
     pub timeout: Duration,
     /// The most stdout kept (the tail).
@@ -42,7 +42,7 @@ pub struct Limits {
 
 impl Limits {
     /// The default caps with `timeout`.
-    pub fn with_timeout(timeout: Duration) -> Limits {
+    pub(crate) fn with_timeout(timeout: Duration) -> Limits {
         Limits {
             timeout,
             stdout_cap: STDOUT_CAP,
@@ -54,7 +54,7 @@ impl Limits {
 
 /// How an agent run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ending {
+pub(crate) enum Ending {
     /// It exited with this code.
     Exited(i32),
     /// A signal it did not handle ended it.
@@ -67,26 +67,23 @@ pub enum Ending {
 
 /// The last bytes of a stream, at most a cap.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tail {
+pub(crate) struct Tail {
     buf: Vec<u8>,
     cap: usize,
-    dropped: u64,
 }
 
 impl Tail {
     /// An empty tail keeping at most `cap` bytes.
-    pub fn new(cap: usize) -> Tail {
+    pub(crate) fn new(cap: usize) -> Tail {
         Tail {
             buf: Vec::new(),
             cap,
-            dropped: 0,
         }
     }
 
     /// Appends `b`, forgetting the oldest bytes past the cap. Memory stays under twice the cap.
-    pub fn push(&mut self, b: &[u8]) {
+    pub(crate) fn push(&mut self, b: &[u8]) {
         if b.len() >= self.cap {
-            self.dropped += (self.buf.len() + b.len() - self.cap) as u64;
             self.buf.clear();
             self.buf.extend_from_slice(&b[b.len() - self.cap..]);
             return;
@@ -95,29 +92,23 @@ impl Tail {
         if self.buf.len() > 2 * self.cap {
             let cut = self.buf.len() - self.cap;
             self.buf.drain(..cut);
-            self.dropped += cut as u64;
         }
     }
 
     /// The kept bytes: the last `cap` bytes pushed.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.buf[self.buf.len().saturating_sub(self.cap)..]
     }
 
-    /// How many bytes were pushed but not kept.
-    pub fn dropped(&self) -> u64 {
-        self.dropped + self.buf.len().saturating_sub(self.cap) as u64
-    }
-
     /// The kept bytes as text (invalid UTF-8 replaced).
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(self.bytes()).into_owned()
     }
 }
 
 /// What an agent run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentRun {
+pub(crate) struct AgentRun {
     /// How it ended.
     pub ending: Ending,
     /// The tail of its stdout.
@@ -142,7 +133,7 @@ pub struct SpawnError {
 /// Makes this process the reaper of orphaned descendants (Linux), so that what an agent
 /// leaves behind, even after `setsid`, can be found and killed when the agent ends. Call it
 /// only in a process whose children are all agents run with [`Limits::sole_child`].
-pub fn adopt_orphans() {
+pub(crate) fn adopt_orphans() {
     #[cfg(target_os = "linux")]
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
     unsafe {
@@ -158,7 +149,7 @@ pub fn adopt_orphans() {
 ///
 /// # Errors
 /// [`SpawnError`] when the program cannot be started.
-pub fn run(
+pub(crate) fn run(
     agent: &AgentCommand,
     extra_args: &[&str],
     cwd: &Path,
@@ -536,7 +527,6 @@ mod tests {
         assert_eq!(t.bytes(), b"cdef");
         t.push(b"0123456789");
         assert_eq!(t.bytes(), b"6789");
-        assert_eq!(t.dropped(), 12);
         for _ in 0..100 {
             t.push(b"xyz");
             assert!(t.buf.len() <= 8);
@@ -574,7 +564,6 @@ mod tests {
         assert_eq!(r.ending, Ending::Exited(0));
         assert!(r.stdout.text().ends_with("\nlast\n"));
         assert_eq!(r.stdout.bytes().len(), 1000);
-        assert_eq!(r.stdout.dropped(), 100_006 - 1000);
     }
 
     #[test]

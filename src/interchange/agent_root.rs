@@ -15,6 +15,7 @@ use super::transfer::{TransferError, read_optional};
 use super::yaml;
 use crate::cas::NodeId;
 use crate::store::{Store, WalkEvent};
+use crate::workflow::ThreadId;
 use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
@@ -22,7 +23,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The lock file that serialises read-modify-writes of `threads.yaml` by uwf processes.
-pub const THREADS_LOCK: &str = ".threads.yaml.lock";
+pub(crate) const THREADS_LOCK: &str = ".threads.yaml.lock";
 
 /// Writes `root/cas/<ID>.bin` for every node reachable from `from` through references, and
 /// for the schema typing each of them (with what those reach), up to the meta-schema. Files
@@ -32,7 +33,7 @@ pub const THREADS_LOCK: &str = ".threads.yaml.lock";
 ///
 /// # Errors
 /// A store failure, or a file that cannot be written (a link or a directory in the way).
-pub fn export_reachable(
+pub(crate) fn export_reachable(
     store: &Store,
     root: &Path,
     from: &[NodeId],
@@ -112,10 +113,10 @@ fn append_line(index: &Path, name: &str, id: NodeId) -> Result<(), ExportError> 
 ///
 /// # Errors
 /// A store failure, or a lock or file that cannot be written.
-pub fn set_thread_head(
+pub(crate) fn set_thread_head(
     store: &Store,
     root: &Path,
-    thread: &str,
+    thread: &ThreadId,
     head: NodeId,
 ) -> Result<(), TransferError> {
     let lock_path = root.join(THREADS_LOCK);
@@ -135,7 +136,7 @@ pub fn set_thread_head(
         .open(&lock_path)
         .map_err(io("open", &lock_path))?;
     lock.lock().map_err(io("lock", &lock_path))?;
-    let active: HashSet<String> = store.threads()?.into_iter().map(|(t, _)| t).collect();
+    let active: HashSet<ThreadId> = store.threads()?.into_iter().map(|(t, _)| t).collect();
     let text = read_optional(&root.join(THREADS_FILE))
         .ok()
         .flatten()
@@ -147,13 +148,13 @@ pub fn set_thread_head(
     let mut entries: Vec<(String, String)> = Vec::with_capacity(old.len() + 1);
     let mut listed = false;
     for (t, h) in old {
-        let key = t.to_ascii_uppercase();
-        if key == thread {
+        let key = ThreadId::parse(&t).ok();
+        if key.as_ref() == Some(thread) {
             if !listed {
                 entries.push((t, head.clone()));
                 listed = true;
             }
-        } else if active.contains(&key) {
+        } else if key.is_some_and(|k| active.contains(&k)) {
             entries.push((t, h));
         }
     }

@@ -6,12 +6,12 @@ use crate::cas::Value;
 use crate::cas::value::Map;
 
 /// What a secret value becomes (the TypeScript tool's `config list` mask).
-pub const PLACEHOLDER: &str = "***MASKED***";
+pub(crate) const PLACEHOLDER: &str = "***MASKED***";
 
 /// Whether a key names a secret: it contains `key`, `token`, `secret` or `password`, in any
 /// case (`apiKey`, `api_key`, `accessToken`, `clientSecret`, …). Erring towards masking is
 /// safe: a masked value is refilled by hand, a leaked one cannot be taken back.
-pub fn is_secret_key(k: &str) -> bool {
+pub(crate) fn is_secret_key(k: &str) -> bool {
     let k = k.to_ascii_lowercase();
     ["key", "token", "secret", "password", "passwd"]
         .iter()
@@ -20,7 +20,7 @@ pub fn is_secret_key(k: &str) -> bool {
 
 /// `doc` with every value under a secret key masked: strings, numbers and booleans become
 /// [`PLACEHOLDER`], maps and lists keep their shape, nulls stay null.
-pub fn redact(doc: &Value) -> Value {
+pub(crate) fn redact(doc: &Value) -> Value {
     walk(doc, false)
 }
 

@@ -8,7 +8,7 @@
 //!   content-addressed, so they are not fsynced one by one.
 //! - Index files `cas/_index/<TYPE>` and `cas/_index/_meta` are streamed to a staging
 //!   directory `cas/_index.staging/` (same file system) and moved into `_index/` one by one by
-//!   [`ExportWriter::finish`], each by an atomic rename. At most [`MAX_OPEN_INDEX_FILES`] are
+//!   [`ExportWriter::finish`], each by an atomic rename. At most `MAX_OPEN_INDEX_FILES` are
 //!   open at once; the others are reopened for appending when needed.
 //! - The root files (`threads.yaml`, `workflows.yaml`, `registry.yaml`, `history.jsonl`) are
 //!   replaced atomically: written to a temporary file in the same directory, fsynced, renamed.
@@ -27,7 +27,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Most index files kept open at once.
-pub const MAX_OPEN_INDEX_FILES: usize = 32;
+pub(crate) const MAX_OPEN_INDEX_FILES: usize = 32;
 
 /// Why writing the export failed.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +61,7 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
-/// What [`ExportWriter::write_node`] did.
+/// What [`ExportWriter::add_node`] did with a node file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     /// The file was created (or replaced, when it held other bytes).
@@ -107,7 +107,7 @@ fn ensure_file_or_absent(path: &Path) -> Result<Option<fs::Metadata>, ExportErro
 ///
 /// # Errors
 /// An I/O error, or [`ExportError::InTheWay`] when a link or directory has the file's name.
-pub fn write_node_file(
+pub(crate) fn write_node_file(
     cas: &Path,
     id: NodeId,
     bytes: &[u8],
@@ -185,7 +185,7 @@ fn sync_dir(path: &Path) -> Result<(), ExportError> {
 /// A file replaced atomically: written under a temporary name in the same directory, then
 /// fsynced and renamed over the target by [`AtomicFile::commit`]. Dropped without a commit,
 /// the temporary file is removed and the target is untouched.
-pub struct AtomicFile {
+pub(crate) struct AtomicFile {
     target: PathBuf,
     tmp: PathBuf,
     out: Option<BufWriter<File>>,
@@ -196,7 +196,7 @@ impl AtomicFile {
     ///
     /// # Errors
     /// [`ExportError::InTheWay`] when the target is a link or a directory, or an I/O error.
-    pub fn create(dir: &Path, name: &str) -> Result<AtomicFile, ExportError> {
+    pub(crate) fn create(dir: &Path, name: &str) -> Result<AtomicFile, ExportError> {
         let target = join_component(dir, name).map_err(|_| ExportError::InTheWay {
             path: dir.join(name),
             kind: "not a plain file name",
@@ -216,7 +216,7 @@ impl AtomicFile {
     ///
     /// # Errors
     /// An I/O error naming the file.
-    pub fn commit(mut self) -> Result<(), ExportError> {
+    pub(crate) fn commit(mut self) -> Result<(), ExportError> {
         let out = self.out.take().expect("committed once");
         let f = out
             .into_inner()
@@ -252,7 +252,7 @@ impl Drop for AtomicFile {
 /// Replaces `dir/name` atomically with `bytes`.
 ///
 /// # Errors
-/// As [`AtomicFile::create`] and [`AtomicFile::commit`].
+/// The file cannot be created, written, synced or renamed into place.
 pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ExportError> {
     let mut f = AtomicFile::create(dir, name)?;
     f.write_all(bytes)
@@ -262,7 +262,6 @@ pub fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ExportEr
 
 /// The sink an exporter feeds: node files, index files, then [`finish`](Self::finish).
 pub struct ExportWriter {
-    root: PathBuf,
     cas: PathBuf,
     staging: PathBuf,
     /// Index names (a type id or `_meta`) whose staged file exists for this export.
@@ -309,7 +308,6 @@ impl ExportWriter {
         }
         ensure_dir(&staging)?;
         Ok(ExportWriter {
-            root: root.to_path_buf(),
             cas,
             staging,
             started: HashSet::new(),
@@ -319,17 +317,12 @@ impl ExportWriter {
         })
     }
 
-    /// The export directory.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Writes `cas/<id>.bin` holding `CBOR_det({type, payload, timestamp})`, unless a file with
     /// the same bytes is there. `payload_cbor` must be the canonical payload that `id` hashes.
     ///
     /// # Errors
     /// An I/O error, or [`ExportError::InTheWay`] when a link or directory has the file's name.
-    pub fn write_node(
+    pub(crate) fn write_node(
         &mut self,
         id: NodeId,
         type_id: NodeId,
@@ -343,12 +336,12 @@ impl ExportWriter {
     }
 
     /// The `cas/` directory node files go to (for writers running beside this one).
-    pub fn cas_dir(&self) -> &Path {
+    pub(crate) fn cas_dir(&self) -> &Path {
         &self.cas
     }
 
     /// Counts a node file written by [`write_node_file`] outside this writer.
-    pub fn record(&mut self, w: Written, replaced: bool) {
+    pub(crate) fn record(&mut self, w: Written, replaced: bool) {
         match (w, replaced) {
             (Written::Skipped, _) => self.summary.skipped += 1,
             (Written::Written, true) => self.summary.replaced += 1,
@@ -360,7 +353,7 @@ impl ExportWriter {
     /// self-typed node (which is also listed in its own type index, as @ocas/fs does).
     ///
     /// # Errors
-    /// As [`write_node`](Self::write_node) and [`append_index`](Self::append_index).
+    /// The node file or the index line cannot be written.
     pub fn add_node(
         &mut self,
         id: NodeId,
@@ -388,7 +381,7 @@ impl ExportWriter {
     ///
     /// # Errors
     /// An I/O error naming the staged index file.
-    pub fn append_meta(&mut self, id: NodeId) -> Result<(), ExportError> {
+    pub(crate) fn append_meta(&mut self, id: NodeId) -> Result<(), ExportError> {
         self.append_line(META_INDEX.to_string(), id)
     }
 

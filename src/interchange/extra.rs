@@ -38,17 +38,17 @@ use crate::cas::Value;
 use crate::cas::value::{js_number_string, write_json_string};
 
 /// The file name in the export root.
-pub const UWF_FILE: &str = "uwf.jsonl";
+pub(crate) const UWF_FILE: &str = "uwf.jsonl";
 
 /// The format version written in the first line.
-pub const VERSION: u64 = 1;
+pub(crate) const VERSION: u64 = 1;
 
 /// Longest line read; a longer one is reported and skipped.
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// One line of `uwf.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Extra {
+pub(crate) enum Extra {
     /// The first line: the format version.
     Header {
         /// The version.
@@ -114,7 +114,7 @@ fn number(s: &mut String, key: &str, value: u64) {
 
 impl Extra {
     /// The line, with its `\n`.
-    pub fn to_line(&self) -> String {
+    pub(crate) fn to_line(&self) -> String {
         let mut s = String::with_capacity(160);
         match self {
             Extra::Header { version } => {
@@ -176,7 +176,7 @@ impl Extra {
     ///
     /// # Errors
     /// A one-line reason: not a JSON object, an unknown kind or version, a missing field.
-    pub fn parse_line(line: &str) -> Result<Extra, String> {
+    pub(crate) fn parse_line(line: &str) -> Result<Extra, String> {
         let v = Value::from_json_str(line).map_err(|e| format!("broken JSON ({e})"))?;
         if v.as_object().is_none() {
             return Err("not a JSON object".into());

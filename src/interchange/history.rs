@@ -11,7 +11,7 @@ use crate::workflow::FinishReason;
 use std::io::{self, BufRead};
 
 /// Longest line the reader accepts; a longer one is reported and skipped without being held.
-pub const MAX_LINE: usize = 1 << 20;
+pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +50,7 @@ impl HistoryRecord {
     ///
     /// # Errors
     /// A one-line reason when the line is not JSON or a field is missing or of the wrong type.
-    pub fn parse_line(line: &str) -> Result<HistoryRecord, String> {
+    pub(crate) fn parse_line(line: &str) -> Result<HistoryRecord, String> {
         let v: serde_json::Value =
             serde_json::from_str(line).map_err(|e| format!("broken JSON ({e})"))?;
         let obj = v.as_object().ok_or("not a JSON object")?;

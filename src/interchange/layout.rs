@@ -21,36 +21,36 @@
 
 use crate::cas::cbor::{self, CborError};
 use crate::cas::id::ID_LEN;
-use crate::cas::{NodeId, Value, hash};
+use crate::cas::{NodeId, hash};
 use std::ffi::OsStr;
 use std::fs::{self, ReadDir};
 use std::io::{self, Read};
 use std::path::{Component, Path, PathBuf};
 
 /// Directory of the CAS inside a root.
-pub const CAS_DIR: &str = "cas";
+pub(crate) const CAS_DIR: &str = "cas";
 /// Sub-directory of node files in the later (@ocas/fs 0.4) layout.
-pub const NODES_DIR: &str = "nodes";
+pub(crate) const NODES_DIR: &str = "nodes";
 /// Directory of the type index inside the CAS directory.
-pub const INDEX_DIR: &str = "_index";
+pub(crate) const INDEX_DIR: &str = "_index";
 /// Index file listing self-typed (meta) nodes.
-pub const META_INDEX: &str = "_meta";
+pub(crate) const META_INDEX: &str = "_meta";
 /// Where the export writer stages index files before moving them into [`INDEX_DIR`].
-pub const INDEX_STAGING_DIR: &str = "_index.staging";
+pub(crate) const INDEX_STAGING_DIR: &str = "_index.staging";
 /// Active threads: `THREADID: HEADID`.
-pub const THREADS_FILE: &str = "threads.yaml";
+pub(crate) const THREADS_FILE: &str = "threads.yaml";
 /// The workflow registry as the shipped tool names it: `name: WORKFLOWID`.
-pub const WORKFLOWS_FILE: &str = "workflows.yaml";
+pub(crate) const WORKFLOWS_FILE: &str = "workflows.yaml";
 /// The workflow registry as the documentation names it (same content).
-pub const REGISTRY_FILE: &str = "registry.yaml";
+pub(crate) const REGISTRY_FILE: &str = "registry.yaml";
 /// Finished threads, one JSON object per line.
-pub const HISTORY_FILE: &str = "history.jsonl";
+pub(crate) const HISTORY_FILE: &str = "history.jsonl";
 /// Extension of a node file.
-pub const NODE_EXT: &str = ".bin";
+pub(crate) const NODE_EXT: &str = ".bin";
 /// Extension of a node file being written.
-pub const TMP_EXT: &str = ".tmp";
+pub(crate) const TMP_EXT: &str = ".tmp";
 /// Default largest node file the scanner reads: 64 MiB.
-pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
+pub(crate) const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 20;
 
 /// `<ID>.bin`.
 pub fn node_file_name(id: NodeId) -> String {
@@ -58,13 +58,13 @@ pub fn node_file_name(id: NodeId) -> String {
 }
 
 /// `<ID>.tmp`.
-pub fn tmp_file_name(id: NodeId) -> String {
+pub(crate) fn tmp_file_name(id: NodeId) -> String {
     format!("{}{TMP_EXT}", id.to_wire())
 }
 
 /// The id a node file name stands for: exactly 13 upper-case Crockford characters and `.bin`,
 /// as the TypeScript tool writes them. `None` for anything else.
-pub fn parse_node_file_name(name: &OsStr) -> Option<NodeId> {
+pub(crate) fn parse_node_file_name(name: &OsStr) -> Option<NodeId> {
     let name = name.to_str()?;
     let stem = name.strip_suffix(NODE_EXT)?;
     if stem.len() != ID_LEN {
@@ -78,7 +78,7 @@ pub fn parse_node_file_name(name: &OsStr) -> Option<NodeId> {
 ///
 /// # Errors
 /// [`ScanProblem::UnsafeName`] naming the component.
-pub fn join_component(dir: &Path, name: &str) -> Result<PathBuf, ScanProblem> {
+pub(crate) fn join_component(dir: &Path, name: &str) -> Result<PathBuf, ScanProblem> {
     let mut comps = Path::new(name).components();
     match (comps.next(), comps.next()) {
         (Some(Component::Normal(c)), None) if c == OsStr::new(name) => Ok(dir.join(name)),
@@ -119,13 +119,6 @@ pub struct ScannedNode {
     pub timestamp: u64,
     /// Whether the file is byte-identical to the canonical encoding of the node.
     pub canonical: bool,
-}
-
-impl ScannedNode {
-    /// The decoded payload.
-    pub fn payload(&self) -> Value {
-        cbor::decode(&self.payload_cbor).expect("checked canonical CBOR decodes")
-    }
 }
 
 /// A file or directory of the layout that is not an acceptable node file.
@@ -245,7 +238,7 @@ pub enum ScanItem {
 
 /// One entry of a listing: a node file to read, or an entry settled without reading it.
 #[derive(Debug)]
-pub enum Listed {
+pub(crate) enum Listed {
     /// A regular file named `<ID>.bin`, not read yet.
     File(NodeId, Layout),
     /// A problem or an ignored entry.
@@ -257,7 +250,7 @@ pub enum Listed {
 ///
 /// Memory stays bounded by one directory handle, whatever the number of files. The order is
 /// the file system's (not sorted).
-pub struct Lister {
+pub(crate) struct Lister {
     cas: PathBuf,
     current: Option<(ReadDir, Layout)>,
     pending_nodes_dir: bool,
@@ -267,13 +260,13 @@ pub struct Lister {
 impl Lister {
     /// A lister of the root `dir` (the directory holding `cas/`). A root without `cas/`
     /// lists nothing.
-    pub fn new(dir: &Path) -> Lister {
+    pub(crate) fn new(dir: &Path) -> Lister {
         Lister::of_cas(&dir.join(CAS_DIR))
     }
 
     /// A lister of the CAS directory `cas` itself (`<root>/cas`, or a CAS kept elsewhere such
     /// as the TypeScript CLI's `~/.uncaged/json-cas`). An absent directory lists nothing.
-    pub fn of_cas(cas: &Path) -> Lister {
+    pub(crate) fn of_cas(cas: &Path) -> Lister {
         Lister {
             cas: cas.to_path_buf(),
             current: None,
@@ -406,13 +399,8 @@ impl Iterator for Lister {
     }
 }
 
-/// The path of node `id`'s file in `layout` under the root `dir`.
-pub fn node_path(dir: &Path, layout: Layout, id: NodeId) -> PathBuf {
-    node_path_in(&dir.join(CAS_DIR), layout, id)
-}
-
 /// The path of node `id` of `layout` in the CAS directory `cas`.
-pub fn node_path_in(cas: &Path, layout: Layout, id: NodeId) -> PathBuf {
+pub(crate) fn node_path_in(cas: &Path, layout: Layout, id: NodeId) -> PathBuf {
     let cas = cas.to_path_buf();
     let base = match layout {
         Layout::Flat => cas,
@@ -422,12 +410,12 @@ pub fn node_path_in(cas: &Path, layout: Layout, id: NodeId) -> PathBuf {
 }
 
 /// Reads and checks the listed file `id` of `layout` under the root `dir`.
-pub fn read_listed(dir: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
+pub(crate) fn read_listed(dir: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
     read_listed_in(&dir.join(CAS_DIR), layout, id, max_size)
 }
 
 /// Reads and checks the listed file `id` of `layout` in the CAS directory `cas`.
-pub fn read_listed_in(cas: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
+pub(crate) fn read_listed_in(cas: &Path, layout: Layout, id: NodeId, max_size: u64) -> ScanItem {
     match read_node_file(&node_path_in(cas, layout, id), id, layout, max_size) {
         Ok(n) => ScanItem::Node(Box::new(n)),
         Err(p) => ScanItem::Problem(p),
@@ -435,7 +423,7 @@ pub fn read_listed_in(cas: &Path, layout: Layout, id: NodeId, max_size: u64) -> 
 }
 
 /// Streams the node files of `DIR/cas/` and then `DIR/cas/nodes/`, one at a time: a
-/// [`Lister`] that reads each node file as it is listed.
+/// `Lister` that reads each node file as it is listed.
 ///
 /// Memory stays bounded by one directory handle and one file, whatever the number of files.
 /// The order is the file system's (not sorted).
@@ -523,7 +511,7 @@ pub fn read_node_file(
 ///
 /// # Errors
 /// [`ScanProblem::Undecodable`], [`ScanProblem::BadType`] or [`ScanProblem::WrongId`].
-pub fn check_node_bytes(
+pub(crate) fn check_node_bytes(
     path: &Path,
     bytes: &[u8],
     id: NodeId,

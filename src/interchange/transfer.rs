@@ -22,7 +22,7 @@ use crate::store::{
 };
 use crate::thread::workflow_of;
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode, WORKFLOW};
-use crate::workflow::{FinishReason, is_workflow_type};
+use crate::workflow::{FinishReason, ThreadId, is_workflow_type};
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -55,7 +55,7 @@ const EXPORT_CHUNK: usize = 64;
 const EXPORT_CHUNKS_AHEAD: usize = 16;
 
 /// Progress callback: (what, done, total or 0 when unknown).
-pub type Progress<'a> = &'a dyn Fn(&str, u64, u64);
+pub(crate) type Progress<'a> = &'a dyn Fn(&str, u64, u64);
 
 /// Counts of an export.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -212,11 +212,11 @@ fn write_root_files(
             None => workflow_of(&snap, r.head)?,
         };
         if readable.check(&snap, wf)? {
-            heads.push((t, r.head.to_wire()));
+            heads.push((t.to_string(), r.head.to_wire()));
         } else {
             put_extra(
                 Extra::Thread {
-                    thread: t,
+                    thread: t.to_string(),
                     workflow: wf.map(NodeId::to_wire),
                     head: r.head.to_wire(),
                     updated_at: r.updated_ms,
@@ -396,7 +396,7 @@ pub fn import(
 ///
 /// # Errors
 /// As [`import`].
-pub fn import_with_cas(
+pub(crate) fn import_with_cas(
     store: &Store,
     dir: &Path,
     more_cas: &[std::path::PathBuf],
@@ -429,7 +429,7 @@ pub fn import_with_cas(
 ///
 /// # Errors
 /// A store failure (bad files are reported in the result, not as errors).
-pub fn import_new_nodes(
+pub(crate) fn import_new_nodes(
     store: &Store,
     dir: &Path,
     opts: ImportOptions,
@@ -970,8 +970,8 @@ fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, TransferErr
 
 /// A thread id as stored: upper case (ids are case-insensitive, and the TypeScript tool writes
 /// upper case only); `None` unless it is 26 letters and digits.
-fn thread_key(s: &str) -> Option<String> {
-    crate::thread::is_thread_id(s).then(|| s.to_ascii_uppercase())
+fn thread_key(s: &str) -> Option<ThreadId> {
+    ThreadId::parse(s).ok()
 }
 
 fn import_threads(
@@ -1241,16 +1241,18 @@ fn import_history(
 struct HistoryImport<'a> {
     store: &'a Store,
     /// The store's active threads.
-    active: std::collections::HashMap<String, ThreadRecord>,
+    active: std::collections::HashMap<ThreadId, ThreadRecord>,
     pending: Vec<HistoryEntry>,
 }
 
 impl HistoryImport<'_> {
     fn take(&mut self, mut e: HistoryEntry, r: &mut ImportReport) -> Result<(), TransferError> {
-        if let Some(key) = thread_key(&e.thread) {
-            e.thread = key;
+        let key = thread_key(&e.thread);
+        if let Some(k) = &key {
+            e.thread = k.as_str().to_string();
         }
-        let Some(rec) = self.active.get(&e.thread).cloned() else {
+        let Some((key, rec)) = key.and_then(|k| self.active.get(&k).cloned().map(|r| (k, r)))
+        else {
             self.pending.push(e);
             if self.pending.len() >= 4096 {
                 self.append(r)?;
@@ -1271,9 +1273,9 @@ impl HistoryImport<'_> {
         }
         let done = self.store.write(|w| {
             // Another process may have moved or finished the thread since it was read.
-            match w.thread(&e.thread)? {
+            match w.thread(&key)? {
                 Some(now) if now.head == rec.head => {
-                    w.remove_thread(&e.thread)?;
+                    w.remove_thread(&key)?;
                     if !w.has_history(&e)? {
                         w.append_history(&e)?;
                     }
@@ -1282,7 +1284,7 @@ impl HistoryImport<'_> {
                 _ => Ok(false),
             }
         })?;
-        self.active.remove(&e.thread);
+        self.active.remove(&key);
         if done {
             r.history.imported += 1;
         } else {
@@ -1359,7 +1361,7 @@ fn read_optional_meta(path: &Path, r: &mut ImportReport) -> Result<Option<()>, T
 }
 
 /// Whether `root` holds the file layout (a `cas/` directory or the root files).
-pub fn has_layout(root: &Path) -> bool {
+pub(crate) fn has_layout(root: &Path) -> bool {
     root.join(CAS_DIR).is_dir()
         || root.join(THREADS_FILE).is_file()
         || root.join(WORKFLOWS_FILE).is_file()

@@ -15,7 +15,7 @@
 use crate::builtin::Models;
 use crate::engine::{self, Interrupt, StepError, StepOptions};
 use crate::store::{Phase, Store};
-use crate::thread::{self, AgentCommand, Config};
+use crate::thread::{self, AgentCommand, Config, ThreadId};
 use crate::workflow::ThreadStatus;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
@@ -26,12 +26,14 @@ use std::time::{Duration, Instant};
 /// What `uwf run` drives and how.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The storage root.
+    pub root: PathBuf,
     /// Steps at once.
     pub jobs: usize,
     /// Only threads of these workflow names (all when empty).
     pub workflows: Vec<String>,
     /// Only these threads (all when empty).
-    pub threads: Vec<String>,
+    pub threads: Vec<ThreadId>,
     /// Return when nothing is left to do instead of waiting for new threads.
     pub until_idle: bool,
     /// How long running steps may go on after a stop request.
@@ -116,7 +118,7 @@ pub enum Event {
     /// A thread ended (completed, failed) or stopped being drivable (its error).
     Finished {
         /// The thread.
-        thread: String,
+        thread: ThreadId,
         /// Its workflow's name.
         workflow: String,
         /// `completed`, `failed`, or `stuck` for an error no retry mends (a config error).
@@ -141,7 +143,7 @@ pub enum Event {
 
 /// The result of one step on the blocking pool.
 struct Done {
-    thread: String,
+    thread: ThreadId,
     result: Result<engine::StepResult, StepError>,
 }
 
@@ -161,7 +163,6 @@ struct Tracked {
 /// Store failures and config errors that concern the whole run.
 pub fn run(
     store: Arc<Store>,
-    root: PathBuf,
     config: Arc<Config>,
     models: Arc<Models>,
     opts: RunOptions,
@@ -179,17 +180,17 @@ pub fn run(
     let _watch = watch(store.path(), changed.clone());
     rt.block_on(async move {
         let mut summary = Summary::default();
-        let mut tracked: HashMap<String, Tracked> = HashMap::new();
-        let mut queue: VecDeque<String> = VecDeque::new();
-        let mut queued: HashSet<String> = HashSet::new();
-        let mut in_flight: HashSet<String> = HashSet::new();
+        let mut tracked: HashMap<ThreadId, Tracked> = HashMap::new();
+        let mut queue: VecDeque<ThreadId> = VecDeque::new();
+        let mut queued: HashSet<ThreadId> = HashSet::new();
+        let mut in_flight: HashSet<ThreadId> = HashSet::new();
         // Threads with an error no retry mends: not driven again by this run.
-        let mut stuck: HashSet<String> = HashSet::new();
+        let mut stuck: HashSet<ThreadId> = HashSet::new();
         let mut set = tokio::task::JoinSet::new();
         let mut names: HashMap<crate::cas::NodeId, String> = HashMap::new();
         let mut last_scan: Option<Instant> = None;
         let mut stop_at: Option<Instant> = None;
-        let wanted_threads: HashSet<String> = opts.threads.iter().cloned().collect();
+        let wanted_threads: HashSet<ThreadId> = opts.threads.iter().cloned().collect();
         let wanted_workflows: HashSet<String> = opts.workflows.iter().cloned().collect();
         loop {
             // A stop request: no new steps; the grace period, then the kill.
@@ -231,9 +232,8 @@ pub fn run(
                 }
                 queued.remove(&t);
                 in_flight.insert(t.clone());
-                let (store, root, config, models, opts, now, stop) = (
+                let (store, config, models, opts, now, stop) = (
                     store.clone(),
-                    root.clone(),
                     config.clone(),
                     models.clone(),
                     opts.clone(),
@@ -243,7 +243,7 @@ pub fn run(
                 set.spawn_blocking(move || {
                     let o = StepOptions {
                         store: &store,
-                        root: &root,
+                        root: &opts.root,
                         thread: &t,
                         agent: opts.agent.clone(),
                         config: &config,
@@ -375,15 +375,15 @@ pub fn run(
 fn scan(
     store: &Store,
     names: &mut HashMap<crate::cas::NodeId, String>,
-    threads: &HashSet<String>,
+    threads: &HashSet<ThreadId>,
     workflows: &HashSet<String>,
-) -> thread::Result<Vec<(String, String)>> {
-    let phases: HashMap<String, Phase> = store
+) -> thread::Result<Vec<(ThreadId, String)>> {
+    let phases: HashMap<ThreadId, Phase> = store
         .thread_states()?
         .into_iter()
         .map(|(t, s)| (t, s.phase))
         .collect();
-    let leased: HashSet<String> = store
+    let leased: HashSet<ThreadId> = store
         .leases()?
         .into_iter()
         .filter(|(_, l)| engine::lease_is_live(l))

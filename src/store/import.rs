@@ -1,11 +1,10 @@
-//! Helpers for moving nodes in and out in bulk: nodes whose id was computed elsewhere, and
-//! streaming the type index.
+//! Helpers for moving nodes in in bulk: nodes whose id was computed elsewhere, and whether a
+//! type is a stored schema.
 
 use super::nodes::{Prepared, refs_in};
-use super::{Result, Store, StoreError, TYPE_INDEX};
+use super::{Result, Store, StoreError};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
-use redb::ReadableTable;
 
 impl Store {
     /// Prepares a node read from outside (an import) whose id and BLAKE3 `digest` the caller
@@ -16,7 +15,7 @@ impl Store {
     /// [`StoreError::UnknownType`] when the type is not a stored schema,
     /// [`StoreError::Corrupt`] when `payload_cbor` does not decode, [`StoreError::Schema`] when
     /// the type's schema has a pattern its reference plan cannot compile.
-    pub fn prepare_imported(
+    pub(crate) fn prepare_imported(
         &self,
         id: NodeId,
         type_id: NodeId,
@@ -43,7 +42,7 @@ impl Store {
     /// references (nothing says which of its strings are ids): the TypeScript tool stores nodes
     /// of any type, and an import keeps everything it kept. `verify` lists such nodes as
     /// warnings; if their type is imported as a schema later, `reindex` finds their references.
-    pub fn prepare_untyped(
+    pub(crate) fn prepare_untyped(
         &self,
         id: NodeId,
         type_id: NodeId,
@@ -63,28 +62,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn is_schema(&self, type_id: NodeId) -> Result<bool> {
+    pub(crate) fn is_schema(&self, type_id: NodeId) -> Result<bool> {
         match self.type_info(type_id) {
             Ok(_) => Ok(true),
             Err(StoreError::UnknownType(_)) => Ok(false),
             Err(e) => Err(e),
         }
-    }
-
-    /// Visits the type index: every (type, id) in type order, then write order.
-    ///
-    /// # Errors
-    /// A redb failure, or the first error of `f`.
-    pub fn for_each_indexed<E: From<StoreError>>(
-        &self,
-        mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        let tx = self.begin_read()?;
-        let t = tx.open_table(TYPE_INDEX).map_err(StoreError::from)?;
-        for e in t.iter().map_err(StoreError::from)? {
-            let (k, v) = e.map_err(StoreError::from)?;
-            f(NodeId(k.value().0), NodeId(v.value()))?;
-        }
-        Ok(())
     }
 }

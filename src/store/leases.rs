@@ -9,6 +9,7 @@
 
 use super::records::{dec, enc};
 use super::{Result, Store, Writer};
+use crate::workflow::ThreadId;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 pub(crate) const LEASES: TableDefinition<&str, &[u8]> = TableDefinition::new("leases");
@@ -38,7 +39,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn lease(&self, id: &str) -> Result<Option<Lease>> {
+    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(LEASES) {
@@ -46,7 +47,7 @@ impl Store {
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
                 Err(e) => return Err(e.into()),
             };
-            t.get(id)?.map(|v| dec(v.value())).transpose()
+            t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
         })
     }
 
@@ -54,7 +55,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn leases(&self) -> Result<Vec<(String, Lease)>> {
+    pub fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(LEASES) {
@@ -65,7 +66,7 @@ impl Store {
             let mut out = Vec::new();
             for e in t.iter()? {
                 let (k, v) = e?;
-                out.push((k.value().to_string(), dec(v.value())?));
+                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
             }
             Ok(out)
         })
@@ -77,19 +78,19 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn lease(&mut self, id: &str) -> Result<Option<Lease>> {
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         let t = self.tx.open_table(LEASES)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
 
     /// Sets the lease of thread `id`.
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_lease(&mut self, id: &str, lease: &Lease) -> Result<()> {
+    pub fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
         self.tx
             .open_table(LEASES)?
-            .insert(id, enc(lease).as_slice())?;
+            .insert(id.as_str(), enc(lease).as_slice())?;
         Ok(())
     }
 
@@ -97,9 +98,9 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn remove_lease(&mut self, id: &str) -> Result<Option<Lease>> {
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         let mut t = self.tx.open_table(LEASES)?;
-        let old = t.remove(id)?.map(|v| dec(v.value())).transpose()?;
+        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
 }

@@ -9,6 +9,7 @@
 
 use super::records::{dec, enc};
 use super::{Result, Store, Writer};
+use crate::workflow::ThreadId;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 
 pub(crate) const THREAD_STATE: TableDefinition<&str, &[u8]> = TableDefinition::new("thread_state");
@@ -85,7 +86,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread_state(&self, id: &str) -> Result<ThreadState> {
+    pub fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(THREAD_STATE) {
@@ -93,7 +94,7 @@ impl Store {
                 Err(redb::TableError::TableDoesNotExist(_)) => return Ok(ThreadState::default()),
                 Err(e) => return Err(e.into()),
             };
-            Ok(t.get(id)?
+            Ok(t.get(id.as_str())?
                 .map(|v| dec(v.value()))
                 .transpose()?
                 .unwrap_or_default())
@@ -104,7 +105,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread_states(&self) -> Result<Vec<(String, ThreadState)>> {
+    pub fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(THREAD_STATE) {
@@ -115,7 +116,7 @@ impl Store {
             let mut out = Vec::new();
             for e in t.iter()? {
                 let (k, v) = e?;
-                out.push((k.value().to_string(), dec(v.value())?));
+                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
             }
             Ok(out)
         })
@@ -127,9 +128,9 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread_state(&mut self, id: &str) -> Result<ThreadState> {
+    pub fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         let t = self.tx.open_table(THREAD_STATE)?;
-        Ok(t.get(id)?
+        Ok(t.get(id.as_str())?
             .map(|v| dec(v.value()))
             .transpose()?
             .unwrap_or_default())
@@ -139,12 +140,12 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread_states(&mut self) -> Result<Vec<(String, ThreadState)>> {
+    pub fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
         let t = self.tx.open_table(THREAD_STATE)?;
         let mut out = Vec::new();
         for e in t.iter()? {
             let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value())?));
+            out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
         }
         Ok(out)
     }
@@ -153,12 +154,12 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_thread_state(&mut self, id: &str, s: &ThreadState) -> Result<()> {
+    pub fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
         let mut t = self.tx.open_table(THREAD_STATE)?;
         if s.is_default() {
-            t.remove(id)?;
+            t.remove(id.as_str())?;
         } else {
-            t.insert(id, enc(s).as_slice())?;
+            t.insert(id.as_str(), enc(s).as_slice())?;
         }
         Ok(())
     }
@@ -167,8 +168,8 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn remove_thread_state(&mut self, id: &str) -> Result<()> {
-        self.tx.open_table(THREAD_STATE)?.remove(id)?;
+    pub fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.tx.open_table(THREAD_STATE)?.remove(id.as_str())?;
         Ok(())
     }
 }

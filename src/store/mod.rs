@@ -213,7 +213,7 @@ pub fn panic_is_caught(info: &std::panic::PanicHookInfo<'_>) -> bool {
 ///
 /// # Errors
 /// The error of `f`, or the damage a panic stands for.
-pub fn catching_damage<T, E: From<StoreError>>(
+pub(crate) fn catching_damage<T, E: From<StoreError>>(
     path: &Path,
     f: impl FnOnce() -> std::result::Result<T, E>,
 ) -> std::result::Result<T, E> {
@@ -249,7 +249,7 @@ pub fn catching_damage<T, E: From<StoreError>>(
 }
 
 /// Result alias of the store layer.
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 macro_rules! impl_db_err {
     ($($t:ty),*) => {$(
@@ -410,7 +410,7 @@ impl Store {
     }
 
     /// The file this store lives in.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -477,7 +477,7 @@ fn open_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
 
 /// The storage root: `$UWF_HOME`, else `$UNCAGED_WORKFLOW_STORAGE_ROOT`, else
 /// `$WORKFLOW_STORAGE_ROOT`, else `~/.uncaged/workflow`. `env` looks a variable up.
-pub fn resolve_root(env: impl Fn(&str) -> Option<String>) -> PathBuf {
+pub(crate) fn resolve_root(env: impl Fn(&str) -> Option<String>) -> PathBuf {
     for var in [
         "UWF_HOME",
         "UNCAGED_WORKFLOW_STORAGE_ROOT",

@@ -54,7 +54,7 @@ impl Snapshot {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+    pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
         super::guard_at(&self.path, || match &self.tables {
             Some((nodes, payloads)) => read_node(nodes, payloads, id),
             None => Ok(None),
@@ -65,7 +65,7 @@ impl Snapshot {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn has(&self, id: NodeId) -> Result<bool> {
+    pub(crate) fn has(&self, id: NodeId) -> Result<bool> {
         match &self.tables {
             Some((nodes, _)) => Ok(nodes.get(id.0)?.is_some()),
             None => Ok(false),
@@ -296,7 +296,7 @@ where
 impl StoredNode {
     /// Whether the stored bytes still hash to the node's id (XXH64); [`is_intact`](Self::is_intact)
     /// checks the digest and timestamp as well.
-    pub fn hashes_to_id(&self) -> bool {
+    pub(crate) fn hashes_to_id(&self) -> bool {
         hash::id_for(self.type_id, self.type_id == self.id, &self.payload_cbor) == self.id
     }
 
@@ -304,7 +304,7 @@ impl StoredNode {
     /// timestamp is one a JavaScript number holds exactly. The timestamp is not hashed: damage
     /// that reaches it without reaching the digest before it sets its high bytes, which this
     /// catches.
-    pub fn is_intact(&self) -> bool {
+    pub(crate) fn is_intact(&self) -> bool {
         let self_typed = self.type_id == self.id;
         self.timestamp <= MAX_SAFE_MS
             && hash::id_for(self.type_id, self_typed, &self.payload_cbor) == self.id
@@ -331,7 +331,7 @@ impl StoredNode {
     }
 
     /// The node file bytes `CBOR({type, payload, timestamp})` of the directory layout.
-    pub fn file_bytes(&self) -> Vec<u8> {
+    pub(crate) fn file_bytes(&self) -> Vec<u8> {
         cbor::encode_node(&self.type_id.to_wire(), &self.payload_cbor, self.timestamp)
     }
 }
@@ -437,7 +437,7 @@ impl Store {
     ///
     /// # Errors
     /// As [`Store::put`].
-    pub fn put_at(&self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+    pub(crate) fn put_at(&self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
         self.guard(|| {
             let tx = self.begin_write()?;
             let out = put_in(&tx, nodes.iter().map(|(p, t)| (p, *t)))?;
@@ -502,7 +502,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::BadId`], [`StoreError::NotFound`], [`StoreError::Ambiguous`].
-    pub fn resolve(&self, input: &str) -> Result<NodeId> {
+    pub(crate) fn resolve(&self, input: &str) -> Result<NodeId> {
         self.guard(|| {
             let s = input.trim();
             let bad = || StoreError::BadId(input.to_string());
@@ -675,7 +675,7 @@ impl Store {
     /// # Errors
     /// A redb failure, [`StoreError::Corrupt`] for a node whose payload entry is missing, or
     /// the first error `f` returns.
-    pub fn for_each_node_in_write_order<E: From<StoreError>>(
+    pub(crate) fn for_each_node_in_write_order<E: From<StoreError>>(
         &self,
         f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {

@@ -15,6 +15,7 @@
 use super::records::{dec, enc};
 use super::{META_TABLE, Result, Store, StoreError};
 use crate::cas::NodeId;
+use crate::workflow::ThreadId;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
 pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
@@ -88,14 +89,14 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn threads(&self) -> Result<Vec<(String, ThreadRecord)>> {
+    pub fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
             let mut out = Vec::with_capacity(t.len()? as usize);
             for e in t.iter()? {
                 let (k, v) = e?;
-                out.push((k.value().to_string(), dec(v.value())?));
+                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
             }
             Ok(out)
         })
@@ -105,11 +106,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread(&self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
-            t.get(id)?.map(|v| dec(v.value())).transpose()
+            t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
         })
     }
 
@@ -150,7 +151,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+    pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(REGISTRY_HISTORY)?;
@@ -186,11 +187,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn history_of(&self, id: &str) -> Result<Option<HistoryEntry>> {
+    pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let by = tx.open_table(HISTORY_BY_THREAD)?;
-            let Some(seq) = by.get(id)?.map(|v| v.value()) else {
+            let Some(seq) = by.get(id.as_str())?.map(|v| v.value()) else {
                 return Ok(None);
             };
             let h = tx.open_table(HISTORY)?;
@@ -231,33 +232,25 @@ impl Writer<'_> {
         super::nodes::put_in(self.tx, nodes.iter().map(|p| (p, now_ms)))
     }
 
-    /// Whether node `id` is stored (seeing this transaction's writes).
-    ///
-    /// # Errors
-    /// A redb failure.
-    pub fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self.tx.open_table(super::NODES)?.get(id.0)?.is_some())
-    }
-
     /// The active thread `id`.
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let t = self.tx.open_table(THREADS)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
 
     /// Every active thread, seeing this transaction's writes.
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn threads(&mut self) -> Result<Vec<(String, ThreadRecord)>> {
+    pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
         let t = self.tx.open_table(THREADS)?;
         let mut out = Vec::new();
         for e in t.iter()? {
             let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value())?));
+            out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
         }
         Ok(out)
     }
@@ -266,10 +259,10 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_thread(&mut self, id: &str, rec: &ThreadRecord) -> Result<()> {
+    pub fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.tx
             .open_table(THREADS)?
-            .insert(id, enc(rec).as_slice())?;
+            .insert(id.as_str(), enc(rec).as_slice())?;
         Ok(())
     }
 
@@ -277,9 +270,9 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn remove_thread(&mut self, id: &str) -> Result<Option<ThreadRecord>> {
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         let mut t = self.tx.open_table(THREADS)?;
-        let old = t.remove(id)?.map(|v| dec(v.value())).transpose()?;
+        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
 
@@ -288,7 +281,12 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn merge_thread(&mut self, id: &str, rec: &ThreadRecord, overwrite: bool) -> Result<Merge> {
+    pub(crate) fn merge_thread(
+        &mut self,
+        id: &ThreadId,
+        rec: &ThreadRecord,
+        overwrite: bool,
+    ) -> Result<Merge> {
         match self.thread(id)? {
             None => {
                 self.set_thread(id, rec)?;
@@ -307,7 +305,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+    pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
         Ok(self
             .tx
             .open_table(REGISTRY)?
@@ -333,7 +331,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+    pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         let t = self.tx.open_table(REGISTRY_HISTORY)?;
         Ok(t.range((name, 0)..=(name, u64::MAX))?.next().is_some())
     }
@@ -342,7 +340,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+    pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
         let seq = self.next("next_registry_seq")?;
         self.tx
             .open_table(REGISTRY_HISTORY)?
@@ -354,7 +352,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+    pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
         self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
         Ok(())
     }
@@ -363,7 +361,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure.
-    pub fn merge_registry(
+    pub(crate) fn merge_registry(
         &mut self,
         name: &str,
         workflow: NodeId,
@@ -403,7 +401,7 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// A redb failure or a corrupt record.
-    pub fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
+    pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
         let h = self.tx.open_table(HISTORY)?;
         // Entries of one thread are few; scan from its latest backwards is not possible without
         // an index of all of them, so compare with the latest and fall back to a scan.

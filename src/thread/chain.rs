@@ -11,7 +11,7 @@ use std::collections::HashSet;
 
 /// One StepNode of a chain.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StepRecord {
+pub(crate) struct StepRecord {
     /// Its id.
     pub id: NodeId,
     /// The step, typed.
@@ -24,7 +24,7 @@ pub struct StepRecord {
 
 /// A thread's nodes from the StartNode to a head.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Chain {
+pub(crate) struct Chain {
     /// The StartNode's id.
     pub start_id: NodeId,
     /// The StartNode, typed.
@@ -39,7 +39,7 @@ pub struct Chain {
 
 impl Chain {
     /// The head: the last step, or the StartNode.
-    pub fn head(&self) -> NodeId {
+    pub(crate) fn head(&self) -> NodeId {
         self.steps.last().map_or(self.start_id, |s| s.id)
     }
 
@@ -47,7 +47,7 @@ impl Chain {
     ///
     /// # Errors
     /// [`ThreadError::Chain`] when the StartNode has none.
-    pub fn workflow_id(&self) -> Result<NodeId> {
+    pub(crate) fn workflow_id(&self) -> Result<NodeId> {
         self.start_node.workflow.ok_or_else(|| ThreadError::Chain {
             node: self.start_id.to_wire(),
             problem: "the StartNode has no workflow id".into(),
@@ -55,12 +55,12 @@ impl Chain {
     }
 
     /// The StartNode's `cwd` ("" when absent).
-    pub fn cwd(&self) -> &str {
+    pub(crate) fn cwd(&self) -> &str {
         &self.start_node.cwd
     }
 
     /// The StartNode's `prompt` ("" when absent).
-    pub fn prompt(&self) -> &str {
+    pub(crate) fn prompt(&self) -> &str {
         &self.start_node.prompt
     }
 }
@@ -77,7 +77,7 @@ fn broken(node: NodeId, problem: impl Into<String>) -> ThreadError {
 /// # Errors
 /// [`ThreadError::NodeNotFound`] for a missing head, [`ThreadError::Chain`] for a missing or
 /// mistyped node further back, a cycle, or steps of another thread.
-pub fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
+pub(crate) fn load_chain(store: &Store, head: NodeId) -> Result<Chain> {
     chain_in(&store.snapshot()?, head)
 }
 
@@ -147,7 +147,7 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
 /// # Errors
 /// [`ThreadError::NodeNotFound`], [`ThreadError::NotWorkflow`], or a payload that is not a
 /// workflow.
-pub fn load_workflow(snap: &Snapshot, id: NodeId) -> Result<StoredWorkflow> {
+pub(crate) fn load_workflow(snap: &Snapshot, id: NodeId) -> Result<StoredWorkflow> {
     let node = snap
         .get(id)?
         .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?;
@@ -182,7 +182,7 @@ pub(crate) fn expand_output(snap: &Snapshot, id: Option<NodeId>) -> Result<Value
 ///
 /// # Errors
 /// A store failure.
-pub fn workflow_of(snap: &Snapshot, head: NodeId) -> Result<Option<NodeId>, StoreError> {
+pub(crate) fn workflow_of(snap: &Snapshot, head: NodeId) -> Result<Option<NodeId>, StoreError> {
     let Some(n) = snap.get(head)? else {
         return Ok(None);
     };
@@ -208,7 +208,7 @@ pub fn workflow_of(snap: &Snapshot, head: NodeId) -> Result<Option<NodeId>, Stor
 ///
 /// # Errors
 /// A store failure.
-pub fn load_history(store: &Store, chain: &Chain) -> Result<History> {
+pub(crate) fn load_history(store: &Store, chain: &Chain) -> Result<History> {
     history_in(&store.snapshot()?, chain)
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// How an agent is called and how it reads and writes the thread.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum AgentProtocol {
+pub(crate) enum AgentProtocol {
     /// uwf's own: `<command> …args <thread-id> <role>`, `UWF_*` variables, the store shared
     /// with the agent.
     #[default]
@@ -26,26 +26,18 @@ pub enum AgentProtocol {
 
 impl AgentProtocol {
     /// Reads a protocol name: `uwf` or `7a0c`.
-    pub fn parse(s: &str) -> Option<AgentProtocol> {
+    pub(crate) fn parse(s: &str) -> Option<AgentProtocol> {
         match s {
             "uwf" => Some(AgentProtocol::Uwf),
             "7a0c" => Some(AgentProtocol::Ts7a0c),
             _ => None,
         }
     }
-
-    /// The name `config.yaml` and `--agent-protocol` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            AgentProtocol::Uwf => "uwf",
-            AgentProtocol::Ts7a0c => "7a0c",
-        }
-    }
 }
 
 /// An agent command: the program, its leading arguments and its protocol.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentCommand {
+pub(crate) struct AgentCommand {
     /// The program.
     pub command: String,
     /// Arguments before those the protocol adds.
@@ -61,7 +53,7 @@ impl AgentCommand {
     ///
     /// # Errors
     /// [`ThreadError::Config`] for an empty value or unbalanced quotes.
-    pub fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
+    pub(crate) fn parse(s: &str) -> Result<AgentCommand, ThreadError> {
         let mut parts = split_words(s, "--agent")?.into_iter();
         let command = parts
             .next()
@@ -74,7 +66,7 @@ impl AgentCommand {
     }
 
     /// The command line as one string (for messages).
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         std::iter::once(self.command.as_str())
             .chain(self.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
@@ -90,7 +82,7 @@ fn split_words(s: &str, what: &str) -> Result<Vec<String>, ThreadError> {
 
 /// The engine's view of `config.yaml`.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Config {
+pub(crate) struct Config {
     /// The whole document (empty object when there is no file).
     pub doc: Value,
 }
@@ -101,7 +93,7 @@ impl Config {
     /// # Errors
     /// [`ThreadError::Config`] for unreadable or invalid YAML, or a document that is not a
     /// mapping.
-    pub fn load(root: &Path) -> Result<Config, ThreadError> {
+    pub(crate) fn load(root: &Path) -> Result<Config, ThreadError> {
         let path = root.join("config.yaml");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -124,7 +116,7 @@ impl Config {
     ///
     /// # Errors
     /// As [`Config::load`].
-    pub fn parse(text: &str, origin: &str) -> Result<Config, ThreadError> {
+    pub(crate) fn parse(text: &str, origin: &str) -> Result<Config, ThreadError> {
         let doc = crate::workflow::yaml::parse_str(text, None, origin)
             .map_err(|e| ThreadError::Config(format!("invalid config {origin}: {e}")))?;
         match doc {
@@ -142,7 +134,7 @@ impl Config {
     ///
     /// # Errors
     /// [`ThreadError::Config`] when `timeoutSeconds` is not a positive number.
-    pub fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
+    pub(crate) fn timeout_seconds(&self) -> Result<Option<f64>, ThreadError> {
         match self.doc.get("timeoutSeconds") {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Number(n)) if *n > 0.0 && *n < 1e9 => Ok(Some(*n)),
@@ -159,7 +151,11 @@ impl Config {
     ///
     /// # Errors
     /// [`ThreadError::Config`]: no agent configured, an unknown alias, a malformed entry.
-    pub fn agent_for(&self, workflow: &str, role: &str) -> Result<AgentCommand, ThreadError> {
+    pub(crate) fn agent_for(
+        &self,
+        workflow: &str,
+        role: &str,
+    ) -> Result<AgentCommand, ThreadError> {
         let alias = self
             .doc
             .get("agentOverrides")
@@ -216,8 +212,6 @@ impl Config {
 /// A model to call: its alias in `config.yaml`, the provider (key resolved) and the model id.
 #[derive(Debug, Clone)]
 pub struct ModelSetup {
-    /// The alias under `models`.
-    pub alias: String,
     /// Where requests go, with the key.
     pub provider: Provider,
     /// The model id the provider knows (`models.<alias>.name`).
@@ -341,7 +335,6 @@ impl Config {
             options.max_retries = n.clamp(0.0, 20.0) as u32;
         }
         Ok(ModelSetup {
-            alias: alias.to_string(),
             provider: Provider {
                 name: pname.to_string(),
                 base_url: base_url.to_string(),
@@ -378,7 +371,7 @@ fn expand_vars(s: &str, lookup: Lookup<'_>, what: &str) -> Result<String, Thread
 
 /// Parses `.env` text: `KEY=VALUE` lines, `export ` prefixes, `#` comments, single or double
 /// quotes around the value.
-pub fn parse_dotenv(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_dotenv(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for line in text.lines() {
         let line = line.trim();

@@ -7,6 +7,7 @@ use super::{Result, ThreadError};
 use crate::agent::{self, Script};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
+use crate::workflow::ThreadId;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
 
@@ -17,7 +18,7 @@ struct Ctx {
     schema: Value,
 }
 
-fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
+fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx> {
     let head = active(store, thread)?.head;
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
@@ -41,18 +42,28 @@ fn load_ctx(store: &Store, thread: &str, role: &str) -> Result<Ctx> {
     })
 }
 
+/// What an agent is given for a step of a thread.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AgentContext {
+    /// The start, the steps with expanded outputs, the role, the output-format instruction and
+    /// the edge prompt ([`agent::agent_context`]).
+    pub context: Value,
+    /// The thread's head.
+    pub head: NodeId,
+}
+
 /// `uwf agent context THREAD ROLE`: the start, the steps with expanded outputs, the role, the
 /// output-format instruction and the edge prompt (`edge_prompt` when given, else the
-/// moderator's prompt when it picks `role`).
+/// moderator's prompt when it picks `role`), and the head.
 ///
 /// # Errors
 /// An inactive thread, an unknown role, store failures.
-pub fn agent_context(
+pub(crate) fn agent_context(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     role: &str,
     edge_prompt: Option<&str>,
-) -> Result<Value> {
+) -> Result<AgentContext> {
     let c = load_ctx(store, thread, role)?;
     let history = load_history(store, &c.chain)?;
     let edge = match edge_prompt.filter(|e| !e.is_empty()) {
@@ -62,19 +73,17 @@ pub fn agent_context(
             .filter(|d| d.role == role)
             .and_then(|d| d.prompt),
     };
-    let mut v = agent::agent_context(&history, role, &c.role, &c.schema, edge.as_deref());
-    if let Value::Object(m) = &mut v {
-        m.insert("thread".into(), Value::str(thread));
-        m.insert("head".into(), Value::str(c.chain.head().to_wire()));
-    }
-    Ok(v)
+    Ok(AgentContext {
+        context: agent::agent_context(&history, role, &c.role, &c.schema, edge.as_deref()),
+        head: c.chain.head(),
+    })
 }
 
 /// What `uwf agent submit` turns into a StepNode.
 #[derive(Clone)]
 pub struct SubmitInput<'a> {
     /// The thread.
-    pub thread: &'a str,
+    pub thread: &'a ThreadId,
     /// The role that ran.
     pub role: &'a str,
     /// The agent's raw output.
@@ -206,8 +215,6 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
 /// What a built-in agent needs to brief a role for the next step of a thread.
 #[derive(Debug, Clone)]
 pub struct RoleBrief {
-    /// The workflow's name.
-    pub workflow: String,
     /// The role, as the workflow defines it.
     pub role: Role<NodeId>,
     /// The role's output schema (the payload of its schema node).
@@ -220,11 +227,10 @@ pub struct RoleBrief {
 ///
 /// # Errors
 /// An inactive thread, an unknown role, store failures.
-pub fn role_brief(store: &Store, thread: &str, role: &str) -> Result<RoleBrief> {
+pub fn role_brief(store: &Store, thread: &ThreadId, role: &str) -> Result<RoleBrief> {
     let c = load_ctx(store, thread, role)?;
     let history = load_history(store, &c.chain)?;
     Ok(RoleBrief {
-        workflow: c.wf.name,
         role: c.role,
         schema: c.schema,
         history,
@@ -236,7 +242,12 @@ pub fn role_brief(store: &Store, thread: &str, role: &str) -> Result<RoleBrief> 
 ///
 /// # Errors
 /// A script without a reply for this run, an inactive thread, store failures.
-pub fn scripted_reply(store: &Store, thread: &str, role: &str, script: &Script) -> Result<String> {
+pub fn scripted_reply(
+    store: &Store,
+    thread: &ThreadId,
+    role: &str,
+    script: &Script,
+) -> Result<String> {
     let c = load_ctx(store, thread, role)?;
     let visit = c.chain.steps.iter().filter(|s| s.node.role == role).count();
     script

@@ -10,7 +10,7 @@ use crate::cas::{NodeId, Value};
 use crate::store::{
     HistoryEntry, Phase, StepFailure, Store, StoreError, ThreadRecord, ThreadState, Writer,
 };
-use crate::workflow::FinishReason;
+use crate::workflow::{FinishReason, ThreadId};
 use std::collections::{HashMap, HashSet};
 
 /// What a workflow's limit does with a thread started beyond it.
@@ -126,7 +126,7 @@ fn versions(store: &Store, name: &str, wf: NodeId) -> Result<HashSet<NodeId>> {
 /// Archives `thread` (in `w`) with `reason`, keeping its state row only for a failure.
 fn archive(
     w: &mut Writer<'_>,
-    thread: &str,
+    thread: &ThreadId,
     rec: &ThreadRecord,
     wf: NodeId,
     reason: FinishReason,
@@ -154,7 +154,7 @@ fn archive(
 /// Store failures.
 pub(crate) fn admit(
     w: &mut Writer<'_>,
-    thread: &str,
+    thread: &ThreadId,
     rec: &ThreadRecord,
     state: ThreadState,
     limits: Option<(Limits, &HashSet<NodeId>)>,
@@ -166,9 +166,9 @@ pub(crate) fn admit(
         w.set_thread_state(thread, &state)?;
         return Ok(Admission::Started);
     };
-    let states: HashMap<String, ThreadState> = w.thread_states()?.into_iter().collect();
+    let states: HashMap<ThreadId, ThreadState> = w.thread_states()?.into_iter().collect();
     let mut in_progress = 0u32;
-    let mut queued: Vec<String> = Vec::new();
+    let mut queued: Vec<ThreadId> = Vec::new();
     for (t, r) in w.threads()? {
         if !r.workflow.is_some_and(|x| ids.contains(&x)) {
             continue;
@@ -196,7 +196,7 @@ pub(crate) fn admit(
             ..state
         },
     )?;
-    queued.push(thread.to_string());
+    queued.push(thread.clone());
     // Thread ids grow with time: the smallest waited longest.
     queued.sort();
     let mut admission = Admission::Queued;
@@ -238,7 +238,7 @@ pub(crate) fn limits_for(
 ///
 /// # Errors
 /// A malformed limit, store failures.
-pub fn promote(store: &Store, config: &Config) -> Result<Vec<String>> {
+pub fn promote(store: &Store, config: &Config) -> Result<Vec<ThreadId>> {
     let states = store.thread_states()?;
     if !states.iter().any(|(_, s)| s.phase == Phase::Queued) {
         return Ok(Vec::new());
@@ -246,8 +246,8 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<String>> {
     let threads = store.threads()?;
     let snap = store.snapshot()?;
     let mut names: HashMap<NodeId, String> = HashMap::new();
-    let mut by_name: HashMap<String, Vec<(String, bool)>> = HashMap::new();
-    let phase: HashMap<&str, Phase> = states.iter().map(|(t, s)| (t.as_str(), s.phase)).collect();
+    let mut by_name: HashMap<String, Vec<(ThreadId, bool)>> = HashMap::new();
+    let phase: HashMap<&ThreadId, Phase> = states.iter().map(|(t, s)| (t, s.phase)).collect();
     for (t, r) in &threads {
         let Some(wf) = r
             .workflow
@@ -263,7 +263,7 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<String>> {
                 n
             }
         };
-        let queued = phase.get(t.as_str()) == Some(&Phase::Queued);
+        let queued = phase.get(t) == Some(&Phase::Queued);
         by_name.entry(name).or_default().push((t.clone(), queued));
     }
     drop(snap);
@@ -294,7 +294,7 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<String>> {
 }
 
 /// Makes a queued thread ready (in its own transaction, checking it is still queued).
-fn set_ready(store: &Store, thread: &str) -> Result<Option<String>> {
+fn set_ready(store: &Store, thread: &ThreadId) -> Result<Option<ThreadId>> {
     Ok(store.write(|w| {
         let mut s = w.thread_state(thread)?;
         if s.phase != Phase::Queued || w.thread(thread)?.is_none() {
@@ -302,7 +302,7 @@ fn set_ready(store: &Store, thread: &str) -> Result<Option<String>> {
         }
         s.phase = Phase::Ready;
         w.set_thread_state(thread, &s)?;
-        Ok(Some(thread.to_string()))
+        Ok(Some(thread.clone()))
     })?)
 }
 
@@ -310,7 +310,7 @@ fn set_ready(store: &Store, thread: &str) -> Result<Option<String>> {
 ///
 /// # Errors
 /// A thread that is not active.
-pub fn pause(store: &Store, thread: &str) -> Result<()> {
+pub fn pause(store: &Store, thread: &ThreadId) -> Result<()> {
     let done = store.write(|w| {
         if w.thread(thread)?.is_none() {
             return Ok(false);
@@ -326,7 +326,7 @@ pub fn pause(store: &Store, thread: &str) -> Result<()> {
     Ok(())
 }
 
-fn not_active(store: &Store, thread: &str) -> Result<ThreadError> {
+fn not_active(store: &Store, thread: &ThreadId) -> Result<ThreadError> {
     Ok(match find(store, thread)? {
         Found::Finished(h) => ThreadError::NotActive {
             thread: thread.to_string(),
@@ -341,7 +341,7 @@ fn not_active(store: &Store, thread: &str) -> Result<ThreadError> {
 ///
 /// # Errors
 /// A thread that is neither paused nor failed.
-pub fn resume(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
+pub fn resume(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     match find(store, thread)? {
         Found::Active(_) => {
             store.write(|w| {
@@ -389,7 +389,7 @@ pub fn resume(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
 /// Store failures.
 pub fn record_failure(
     store: &Store,
-    thread: &str,
+    thread: &ThreadId,
     failure: StepFailure,
     max_retries: u32,
 ) -> Result<bool> {
@@ -415,7 +415,7 @@ pub fn record_failure(
 ///
 /// # Errors
 /// Store failures.
-pub fn fail(store: &Store, thread: &str, failure: StepFailure) -> Result<()> {
+pub fn fail(store: &Store, thread: &ThreadId, failure: StepFailure) -> Result<()> {
     store.write(|w| {
         let Some(rec) = w.thread(thread)? else {
             return Ok(());

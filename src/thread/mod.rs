@@ -2,7 +2,7 @@
 //! the store side of the agent kit (context, submit, the scripted agent).
 //!
 //! Nothing here reads the environment or the clock: the CLI passes the time, the working
-//! directory and the agent settings in as values. A step itself is [`crate::engine::step`].
+//! directory and the agent settings in as values. A step itself is the engine's.
 //!
 //! Invariants:
 //! - a head moves only by compare-and-swap inside one write transaction; a step that finds the
@@ -12,28 +12,29 @@
 //!   are written in the same transaction.
 
 pub(crate) mod chain;
-pub mod config;
+pub(crate) mod config;
 mod id;
 mod kit;
-pub mod lifecycle;
+pub(crate) mod lifecycle;
 pub(crate) mod ops;
 mod read;
-pub mod registry;
-pub mod time;
+pub(crate) mod registry;
+pub(crate) mod time;
 
-pub use chain::{Chain, StepRecord, load_chain, load_history, load_workflow, workflow_of};
-pub use config::{AgentCommand, AgentProtocol, Config, Lookup, ModelSetup};
-pub use id::{THREAD_ID_LEN, ThreadId, is_thread_id, time_of};
-pub use kit::{
-    Fallback, RoleBrief, SubmitInput, agent_context, role_brief, scripted_reply, submit,
+pub(crate) use chain::{load_workflow, workflow_of};
+pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
+pub use id::ThreadId;
+pub use kit::{Fallback, SubmitInput, scripted_reply, submit};
+pub(crate) use kit::{agent_context, role_brief};
+pub(crate) use lifecycle::{Admission, pause, promote, record_failure, resume};
+pub(crate) use ops::{
+    ListFilter, Listed, Steps, fork, kill, latest_step_of_role, list, resolve_step, running_role,
+    start_with, step_details, steps,
 };
-pub use lifecycle::{Admission, Limits, Overflow, pause, promote, record_failure, resume};
-pub use ops::{
-    ListFilter, StartInput, Status, StepOutput, fork, kill, latest_step_of_role, list,
-    resolve_step, running_role, show, start, start_with, step_details, steps,
-};
-pub use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
-pub use registry::{register_def, register_workflow, store_workflow};
+pub use ops::{StartInput, Status, StepOutput, show, start};
+pub(crate) use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
+pub(crate) use registry::register_def;
+pub use registry::register_workflow;
 
 use crate::cas::NodeId;
 use crate::store::StoreError;
@@ -117,4 +118,4 @@ pub enum ThreadError {
 }
 
 /// Result alias of the thread layer.
-pub type Result<T, E = ThreadError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = ThreadError> = std::result::Result<T, E>;

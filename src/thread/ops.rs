@@ -6,7 +6,6 @@ use super::id::{ThreadId, time_of};
 use super::lifecycle::Admission;
 use super::{Config, Result, ThreadError};
 use crate::cas::bootstrap::META;
-use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 use crate::engine::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord, ThreadState};
@@ -23,7 +22,7 @@ impl Status {
     ///
     /// # Errors
     /// [`ThreadError::Invalid`] naming an unknown status.
-    pub fn parse_list(s: &str) -> Result<Vec<Status>> {
+    pub(crate) fn parse_list(s: &str) -> Result<Vec<Status>> {
         let mut out = Vec::new();
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
@@ -58,7 +57,7 @@ pub struct StepOutput {
     /// The workflow id.
     pub workflow: String,
     /// The thread id.
-    pub thread: String,
+    pub thread: ThreadId,
     /// The head node id.
     pub head: String,
     /// The lifecycle state.
@@ -69,31 +68,6 @@ pub struct StepOutput {
     pub done: bool,
     /// The last failed step, if any (`lastError`, printed only when there is one).
     pub last_error: Option<crate::store::StepFailure>,
-}
-
-impl StepOutput {
-    /// `{"workflow","thread","head","status","currentRole","done","background":null}`.
-    pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("workflow".into(), Value::str(&self.workflow));
-        m.insert("thread".into(), Value::str(&self.thread));
-        m.insert("head".into(), Value::str(&self.head));
-        m.insert("status".into(), Value::str(self.status.as_str()));
-        m.insert(
-            "currentRole".into(),
-            self.current_role.as_deref().map_or(Value::Null, Value::str),
-        );
-        m.insert("done".into(), Value::Bool(self.done));
-        m.insert("background".into(), Value::Null);
-        if let Some(e) = &self.last_error {
-            let mut x = Map::new();
-            x.insert("time".into(), Value::Number(e.time_ms as f64));
-            x.insert("agent".into(), Value::str(&e.agent));
-            x.insert("message".into(), Value::str(&e.message));
-            m.insert("lastError".into(), Value::Object(x));
-        }
-        Value::Object(m)
-    }
 }
 
 /// What `thread start` needs.
@@ -149,7 +123,7 @@ pub fn start_with(
     };
     let node = store.prepare(START_NODE, &start.to_value(), true)?;
     let head = node.id;
-    let thread = input.thread.as_str();
+    let thread = &input.thread;
     let admission = store.write(|w| {
         if w.thread(thread)?.is_some() {
             return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
@@ -178,7 +152,7 @@ pub fn start_with(
 ///
 /// # Errors
 /// [`ThreadError::NodeNotFound`] or an ambiguous/invalid prefix.
-pub fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
+pub(crate) fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
     let id = store.resolve(s).map_err(|e| match e {
         crate::store::StoreError::NoMatch(_) => ThreadError::NodeNotFound(s.to_string()),
         e => e.into(),
@@ -193,7 +167,7 @@ pub fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::WrongType`] for other nodes, a broken chain, store failures.
-pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Result<()> {
+pub(crate) fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let n = store
         .get(node)?
         .ok_or_else(|| ThreadError::NodeNotFound(node.to_wire()))?;
@@ -207,7 +181,7 @@ pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Resu
     let wf = chain.workflow_id()?;
     store.write(|w| {
         w.set_thread(
-            thread.as_str(),
+            thread,
             &ThreadRecord {
                 head: node,
                 workflow: Some(wf),
@@ -222,7 +196,7 @@ pub fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) -> Resu
 ///
 /// # Errors
 /// [`ThreadError::Invalid`] when the thread has no step of that role.
-pub fn latest_step_of_role(store: &Store, thread: &str, role: &str) -> Result<NodeId> {
+pub fn latest_step_of_role(store: &Store, thread: &ThreadId, role: &str) -> Result<NodeId> {
     let chain = load_chain(store, head_of(store, thread)?)?;
     chain
         .steps
@@ -241,7 +215,7 @@ pub(crate) enum Found {
     Finished(HistoryEntry),
 }
 
-pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
+pub(crate) fn find(store: &Store, thread: &ThreadId) -> Result<Found> {
     if let Some(r) = store.thread(thread)? {
         return Ok(Found::Active(r));
     }
@@ -253,7 +227,7 @@ pub(crate) fn find(store: &Store, thread: &str) -> Result<Found> {
 
 /// The head of a thread, active or finished.
 /// The record of an active thread; [`ThreadError::NotActive`] for a finished one.
-pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
+pub(crate) fn active(store: &Store, thread: &ThreadId) -> Result<ThreadRecord> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r),
         Found::Finished(h) => Err(ThreadError::NotActive {
@@ -263,7 +237,7 @@ pub(crate) fn active(store: &Store, thread: &str) -> Result<ThreadRecord> {
     }
 }
 
-pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
+pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r.head),
         Found::Finished(h) => {
@@ -277,7 +251,7 @@ pub(crate) fn head_of(store: &Store, thread: &str) -> Result<NodeId> {
 ///
 /// # Errors
 /// [`ThreadError::NotActive`], [`ThreadError::NotFound`], store failures.
-pub fn kill(store: &Store, thread: &str, now_ms: u64) -> Result<()> {
+pub(crate) fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let rec = active(store, thread)?;
     let wf = match rec.workflow {
         Some(w) => w.to_wire(),
@@ -334,7 +308,7 @@ fn current_role_cached(
     (!d.is_end()).then_some(d.role)
 }
 
-fn active_status(store: &Store, thread: &str) -> Result<Status> {
+fn active_status(store: &Store, thread: &ThreadId) -> Result<Status> {
     Ok(match store.lease(thread)? {
         Some(l) if lease_is_live(&l) => Status::Running,
         _ => phase_status(store.thread_state(thread)?.phase),
@@ -354,7 +328,7 @@ fn phase_status(p: crate::store::Phase) -> Status {
 ///
 /// # Errors
 /// A thread that is not active, a broken chain, store failures.
-pub fn running_role(store: &Store, thread: &str) -> Result<(String, Option<String>)> {
+pub fn running_role(store: &Store, thread: &ThreadId) -> Result<(String, Option<String>)> {
     let r = active(store, thread)?;
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, r.head)?;
@@ -366,14 +340,14 @@ pub fn running_role(store: &Store, thread: &str) -> Result<(String, Option<Strin
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
+pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
     match find(store, thread)? {
         Found::Active(r) => {
             let snap = store.snapshot()?;
             let chain = chain_in(&snap, r.head)?;
             Ok(StepOutput {
                 workflow: chain.workflow_id()?.to_wire(),
-                thread: thread.to_string(),
+                thread: thread.clone(),
                 head: r.head.to_wire(),
                 status: active_status(store, thread)?,
                 current_role: current_role(&snap, &chain),
@@ -383,7 +357,7 @@ pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
         }
         Found::Finished(h) => Ok(StepOutput {
             workflow: h.workflow,
-            thread: thread.to_string(),
+            thread: thread.clone(),
             head: h.head,
             status: h.reason.status(),
             current_role: None,
@@ -399,7 +373,7 @@ pub fn show(store: &Store, thread: &str) -> Result<StepOutput> {
 
 /// Filters and paging of `thread list`.
 #[derive(Debug, Clone, Default)]
-pub struct ListFilter {
+pub(crate) struct ListFilter {
     /// Statuses to keep; `None` keeps active threads (and finished ones with `all`).
     pub statuses: Option<Vec<Status>>,
     /// Include finished threads when no status filter is given.
@@ -414,7 +388,22 @@ pub struct ListFilter {
     pub take: Option<usize>,
     /// Active threads that a background run holds (running markers), shown as running even
     /// between two steps, when no lease is held.
-    pub background: std::collections::HashSet<String>,
+    pub background: std::collections::HashSet<ThreadId>,
+}
+
+/// One thread of `thread list`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Listed {
+    /// The thread id.
+    pub thread: String,
+    /// The workflow id (`None` when the chain does not say).
+    pub workflow: Option<String>,
+    /// The head node id.
+    pub head: String,
+    /// The lifecycle state.
+    pub status: Status,
+    /// The role that runs next (active threads only).
+    pub current_role: Option<String>,
 }
 
 struct Row {
@@ -426,22 +415,22 @@ struct Row {
     time: Option<u64>,
 }
 
-/// `thread list`: `[{"thread","workflow","head","status","currentRole"}]`, newest first.
+/// `thread list`: the threads `f` keeps, newest first.
 ///
 /// # Errors
 /// Store failures.
-pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
+pub(crate) fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let wants = |s: Status| f.statuses.as_ref().is_none_or(|v| v.contains(&s));
     let with_finished = match &f.statuses {
         Some(v) => v.iter().any(|s| !s.is_active()),
         None => f.all,
     };
-    let leases: HashMap<String, bool> = store
+    let leases: HashMap<ThreadId, bool> = store
         .leases()?
         .into_iter()
         .map(|(t, l)| (t, lease_is_live(&l)))
         .collect();
-    let phases: HashMap<String, crate::store::Phase> = store
+    let phases: HashMap<ThreadId, crate::store::Phase> = store
         .thread_states()?
         .into_iter()
         .map(|(t, s)| (t, s.phase))
@@ -449,7 +438,7 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
     let mut rows = Vec::new();
     let active = store.threads()?;
     let active_ids: std::collections::HashSet<String> =
-        active.iter().map(|(t, _)| t.clone()).collect();
+        active.iter().map(|(t, _)| t.to_string()).collect();
     for (t, r) in active {
         let status = if leases.get(&t).copied().unwrap_or(false) || f.background.contains(&t) {
             Status::Running
@@ -457,11 +446,11 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
             phase_status(phases.get(&t).copied().unwrap_or_default())
         };
         rows.push(Row {
-            time: time_of(&t),
+            time: time_of(t.as_str()),
             workflow: r.workflow.map(|w| w.to_wire()),
             head_text: r.head.to_wire(),
             head: r.head,
-            thread: t,
+            thread: t.to_string(),
             status,
         });
     }
@@ -504,75 +493,92 @@ pub fn list(store: &Store, f: &ListFilter) -> Result<Vec<Value>> {
         } else {
             None
         };
-        let workflow = r
-            .workflow
-            .or_else(|| {
-                chain
-                    .as_ref()
-                    .and_then(|c| c.workflow_id().ok())
-                    .map(|w| w.to_wire())
-            })
-            .map_or(Value::Null, Value::str);
-        let role = chain
+        let workflow = r.workflow.or_else(|| {
+            chain
+                .as_ref()
+                .and_then(|c| c.workflow_id().ok())
+                .map(|w| w.to_wire())
+        });
+        let current_role = chain
             .as_ref()
             .and_then(|c| current_role_cached(&snap, c, &mut workflows, &evaluator));
-        let mut m = Map::new();
-        m.insert("thread".into(), Value::str(r.thread));
-        m.insert("workflow".into(), workflow);
-        m.insert("head".into(), Value::str(r.head_text));
-        m.insert("status".into(), Value::str(r.status.as_str()));
-        m.insert("currentRole".into(), role.map_or(Value::Null, Value::str));
-        out.push(Value::Object(m));
+        out.push(Listed {
+            thread: r.thread,
+            workflow,
+            head: r.head_text,
+            status: r.status,
+            current_role,
+        });
     }
     Ok(out)
 }
 
-fn num(n: u64) -> Value {
-    Value::Number(n as f64)
+/// A thread's start and steps, as `thread steps` shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Steps {
+    /// The workflow id.
+    pub workflow: NodeId,
+    /// The StartNode's id.
+    pub start: NodeId,
+    /// The task.
+    pub prompt: String,
+    /// The StartNode's first-write time.
+    pub start_timestamp: u64,
+    /// The steps, oldest first.
+    pub steps: Vec<StepRow>,
 }
 
-/// `thread steps`: `{"thread","workflow","steps":[start, step…]}` with each output expanded and
-/// each step's `durationMs`.
+/// One step of [`Steps`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StepRow {
+    /// The StepNode's id.
+    pub id: NodeId,
+    /// The role that ran.
+    pub role: String,
+    /// The output's payload (an empty object when there is none).
+    pub output: Value,
+    /// The detail node.
+    pub detail: Option<NodeId>,
+    /// The agent's name.
+    pub agent: String,
+    /// The StepNode's first-write time.
+    pub timestamp: u64,
+    /// How long the agent ran, when the node says.
+    pub duration_ms: Option<f64>,
+}
+
+/// `thread steps`: the start and every step, each output expanded.
 ///
 /// # Errors
 /// [`ThreadError::NotFound`], a broken chain, store failures.
-pub fn steps(store: &Store, thread: &str) -> Result<Value> {
+pub(crate) fn steps(store: &Store, thread: &ThreadId) -> Result<Steps> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
-    let wf = chain.workflow_id()?.to_wire();
-    let mut list = Vec::with_capacity(chain.steps.len() + 1);
-    let mut s = Map::new();
-    s.insert("hash".into(), Value::str(chain.start_id.to_wire()));
-    s.insert("workflow".into(), Value::str(&wf));
-    s.insert("prompt".into(), Value::str(chain.prompt()));
-    s.insert("timestamp".into(), num(chain.start_timestamp));
-    list.push(Value::Object(s));
+    let mut steps = Vec::with_capacity(chain.steps.len());
     for st in &chain.steps {
-        let mut m = Map::new();
-        m.insert("hash".into(), Value::str(st.id.to_wire()));
         let n = &st.node;
-        m.insert("role".into(), Value::str(&n.role));
-        m.insert("output".into(), expand_output(&snap, n.output)?);
-        m.insert(
-            "detail".into(),
-            Value::str(n.detail.map(NodeId::to_wire).unwrap_or_default()),
-        );
-        m.insert("agent".into(), Value::str(&n.agent));
-        m.insert("timestamp".into(), num(st.timestamp));
-        let d = match (n.started_at_ms, n.completed_at_ms) {
-            (Some(a), Some(b)) => Value::Number(b as f64 - a as f64),
-            _ => Value::Null,
-        };
-        m.insert("durationMs".into(), d);
-        list.push(Value::Object(m));
+        steps.push(StepRow {
+            id: st.id,
+            role: n.role.clone(),
+            output: expand_output(&snap, n.output)?,
+            detail: n.detail,
+            agent: n.agent.clone(),
+            timestamp: st.timestamp,
+            duration_ms: match (n.started_at_ms, n.completed_at_ms) {
+                (Some(a), Some(b)) => Some(b as f64 - a as f64),
+                _ => None,
+            },
+        });
     }
-    let mut out = Map::new();
-    out.insert("thread".into(), Value::str(thread));
-    out.insert("workflow".into(), Value::str(wf));
-    out.insert("steps".into(), Value::Array(list));
-    Ok(Value::Object(out))
+    Ok(Steps {
+        workflow: chain.workflow_id()?,
+        start: chain.start_id,
+        prompt: chain.prompt().to_string(),
+        start_timestamp: chain.start_timestamp,
+        steps,
+    })
 }
 
 /// `thread step-details`: the step's detail node, deep-expanded: every `ocas_ref` string is
@@ -580,7 +586,7 @@ pub fn steps(store: &Store, thread: &str) -> Result<Value> {
 ///
 /// # Errors
 /// [`ThreadError::WrongType`] for a node that is not a StepNode, `step H has no detail`.
-pub fn step_details(store: &Store, step: NodeId) -> Result<Value> {
+pub(crate) fn step_details(store: &Store, step: NodeId) -> Result<Value> {
     // One read transaction for the whole expansion.
     let snap = store.snapshot()?;
     let n = snap

@@ -9,15 +9,16 @@ use super::{Result, ThreadError};
 use crate::cas::value::js_number_string;
 use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store};
+use crate::workflow::ThreadId;
 use crate::workflow::mustache::js_string;
 use crate::workflow::nodes::{STEP_NODE, is_workflow_type};
 
 /// The default `--quota` of `thread read` and `step read`.
-pub const DEFAULT_QUOTA: usize = 4000;
+pub(crate) const DEFAULT_QUOTA: usize = 4000;
 
 /// Options of `thread read`.
 #[derive(Debug, Clone)]
-pub struct ReadOptions {
+pub(crate) struct ReadOptions {
     /// UTF-16 code units of output to aim for (at least one step is always shown).
     pub quota: usize,
     /// Show only the steps strictly before this one.
@@ -39,7 +40,7 @@ impl Default for ReadOptions {
 const SEPARATOR: &str = "\n\n---\n\n";
 
 /// Length in UTF-16 code units (JavaScript's `String.prototype.length`).
-pub fn utf16_len(s: &str) -> usize {
+pub(crate) fn utf16_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
@@ -60,7 +61,7 @@ fn js_text(v: Option<&Value>) -> String {
 /// `Number.parseInt(s, 10)` as a quota: leading white space, an optional sign, then digits;
 /// `None` unless the result is a positive integer (`invalid --quota: must be a positive
 /// integer`). Very large values saturate.
-pub fn parse_quota(s: &str) -> Option<usize> {
+pub(crate) fn parse_quota(s: &str) -> Option<usize> {
     let t = s.trim_start_matches(|c: char| (c.is_whitespace() && c != '\u{85}') || c == '\u{feff}');
     let (neg, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
@@ -145,7 +146,7 @@ fn step_block(header: &str, prompt: Option<&str>, output: Option<&str>) -> Strin
 }
 
 /// The `*(k earlier steps, …)*` line.
-fn earlier_hint(skipped: usize, thread: &str, first_shown: NodeId) -> String {
+fn earlier_hint(skipped: usize, thread: &ThreadId, first_shown: NodeId) -> String {
     let s = if skipped > 1 { "s" } else { "" };
     format!(
         "*({skipped} earlier step{s}, load with `uwf thread read {thread} --before {first_shown}`)*"
@@ -161,7 +162,7 @@ fn earlier_hint(skipped: usize, thread: &str, first_shown: NodeId) -> String {
 /// # Errors
 /// [`ThreadError::NotFound`], `step H not found in thread T`, a missing workflow, a broken
 /// chain, store failures.
-pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
+pub(crate) fn read(store: &Store, thread: &ThreadId, opts: &ReadOptions) -> Result<String> {
     let head = head_of(store, thread)?;
     // Taken after the head is read, so it holds the head node.
     let snap = store.snapshot()?;
@@ -254,7 +255,7 @@ pub fn read(store: &Store, thread: &str, opts: &ReadOptions) -> Result<String> {
 }
 
 /// `text` with a final newline added unless it has one (how both `read` commands print).
-pub fn with_newline(mut text: String) -> String {
+pub(crate) fn with_newline(mut text: String) -> String {
     if !text.ends_with('\n') {
         text.push('\n');
     }
@@ -361,7 +362,7 @@ fn select_turns(turns: &[Turn], available: i64) -> usize {
 /// # Errors
 /// [`ThreadError::NodeNotFound`], [`ThreadError::WrongType`] for a node that is not a
 /// StepNode, `detail node not found: H`, store failures.
-pub fn read_step(store: &Store, step: NodeId, quota: usize, prompt: bool) -> Result<String> {
+pub(crate) fn read_step(store: &Store, step: NodeId, quota: usize, prompt: bool) -> Result<String> {
     let snap = store.snapshot()?;
     let node = snap
         .get(step)?
@@ -439,8 +440,9 @@ mod tests {
     #[test]
     fn earlier_hint_is_singular_for_one() {
         let id = NodeId::parse("6HQ6ERC0SV7QT").unwrap();
-        assert!(earlier_hint(1, "T", id).starts_with("*(1 earlier step, load"));
-        assert!(earlier_hint(2, "T", id).starts_with("*(2 earlier steps, load"));
+        let t = ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJR").unwrap();
+        assert!(earlier_hint(1, &t, id).starts_with("*(1 earlier step, load"));
+        assert!(earlier_hint(2, &t, id).starts_with("*(2 earlier steps, load"));
     }
 
     #[test]

@@ -18,7 +18,11 @@ use std::path::{Path, PathBuf};
 ///
 /// # Errors
 /// A role schema the store refuses, or a store failure.
-pub fn store_workflow(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<Materialized> {
+pub(crate) fn store_workflow(
+    store: &Store,
+    def: &WorkflowDef,
+    now_ms: u64,
+) -> Result<Materialized> {
     let m = workflow::materialize(def)?;
     let schemas = m
         .schemas
@@ -47,7 +51,11 @@ pub fn register_workflow(store: &Store, path: &Path, now_ms: u64) -> Result<(Str
 ///
 /// # Errors
 /// A schema the store refuses, or a store failure.
-pub fn register_def(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<(String, NodeId)> {
+pub(crate) fn register_def(
+    store: &Store,
+    def: &WorkflowDef,
+    now_ms: u64,
+) -> Result<(String, NodeId)> {
     let m = store_workflow(store, def, now_ms)?;
     let (name, id) = (def.name.clone(), m.workflow_id);
     store.write(|w| {
@@ -63,7 +71,7 @@ pub fn register_def(store: &Store, def: &WorkflowDef, now_ms: u64) -> Result<(St
 ///
 /// # Errors
 /// A store failure.
-pub fn registered(store: &Store, name: &str) -> Result<Option<NodeId>> {
+pub(crate) fn registered(store: &Store, name: &str) -> Result<Option<NodeId>> {
     Ok(store
         .registry()?
         .into_iter()
@@ -78,7 +86,7 @@ pub fn registered(store: &Store, name: &str) -> Result<Option<NodeId>> {
 /// # Errors
 /// [`ThreadError::UnknownName`] for a name that is not registered, [`ThreadError::Invalid`]
 /// for a version that is not the name's or a name with no earlier version.
-pub fn rollback(
+pub(crate) fn rollback(
     store: &Store,
     name: &str,
     to: Option<NodeId>,
@@ -111,7 +119,7 @@ pub fn rollback(
 
 /// What a workflow argument names, before anything is read or stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Located {
+pub(crate) enum Located {
     /// A 13-character id (not checked to be stored).
     Id(NodeId),
     /// A workflow file given as a path, resolved against the search directory.
@@ -154,7 +162,7 @@ fn local_file(from: &Path, name: &str) -> Option<PathBuf> {
 ///
 /// # Errors
 /// [`WorkflowError::FileNotFound`] for a path that does not exist, a store failure.
-pub fn locate(store: &Store, spec: &str, from: &Path) -> Result<Option<Located>> {
+pub(crate) fn locate(store: &Store, spec: &str, from: &Path) -> Result<Option<Located>> {
     if spec.len() == 13
         && let Some(id) = NodeId::parse_strict(spec)
     {
@@ -179,7 +187,12 @@ pub fn locate(store: &Store, spec: &str, from: &Path) -> Result<Option<Located>>
 /// # Errors
 /// [`ThreadError::WorkflowNotFound`], [`ThreadError::NotWorkflow`], or the file's
 /// [`WorkflowError`].
-pub fn resolve_workflow(store: &Store, spec: &str, from: &Path, now_ms: u64) -> Result<NodeId> {
+pub(crate) fn resolve_workflow(
+    store: &Store,
+    spec: &str,
+    from: &Path,
+    now_ms: u64,
+) -> Result<NodeId> {
     match locate(store, spec, from)? {
         Some(Located::Id(id)) => {
             let node = store
@@ -204,7 +217,7 @@ pub fn resolve_workflow(store: &Store, spec: &str, from: &Path, now_ms: u64) -> 
 
 /// One row of `workflow list`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Listed {
+pub(crate) enum Listed {
     /// A name found in a `.workflow/` or `.workflows/` directory, with its file.
     Local(String, PathBuf),
     /// A registered name not shadowed by a local one.
@@ -240,7 +253,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 ///
 /// # Errors
 /// A store failure.
-pub fn list(store: &Store, from: &Path) -> Result<Vec<Listed>> {
+pub(crate) fn list(store: &Store, from: &Path) -> Result<Vec<Listed>> {
     let mut out = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for dir in search_dirs(from) {

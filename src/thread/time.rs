@@ -85,7 +85,7 @@ fn parse_iso(s: &str) -> Option<i64> {
 ///
 /// # Errors
 /// `invalid time format: <value>`.
-pub fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
+pub(crate) fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
     let bad = || ThreadError::Invalid(format!("invalid time format: {s}"));
     let t = s.trim();
     if let Some(unit) = t.chars().last()
@@ -114,7 +114,7 @@ pub fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, no zone suffix: JavaScript's `toISOString()` with the `T`
 /// made a space and the milliseconds and `Z` dropped.
-pub fn format_utc(ms: u64) -> String {
+pub(crate) fn format_utc(ms: u64) -> String {
     let secs = (ms / 1000) as i64;
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let s = secs.rem_euclid(86_400);
@@ -129,7 +129,7 @@ pub fn format_utc(ms: u64) -> String {
 /// A step's duration as the TypeScript tool writes it: `<ms>ms` below a second, `<s.s>s`
 /// (`toFixed(1)`) below a minute, else `<m>m<s>s` with the seconds rounded half up, so
 /// 119.6 s is `1m60s`. `ms` is a JavaScript number: a missing time makes it NaN.
-pub fn format_duration(ms: f64) -> String {
+pub(crate) fn format_duration(ms: f64) -> String {
     use crate::cas::value::js_number_string;
     if ms < 1000.0 {
         return format!("{}ms", js_number_string(ms));

@@ -20,7 +20,7 @@ pub trait ConditionEvaluator {
     /// The evaluator's message.
     fn evaluate(&self, expression: &str, context: &Value) -> Result<Option<Value>, String>;
 
-    /// Evaluates `expression` and applies the moderator's truthiness rule ([`truthy`]).
+    /// Evaluates `expression` and applies the moderator's truthiness rule (`truthy`).
     ///
     /// # Errors
     /// As [`evaluate`](ConditionEvaluator::evaluate).
@@ -31,7 +31,7 @@ pub trait ConditionEvaluator {
 
 /// The moderator's truthiness: no result and null are false; booleans as they are; numbers are
 /// true unless 0 or NaN; strings unless empty; objects and arrays (even empty) are true.
-pub fn truthy(v: Option<&Value>) -> bool {
+pub(crate) fn truthy(v: Option<&Value>) -> bool {
     match v {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,

@@ -25,7 +25,7 @@ pub struct SchemaNode {
 
 impl SchemaNode {
     /// A schema node for `payload`, its id computed.
-    pub fn new(payload: Value) -> SchemaNode {
+    pub(crate) fn new(payload: Value) -> SchemaNode {
         let id = hash::node_id(bootstrap::META, &cbor::encode(&payload));
         SchemaNode { id, payload }
     }
@@ -62,7 +62,7 @@ pub fn extended_schema() -> &'static SchemaNode {
 }
 
 /// A role's schema as stored: the inline schema with `title: "<wf>.<role>"` when it has none.
-pub fn titled_schema(workflow: &str, role: &str, schema: &Value) -> Value {
+pub(crate) fn titled_schema(workflow: &str, role: &str, schema: &Value) -> Value {
     let mut s = schema.clone();
     if let Value::Object(m) = &mut s
         && !m.contains_key("title")

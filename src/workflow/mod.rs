@@ -2,7 +2,7 @@
 //! validation, materialisation into CAS nodes, the moderator and graph drawing; the typed
 //! domain nodes and built-in type ids (`nodes`).
 //!
-//! Everything here is pure except [`yaml::load_file`] and [`load_file`], which read the
+//! Everything here is pure except [`load_file`] and the YAML reader it uses, which read the
 //! workflow file and the files it includes.
 //!
 //! ```
@@ -15,14 +15,15 @@
 //! ```
 
 pub mod condition;
-pub mod materialize;
-pub mod model;
-pub mod moderator;
-pub mod mustache;
+pub(crate) mod materialize;
+pub(crate) mod model;
+pub(crate) mod moderator;
+pub(crate) mod mustache;
 pub mod nodes;
-pub mod render;
-pub mod validate;
-pub mod yaml;
+pub(crate) mod render;
+pub(crate) mod thread_id;
+pub(crate) mod validate;
+pub(crate) mod yaml;
 
 pub use condition::{ConditionEvaluator, Jsonata};
 pub use materialize::{Materialized, SchemaNode, extended_schema, materialize};
@@ -33,6 +34,7 @@ pub use model::{
 pub use moderator::{Decision, History, ModeratorError, StepView, next};
 pub use nodes::{FinishReason, StartNode, StepNode, ThreadStatus, is_workflow_type};
 pub use render::{GraphFormat, render_graph};
+pub use thread_id::ThreadId;
 
 use crate::cas::schema::SchemaError;
 use std::path::Path;
@@ -124,7 +126,7 @@ pub fn load_file(
     Ok(def)
 }
 
-/// Runs the semantic checks of [`validate::semantic_errors`].
+/// Runs the semantic checks of `validate::semantic_errors`.
 ///
 /// # Errors
 /// [`WorkflowError::Invalid`] with every problem found.

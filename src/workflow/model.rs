@@ -14,7 +14,7 @@ pub const START: &str = "$START";
 /// The pseudo-role that ends a thread.
 pub const END: &str = "$END";
 /// The status of a single-exit edge.
-pub const ANY_STATUS: &str = "_";
+pub(crate) const ANY_STATUS: &str = "_";
 
 /// A workflow as read from YAML: output schemas inline.
 pub type WorkflowDef = Workflow<Value>;
@@ -69,7 +69,7 @@ pub enum Brief {
 impl Brief {
     /// Adds the brief's fields to `m` under their YAML names (`goal`, `capabilities`,
     /// `procedure`, `output`, or `systemPrompt`).
-    pub fn insert_into(&self, m: &mut crate::cas::value::Map) {
+    pub(crate) fn insert_into(&self, m: &mut crate::cas::value::Map) {
         match self {
             Brief::Charter {
                 goal,
@@ -132,7 +132,7 @@ pub struct Transition {
 
 impl Graph {
     /// The node names (`$START` and roles) in definition order.
-    pub fn nodes(&self) -> Vec<&str> {
+    pub(crate) fn nodes(&self) -> Vec<&str> {
         match self {
             Graph::StatusMap(m) => m.keys().map(String::as_str).collect(),
             Graph::Transitions(m) => m.keys().map(String::as_str).collect(),
@@ -141,7 +141,7 @@ impl Graph {
 
     /// Every edge as `(from, label, to)`: the status for status maps, the condition name (or
     /// `None` for the fallback) for transition lists.
-    pub fn edges(&self) -> Vec<(&str, Option<&str>, &str)> {
+    pub(crate) fn edges(&self) -> Vec<(&str, Option<&str>, &str)> {
         match self {
             Graph::StatusMap(m) => m
                 .iter()
@@ -205,7 +205,7 @@ impl WorkflowDef {
     ///
     /// # Errors
     /// [`WorkflowError::Shape`] naming the first field that is missing or of the wrong type.
-    pub fn from_yaml_value(doc: &Value) -> Result<WorkflowDef, WorkflowError> {
+    pub(crate) fn from_yaml_value(doc: &Value) -> Result<WorkflowDef, WorkflowError> {
         let top = obj(doc, "the document")?;
         let name = req_str(top, "name", "the workflow")?;
         let description = req_str(top, "description", "the workflow")?;
@@ -380,7 +380,7 @@ impl StoredWorkflow {
     /// The payload to store: exactly the TypeScript tool's shape when
     /// [`is_ts_compatible`](Workflow::is_ts_compatible), else the extended shape (see
     /// [`extended_schema`](super::extended_schema)).
-    pub fn to_payload(&self) -> Value {
+    pub(crate) fn to_payload(&self) -> Value {
         let ts = self.is_ts_compatible();
         let mut top = Map::new();
         top.insert("name".into(), Value::str(&self.name));
@@ -515,7 +515,7 @@ impl StoredWorkflow {
 
 /// The workflow name a file path implies: the stem of `<name>.yaml|.yml`, or the directory name
 /// for `<name>/index.yaml`.
-pub fn name_from_path(path: &std::path::Path) -> String {
+pub(crate) fn name_from_path(path: &std::path::Path) -> String {
     let base = path
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -538,7 +538,7 @@ pub fn name_from_path(path: &std::path::Path) -> String {
 ///
 /// # Errors
 /// [`WorkflowError::NameMismatch`] naming the file, the implied and the declared name.
-pub fn check_name(path: &std::path::Path, declared: &str) -> Result<(), WorkflowError> {
+pub(crate) fn check_name(path: &std::path::Path, declared: &str) -> Result<(), WorkflowError> {
     let expected = name_from_path(path);
     if expected == declared {
         return Ok(());

@@ -38,7 +38,7 @@ pub struct History {
 
 impl History {
     /// The JSONata context `{start, steps: [{role, output, detail, agent}]}`.
-    pub fn context(&self) -> Value {
+    pub(crate) fn context(&self) -> Value {
         let steps = self
             .steps
             .iter()
@@ -58,7 +58,7 @@ impl History {
     }
 
     /// The role of the last step, or `$START`.
-    pub fn last_role(&self) -> &str {
+    pub(crate) fn last_role(&self) -> &str {
         self.steps.last().map_or(START, |s| s.role.as_str())
     }
 }
@@ -134,7 +134,7 @@ pub enum ModeratorError {
 
 /// The status of an output for status-map routing: `$status` if it is a string, else `status`
 /// if it is a string, else `_`.
-pub fn output_status(output: &Value) -> &str {
+pub(crate) fn output_status(output: &Value) -> &str {
     for key in ["$status", "status"] {
         if let Some(Value::String(s)) = output.get(key) {
             return s;
@@ -159,7 +159,7 @@ pub fn next<S>(
 ///
 /// # Errors
 /// As [`next`].
-pub fn next_in_graph(
+pub(crate) fn next_in_graph(
     graph: &Graph,
     conditions: &IndexMap<String, Condition>,
     history: &History,

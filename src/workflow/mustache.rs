@@ -63,7 +63,7 @@ enum Node {
 ///
 /// # Errors
 /// [`TemplateError`] when the template does not parse.
-pub fn render(template: &str, view: &Value) -> Result<String, TemplateError> {
+pub(crate) fn render(template: &str, view: &Value) -> Result<String, TemplateError> {
     let nodes = parse(template)?;
     let mut out = String::new();
     let ctx = Context { view, parent: None };
@@ -377,7 +377,7 @@ fn falsy(v: Option<&Value>) -> bool {
 }
 
 /// JavaScript's `String(value)`.
-pub fn js_string(v: &Value) -> String {
+pub(crate) fn js_string(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),

@@ -9,12 +9,8 @@
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 
-/// The meta-schema `CTS5P6RD8HMCS`: the type of every schema node, its own type.
-pub const META: NodeId = crate::cas::bootstrap::META;
 /// `{type:"string"}` `7VQ43ZSJTEWA7`: text nodes (raw agent output, step details).
 pub const TEXT: NodeId = NodeId::from_crockford("7VQ43ZSJTEWA7");
-/// `{type:"object"}` `944RT37WX1PQ5`.
-pub const OBJECT: NodeId = NodeId::from_crockford("944RT37WX1PQ5");
 /// The TypeScript tool's (7a0c) Workflow schema `AZF3FA1TN3D4A`.
 pub const WORKFLOW: NodeId = NodeId::from_crockford("AZF3FA1TN3D4A");
 /// uwf's extended Workflow schema (`uwf/WorkflowExt`, see
@@ -193,7 +189,7 @@ pub enum FinishReason {
 
 impl FinishReason {
     /// The stored spelling.
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         match self {
             FinishReason::Completed => "completed",
             FinishReason::Cancelled => "cancelled",
@@ -204,7 +200,7 @@ impl FinishReason {
     }
 
     /// Reads the stored spelling.
-    pub fn parse(s: &str) -> FinishReason {
+    pub(crate) fn parse(s: &str) -> FinishReason {
         match s {
             "completed" => FinishReason::Completed,
             "cancelled" => FinishReason::Cancelled,
@@ -216,7 +212,7 @@ impl FinishReason {
 
     /// The status of a thread that finished for this reason: cancelled, failed, dropped, or
     /// else completed.
-    pub fn status(&self) -> ThreadStatus {
+    pub(crate) fn status(&self) -> ThreadStatus {
         match self {
             FinishReason::Cancelled => ThreadStatus::Cancelled,
             FinishReason::Failed => ThreadStatus::Failed,
@@ -261,7 +257,7 @@ pub enum ThreadStatus {
 
 impl ThreadStatus {
     /// The name printed and accepted by `--status`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ThreadStatus::Queued => "queued",
             ThreadStatus::Idle => "idle",
@@ -294,9 +290,7 @@ mod tests {
     #[test]
     fn each_const_is_its_crockford_string() {
         for (c, s) in [
-            (META, "CTS5P6RD8HMCS"),
             (TEXT, ids::TEXT),
-            (OBJECT, ids::OBJECT),
             (WORKFLOW, ids::WORKFLOW),
             (START_NODE, ids::START_NODE),
             (STEP_NODE, ids::STEP_NODE),
@@ -306,7 +300,6 @@ mod tests {
         }
         for (c, name) in [
             (TEXT, "@ocas/string"),
-            (OBJECT, "@ocas/object"),
             (WORKFLOW, "uwf/Workflow"),
             (START_NODE, "uwf/StartNode"),
             (STEP_NODE, "uwf/StepNode"),

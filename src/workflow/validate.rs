@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 /// Every semantic problem of `wf`, in a stable order; empty when the workflow is valid.
 ///
 /// `evaluator` checks the syntax of JSONata conditions.
-pub fn semantic_errors(wf: &WorkflowDef, evaluator: &dyn ConditionEvaluator) -> Vec<String> {
+pub(crate) fn semantic_errors(wf: &WorkflowDef, evaluator: &dyn ConditionEvaluator) -> Vec<String> {
     let mut errors = Vec::new();
     let roles: IndexSet<&str> = wf.roles.keys().map(String::as_str).collect();
     let nodes: IndexSet<&str> = wf.graph.nodes().into_iter().collect();
@@ -154,7 +154,7 @@ fn reachable_roles(graph: &Graph) -> IndexSet<String> {
 }
 
 /// The variables of mustache tags in a prompt (`\{\{\{?([^}]+)\}\}\}?`).
-pub fn mustache_vars(prompt: &str) -> Vec<&str> {
+pub(crate) fn mustache_vars(prompt: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let b = prompt.as_bytes();
     let mut i = 0;

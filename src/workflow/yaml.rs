@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use yaml_serde::Value as Yaml;
 
 /// Includes nested deeper than this are refused (a file including itself would never end).
-pub const MAX_INCLUDE_DEPTH: usize = 32;
+pub(crate) const MAX_INCLUDE_DEPTH: usize = 32;
 
 /// Reads and parses the YAML file at `path`, resolving `!include` tags.
 ///
@@ -20,7 +20,7 @@ pub const MAX_INCLUDE_DEPTH: usize = 32;
 /// [`WorkflowError::FileNotFound`] when `path` does not exist, [`WorkflowError::Yaml`] when it
 /// (or an included file) is not valid YAML, [`WorkflowError::Include`] when an include escapes
 /// its directory, is missing, or cannot be read.
-pub fn load_file(path: &Path) -> Result<Value, WorkflowError> {
+pub(crate) fn load_file(path: &Path) -> Result<Value, WorkflowError> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -41,7 +41,7 @@ pub fn load_file(path: &Path) -> Result<Value, WorkflowError> {
 ///
 /// # Errors
 /// As [`load_file`]; `origin` names the text in messages.
-pub fn parse_str(
+pub(crate) fn parse_str(
     text: &str,
     base_dir: Option<&Path>,
     origin: &str,

@@ -74,54 +74,28 @@ fn thread_run_goes_to_end_without_uwf_on_path() {
 
 #[test]
 fn context_has_start_steps_role_format_and_edge_prompt() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
-    env.ok(&[
+    let env = TestEnv::fixed();
+    let wf = p(&example("debate.yaml"));
+    let t = json(&env.ok(&[
         "thread",
-        "step",
-        &t,
-        "--agent",
-        &env.scripted(&example("debate.script.yaml")),
-    ]);
-    let c = json(&env.ok(&["agent", "context", &t, "for"]));
-    assert_eq!(
-        c.get("start").unwrap().get("prompt"),
-        Some(&Value::str("Is Rust better than Go?"))
-    );
-    let steps = c.get("steps").unwrap().as_array().unwrap();
-    assert_eq!(steps.len(), 1);
-    assert_eq!(
-        steps[0].get("output").unwrap().get("argument"),
-        Some(&Value::str(
-            "Go compiles faster and its tooling is simpler."
-        ))
-    );
-    assert!(
-        c.get("role")
-            .unwrap()
-            .get("goal")
-            .unwrap()
-            .as_str()
-            .unwrap()
-            .contains("FOR")
-    );
-    assert!(
-        c.get("outputFormat")
-            .unwrap()
-            .as_str()
-            .unwrap()
-            .contains("## Deliverable Format")
-    );
-    assert_eq!(
-        c.get("edgePrompt"),
-        Some(&Value::str(
-            "Counter the opposing argument: Go compiles faster and its tooling is simpler."
-        ))
-    );
-    env.fails(
-        &["agent", "context", &t, "judge"],
-        "unknown role \"judge\" in workflow \"debate\"",
-    );
+        "start",
+        &wf,
+        "-p",
+        "Is Rust better than Go?",
+        "--cwd",
+        "/tmp",
+    ]))
+    .get("thread")
+    .and_then(Value::as_str)
+    .expect("thread id")
+    .to_string();
+    let agent = env.scripted(&example("debate.script.yaml"));
+    env.ok(&["thread", "step", &t, "--agent", &agent]);
+    insta::assert_snapshot!(env.transcript(&format!("agent context {t} for")), @r###"{"start":{"cwd":"/tmp","prompt":"Is Rust better than Go?","workflow":"DDY7SM1N7BV4G"},"steps":[{"role":"against","output":{"$status":"continue","argument":"Go compiles faster and its tooling is simpler."},"detail":"4PBS6H1CDGQ43","agent":"uwf-scripted"}],"role":{"name":"for","description":"Argues for the proposition","goal":"You are a skilled debater arguing FOR the proposition.\nBe logical, cite evidence, and directly address your opponent's points.\nKeep each argument concise (under 200 words).\n","capabilities":["argumentation","critical-thinking"],"procedure":"1. Read the opposing side's latest argument carefully.\n2. Counter their points with evidence and logic.\n3. If you find yourself genuinely convinced by the other side, you may concede.\n","output":"Provide your argument in the frontmatter.\nSet status to \"conceded\" ONLY if you are genuinely convinced and wish to stop debating.\nOtherwise set status to \"continue\".\n","outputSchema":{"type":"object","title":"debate.for","required":["$status","argument"],"properties":{"$status":{"enum":["continue","conceded"]},"argument":{"type":"string"}}}},"outputFormat":"## Deliverable Format\n\nYour response MUST begin with a YAML frontmatter block followed by your markdown work:\n\n```\n---\n$status: continue  # required | continue | conceded\nargument: <string>  # required\n---\n\n... your markdown work here ...\n```\n\nThe frontmatter is the **primary deliverable** — the engine reads it directly.\nYour meta output must satisfy these fields:\n\n  - `$status` (required)\n  - `argument` (required)\n\nOutput ONLY the fields listed above. Do not add extra fields that are not specified in the schema.\n\nFocus exclusively on YOUR role's deliverable. Do not perform actions outside your role's scope.","edgePrompt":"Counter the opposing argument: Go compiles faster and its tooling is simpler.","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"DHGAGBN2TAVA9"}"###);
+    insta::assert_snapshot!(env.transcript(&format!("agent context {t} judge")), @r#"
+    ! unknown role "judge" in workflow "debate"; roles: for, against
+    [exit 1]
+    "#);
 }
 
 #[test]
@@ -179,29 +153,29 @@ fn submit_writes_a_step_on_the_head_or_keeps_the_raw_output() {
         Some(&Value::str("the whole transcript"))
     );
     assert_eq!(env.head(&t), head);
-    env.fails(
-        &["agent", "submit", "06H01H81R5YCT74RZ86VBY5KNC", "planner"],
-        "thread not found",
-    );
+    insta::assert_snapshot!(env.transcript("agent submit 06H01H81R5YCT74RZ86VBY5KNC planner"), @"
+    ! thread not found: 06H01H81R5YCT74RZ86VBY5KNC
+    [exit 3]
+    ");
 }
 
 #[test]
 fn scripted_agent_reports_an_exhausted_script() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     let script = env.root().join("short.script.yaml");
     std::fs::write(&script, "against:\n  - {$status: continue, argument: a}\nfor:\n  - {$status: continue, argument: b}\n").unwrap();
     let t = env.start(&p(&example("debate.yaml")), "q");
     let agent = env.scripted(&script);
     env.ok(&["thread", "step", &t, "-c", "2", "--agent", &agent]);
     let head = env.head(&t);
-    env.fails(
-        &["thread", "step", &t, "--agent", &agent],
-        "script has 1 replies for role \"against\" but reply 2 was asked for",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent '{agent}'")), @r#"
+    ! script has 1 replies for role "against" but reply 2 was asked for
+    [exit 1]
+    "#);
     assert_eq!(env.head(&t), head);
     std::fs::write(&script, "against: [1]\n").unwrap();
-    env.fails(
-        &["agent", "scripted", "--script", &p(&script), &t, "against"],
-        "invalid script",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("agent scripted --script {} {t} against", script.display())), @r#"
+    ! invalid script: role "against" reply 1 must be a string or a mapping
+    [exit 1]
+    "#);
 }

@@ -37,30 +37,16 @@ fn hash_reads_stdin() {
 
 #[test]
 fn put_get_has_refs_walk() {
-    let env = TestEnv::new();
-    assert_eq!(
-        env.ok(&["cas", "put-text", "hello"]).trim(),
-        r#"{"hash":"95ST8MZ0QTKP9"}"#
-    );
-    assert_eq!(
-        env.ok(&["cas", "get", "95ST8MZ0QTKP9"]).trim(),
-        r#"{"type":"7VQ43ZSJTEWA7","payload":"hello"}"#
-    );
+    let env = TestEnv::fixed();
+    insta::assert_snapshot!(env.transcript("cas put-text hello"), @r#"{"hash":"95ST8MZ0QTKP9"}"#);
+    insta::assert_snapshot!(env.transcript("cas get 95ST8MZ0QTKP9"), @r#"{"type":"7VQ43ZSJTEWA7","payload":"hello"}"#);
     // Lower case and prefixes resolve; output is upper case.
-    assert_eq!(
-        env.ok(&["cas", "get", "95st"]).trim(),
-        r#"{"type":"7VQ43ZSJTEWA7","payload":"hello"}"#
-    );
-    let with_ts = json(&env.ok(&["cas", "get", "95ST8MZ0QTKP9", "--timestamp"]));
-    assert!(with_ts.get("timestamp").and_then(Value::as_f64).unwrap() > 1.7e12);
-    assert_eq!(
-        env.ok(&["cas", "has", "95ST8MZ0QTKP9"]).trim(),
-        r#"{"exists":true}"#
-    );
-    let r = env.run(&["cas", "has", "95ST8MZ0QTKP8"]);
-    assert_eq!((r.code, r.stdout.trim()), (1, r#"{"exists":false}"#));
-    let r = env.run(&["--format", "yaml", "cas", "has", "95ST8MZ0QTKP8"]);
-    assert_eq!((r.code, r.stdout.trim()), (1, "exists: false"));
+    insta::assert_snapshot!(env.transcript("cas get 95st --timestamp"), @r#"{"type":"7VQ43ZSJTEWA7","payload":"hello","timestamp":1767225600000}"#);
+    insta::assert_snapshot!(env.transcript("cas has 95ST8MZ0QTKP9"), @r#"{"exists":true}"#);
+    insta::assert_snapshot!(env.transcript("--format yaml cas has 95ST8MZ0QTKP8"), @"
+    exists: false
+    [exit 1]
+    ");
     // Any id that names no stored node is absent, whatever its spelling.
     for id in ["NOSUCHHASH123", "INVALID", "9"] {
         let r = env.run(&["cas", "has", id]);
@@ -72,54 +58,24 @@ fn put_get_has_refs_walk() {
         env.fails(&["cas", "get", id], &format!("Node not found: {id}"));
         env.fails(&["cas", "refs", id], &format!("Node not found: {id}"));
     }
-
     // A StartNode references its workflow; a StepNode its start, output and detail.
-    let start = json(&env.ok(&[
-        "cas",
-        "put",
-        "44P8EP6N3NXZ5",
-        r#"{"workflow":"95ST8MZ0QTKP9","prompt":"p","cwd":"/tmp"}"#,
-    ]));
-    let start = start.get("hash").unwrap().as_str().unwrap().to_string();
-    let step = format!(
-        r#"{{"start":"{start}","prev":null,"role":"r","output":"95ST8MZ0QTKP9","detail":"95ST8MZ0QTKP9","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#
-    );
-    let step = json(&env.ok(&["cas", "put", "108DB063KRQWW", &step]));
-    let step = step.get("hash").unwrap().as_str().unwrap().to_string();
-    assert_eq!(
-        env.ok(&["cas", "refs", &step]).trim(),
-        format!(r#"{{"refs":["{start}","95ST8MZ0QTKP9","95ST8MZ0QTKP9"]}}"#)
-    );
-    assert_eq!(
-        env.ok(&["cas", "walk", &step]).trim(),
-        format!(r#"{{"hashes":["{step}","{start}","95ST8MZ0QTKP9"]}}"#)
-    );
-    assert_eq!(
-        json(&env.ok(&["cas", "verify"]))
-            .get("status")
-            .unwrap()
-            .as_str(),
-        Some("ok")
-    );
+    insta::assert_snapshot!(env.transcript(r#"cas put 44P8EP6N3NXZ5 {"workflow":"95ST8MZ0QTKP9","prompt":"p","cwd":"/tmp"}"#), @r#"{"hash":"63GHZE03TPH5Q"}"#);
+    insta::assert_snapshot!(env.transcript(r#"cas put 108DB063KRQWW {"start":"63GHZE03TPH5Q","prev":null,"role":"r","output":"95ST8MZ0QTKP9","detail":"95ST8MZ0QTKP9","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}"#), @r#"{"hash":"DD9TMJVRH8CY0"}"#);
+    insta::assert_snapshot!(env.transcript("cas refs DD9TMJVRH8CY0"), @r#"{"refs":["63GHZE03TPH5Q","95ST8MZ0QTKP9","95ST8MZ0QTKP9"]}"#);
+    insta::assert_snapshot!(env.transcript("cas walk DD9TMJVRH8CY0"), @r#"{"hashes":["DD9TMJVRH8CY0","63GHZE03TPH5Q","95ST8MZ0QTKP9"]}"#);
+    insta::assert_snapshot!(env.transcript("cas verify"), @r#"{"status":"ok","nodes":43}"#);
 }
 
 #[test]
 fn walk_reports_missing_nodes() {
-    let env = TestEnv::new();
-    let start = json(&env.ok(&[
-        "cas",
-        "put",
-        "44P8EP6N3NXZ5",
-        r#"{"workflow":"AAAAAAAAAAAAA","prompt":"p","cwd":"/"}"#,
-    ]));
-    let start = start.get("hash").unwrap().as_str().unwrap();
-    let r = env.run(&["cas", "walk", start]);
-    assert_eq!(r.code, 1);
-    assert_eq!(
-        r.stdout.trim(),
-        format!(r#"{{"hashes":["{start}"],"missing":["AAAAAAAAAAAAA"]}}"#)
-    );
-    assert!(r.stderr.contains("AAAAAAAAAAAAA"), "{}", r.stderr);
+    let env = TestEnv::fixed();
+    insta::assert_snapshot!(env.transcript(r#"cas put 44P8EP6N3NXZ5 {"workflow":"AAAAAAAAAAAAA","prompt":"p","cwd":"/"}"#), @r#"{"hash":"CE4VDSSRDB24J"}"#);
+    insta::assert_snapshot!(env.transcript("cas walk CE4VDSSRDB24J"), @r#"
+    {"hashes":["CE4VDSSRDB24J"],"missing":["AAAAAAAAAAAAA"]}
+    ! warning: node AAAAAAAAAAAAA is referenced but missing from the store
+    ! walk found 1 missing node(s)
+    [exit 1]
+    "#);
 }
 
 #[test]
@@ -151,7 +107,7 @@ fn ambiguous_prefix_lists_candidates() {
 
 #[test]
 fn schema_commands() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     let list = json(&env.ok(&["cas", "schema", "list"]));
     let list = list.as_array().unwrap();
     assert_eq!(
@@ -162,37 +118,23 @@ fn schema_commands() {
         list.iter()
             .any(|e| e.get("title").unwrap().as_str() == Some("StepNode"))
     );
-    let h = json(&env.ok(&["cas", "schema", "put", r#"{"type":"object","properties":{"name":{"type":"string"},"age":{"type":"number"}},"required":["name"],"additionalProperties":false}"#]));
-    assert_eq!(h.get("hash").unwrap().as_str(), Some("FRBAB1BF0ZBCS"));
-    assert_eq!(
-        env.ok(&["cas", "schema", "get", "FRBAB1BF0ZBCS"]).trim(),
-        r#"{"type":"object","required":["name"],"properties":{"age":{"type":"number"},"name":{"type":"string"}},"additionalProperties":false}"#
-    );
-    env.fails(
-        &["cas", "schema", "get", "95ST8MZ0QTKP9"],
-        "Schema not found: 95ST8MZ0QTKP9",
-    );
-    env.ok(&["cas", "put", "FRBAB1BF0ZBCS", r#"{"name":"a","age":3}"#]);
+    insta::assert_snapshot!(env.transcript(r#"cas schema put {"type":"object","properties":{"name":{"type":"string"},"age":{"type":"number"}},"required":["name"],"additionalProperties":false}"#), @r#"{"hash":"FRBAB1BF0ZBCS"}"#);
+    insta::assert_snapshot!(env.transcript("cas schema get FRBAB1BF0ZBCS"), @r#"{"type":"object","required":["name"],"properties":{"age":{"type":"number"},"name":{"type":"string"}},"additionalProperties":false}"#);
+    insta::assert_snapshot!(env.transcript("cas schema get 95ST8MZ0QTKP9"), @"
+    ! Schema not found: 95ST8MZ0QTKP9
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript(r#"cas put FRBAB1BF0ZBCS {"name":"a","age":3}"#), @r#"{"hash":"DKW9VEW0BZFQC"}"#);
 }
 
 /// Every bad input: one line on stderr, non-zero exit, nothing stored changed.
 #[test]
 fn bad_input_changes_nothing() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     env.ok(&["cas", "put-text", "kept"]);
-    env.ok(&[
-        "cas",
-        "schema",
-        "put",
-        r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
-    ]);
-    let schema = json(&env.ok(&[
-        "cas",
-        "schema",
-        "put",
-        r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#,
-    ]));
-    let schema = schema.get("hash").unwrap().as_str().unwrap().to_string();
+    let schema = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+    env.ok(&["cas", "schema", "put", schema]);
+    insta::assert_snapshot!(env.transcript(&format!("cas schema put {schema}")), @r#"{"hash":"8AE8G8YM2RK4B"}"#);
     let before = env.ok(&["cas", "schema", "list"]);
     let count = |env: &TestEnv| {
         json(&env.ok(&["cas", "verify"]))
@@ -203,62 +145,61 @@ fn bad_input_changes_nothing() {
     };
     let n0 = count(&env);
 
-    env.fails(
-        &["cas", "put", "944RT37WX1PQ5", r#"{"a":1"#],
-        "Cannot parse JSON",
-    );
-    env.fails(
-        &["cas", "put", "ABCDEFGHJKMNP", "{}"],
-        "unknown type ABCDEFGHJKMNP",
-    );
-    env.fails(
-        &["cas", "put", &schema, r#"{"n":"x"}"#],
-        "payload does not match schema",
-    );
-    env.fails(
-        &["cas", "put", &schema, r#"{}"#],
-        "payload does not match schema",
-    );
-    env.fails(
-        &[
-            "cas",
-            "schema",
-            "put",
-            r#"{"type":"object","definitions":{}}"#,
-        ],
-        "keyword \"definitions\" is not allowed",
-    );
-    env.fails(
-        &[
-            "cas",
-            "schema",
-            "put",
-            r#"{"type":"string","format":"date-time"}"#,
-        ],
-        "unknown format \"date-time\"",
-    );
-    env.fails(
-        &["cas", "get", "95ST8MZ0QTKPI"],
-        "Node not found: 95ST8MZ0QTKPI",
-    );
-    env.fails(&["cas", "get", "95ST-!"], "Node not found: 95ST-!");
+    insta::assert_snapshot!(env.transcript(r#"cas put 944RT37WX1PQ5 {"a":1"#), @r#"
+    ! Cannot parse JSON from "{"a":1": EOF while parsing an object at line 1 column 6
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas put ABCDEFGHJKMNP {}"), @r#"
+    ! unknown type ABCDEFGHJKMNP: no schema node has this id; run "uwf cas schema list"
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript(r#"cas put 8AE8G8YM2RK4B {"n":"x"}"#), @r#"
+    ! payload does not match schema 8AE8G8YM2RK4B: at /n: "x" is not of type "integer"
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas put 8AE8G8YM2RK4B {}"), @r#"
+    ! payload does not match schema 8AE8G8YM2RK4B: at /: "n" is a required property
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript(r#"cas schema put {"type":"object","definitions":{}}"#), @r#"
+    ! invalid schema: keyword "definitions" is not allowed at #
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript(r#"cas schema put {"type":"string","format":"date-time"}"#), @r#"
+    ! invalid schema: unknown format "date-time" at # (only "ocas_ref" is supported)
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas get 95ST8MZ0QTKPI"), @"
+    ! Node not found: 95ST8MZ0QTKPI
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas get 95ST-!"), @"
+    ! Node not found: 95ST-!
+    [exit 1]
+    ");
     // A pattern the validator's regex dialect cannot compile would leave refs unfound.
     let bad_pattern =
         r#"{"type":"object","patternProperties":{"(":{"type":"string","format":"ocas_ref"}}}"#;
-    env.fails(
-        &["cas", "schema", "put", bad_pattern],
-        r#"patternProperties pattern "(" at #/patternProperties cannot be compiled"#,
-    );
-    env.fails(
-        &["cas", "put", "CTS5P6RD8HMCS", bad_pattern],
-        r#"patternProperties pattern "(""#,
-    );
-    env.fails(&["cas", "put", "7VQ43ZSJTEWAU", "\"x\""], "invalid id");
-    env.fails(
-        &["cas", "get", "95ST8MZ0QTKP9"],
-        "Node not found: 95ST8MZ0QTKP9",
-    );
-    env.fails(&["cas", "refs", "95ST8MZ0QTKP9"], "Node not found");
+    insta::assert_snapshot!(env.transcript(&format!("cas schema put {bad_pattern}")), @r#"
+    ! invalid schema: patternProperties pattern "(" at #/patternProperties cannot be compiled: not a supported ECMA-262 regular expression
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript(&format!("cas put CTS5P6RD8HMCS {bad_pattern}")), @r#"
+    ! invalid schema: patternProperties pattern "(" at #/patternProperties cannot be compiled: not a supported ECMA-262 regular expression
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript(r#"cas put 7VQ43ZSJTEWAU "x""#), @r#"
+    ! invalid id "7VQ43ZSJTEWAU": character 'U' is not in the Crockford alphabet (0-9, A-Z without I, L, O, U)
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas get 95ST8MZ0QTKP9"), @"
+    ! Node not found: 95ST8MZ0QTKP9
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas refs 95ST8MZ0QTKP9"), @"
+    ! Node not found: 95ST8MZ0QTKP9
+    [exit 1]
+    ");
     let r = env.run_stdin(
         &["cas", "put", "7VQ43ZSJTEWA7", "-", "--jsonl"],
         "\"a\"\n{broken\n",
@@ -320,16 +261,25 @@ fn damaged_files_are_refused_untouched() {
 
 #[test]
 fn newer_format_is_refused_untouched() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     env.ok(&["cas", "put-text", "kept"]);
     {
         let s = uwf::store::Store::open(&env.db()).unwrap();
         uwf::store::force_version(&s, uwf::store::FORMAT_VERSION + 1).unwrap();
     }
     let fp = fingerprint(&env.db());
-    env.fails(&["cas", "get", "95ST"], "newer than this uwf supports");
-    env.fails(&["cas", "put-text", "x"], "newer than this uwf supports");
-    env.fails(&["cas", "reindex"], "newer than this uwf supports");
+    insta::assert_snapshot!(env.transcript("cas get 95ST"), @"
+    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas put-text x"), @"
+    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("cas reindex"), @"
+    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    [exit 1]
+    ");
     assert_eq!(fingerprint(&env.db()), fp);
 }
 
@@ -337,37 +287,16 @@ fn newer_format_is_refused_untouched() {
 /// validates also walks, and its missing nodes are reported.
 #[test]
 fn lookahead_pattern_refs_are_found_and_walked() {
-    let env = TestEnv::new();
-    let schema = json(&env.ok(&[
-        "cas",
-        "schema",
-        "put",
-        r#"{"type":"object","patternProperties":{"^(?!skip)":{"type":"string","format":"ocas_ref"}}}"#,
-    ]));
-    let schema = schema.get("hash").unwrap().as_str().unwrap().to_string();
+    let env = TestEnv::fixed();
+    insta::assert_snapshot!(env.transcript(r#"cas schema put {"type":"object","patternProperties":{"^(?!skip)":{"type":"string","format":"ocas_ref"}}}"#), @r#"{"hash":"375CCY3JTE67M"}"#);
     env.ok(&["cas", "put-text", "hello"]);
-    let node = json(&env.ok(&[
-        "cas",
-        "put",
-        &schema,
-        r#"{"a":"95ST8MZ0QTKP9","b":"AAAAAAAAAAAAA","skip":"BBBBBBBBBBBBB"}"#,
-    ]));
-    let node = node.get("hash").unwrap().as_str().unwrap().to_string();
-    assert_eq!(
-        env.ok(&["cas", "refs", &node]).trim(),
-        r#"{"refs":["95ST8MZ0QTKP9","AAAAAAAAAAAAA"]}"#
-    );
-    let r = env.run(&["cas", "walk", &node]);
-    assert_eq!(r.code, 1);
-    assert_eq!(
-        r.stdout.trim(),
-        format!(r#"{{"hashes":["{node}","95ST8MZ0QTKP9"],"missing":["AAAAAAAAAAAAA"]}}"#)
-    );
-    assert_eq!(
-        json(&env.ok(&["cas", "verify"]))
-            .get("status")
-            .unwrap()
-            .as_str(),
-        Some("ok")
-    );
+    insta::assert_snapshot!(env.transcript(r#"cas put 375CCY3JTE67M {"a":"95ST8MZ0QTKP9","b":"AAAAAAAAAAAAA","skip":"BBBBBBBBBBBBB"}"#), @r#"{"hash":"B303PG5WYBC5J"}"#);
+    insta::assert_snapshot!(env.transcript("cas refs B303PG5WYBC5J"), @r#"{"refs":["95ST8MZ0QTKP9","AAAAAAAAAAAAA"]}"#);
+    insta::assert_snapshot!(env.transcript("cas walk B303PG5WYBC5J"), @r#"
+    {"hashes":["B303PG5WYBC5J","95ST8MZ0QTKP9"],"missing":["AAAAAAAAAAAAA"]}
+    ! warning: node AAAAAAAAAAAAA is referenced but missing from the store
+    ! walk found 1 missing node(s)
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("cas verify"), @r#"{"status":"ok","nodes":43}"#);
 }

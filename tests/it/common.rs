@@ -43,15 +43,23 @@ impl TestEnv {
     }
 
     /// A transcript of `uwf <line>` for a snapshot: stdout, then stderr with each line marked
-    /// `! `, then `[exit N]` unless 0; the root's path reads `[ROOT]`. `line` is split on
-    /// spaces; a word in single quotes may hold spaces.
+    /// `! `, then `[exit N]` unless 0; the root's path reads `[ROOT]`, the binary's `[UWF]` and
+    /// the source tree's `[REPO]`. `line` is split on spaces; a word in single quotes may hold
+    /// spaces.
     pub fn transcript(&self, line: &str) -> String {
         let words = split_words(line);
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
         let r = self.run(&args);
         let root = self.root().display().to_string();
-        let mut t = r.stdout.replace(&root, "[ROOT]");
-        for l in r.stderr.replace(&root, "[ROOT]").lines() {
+        let bin = uwf_bin().display().to_string();
+        let repo = env!("CARGO_MANIFEST_DIR");
+        let mask = |s: &str| {
+            s.replace(&root, "[ROOT]")
+                .replace(&bin, "[UWF]")
+                .replace(repo, "[REPO]")
+        };
+        let mut t = mask(&r.stdout);
+        for l in mask(&r.stderr).lines() {
             t.push_str("! ");
             t.push_str(l);
             t.push('\n');

@@ -73,37 +73,39 @@ fn prompt_from_stdin_or_a_file() {
     assert!(md.contains("the task from a file"), "{md}");
 
     // Usage errors: clap's message and exit 2.
-    let r = env.run(&["thread", "start", &wf]);
-    assert!(r.code == 2 && r.stderr.contains("--prompt"), "{}", r.stderr);
-    let r = env.run(&["thread", "start", &wf, "-p", "x", "--prompt-file", "f"]);
-    assert!(
-        r.code == 2 && r.stderr.contains("cannot be used with"),
-        "{}",
-        r.stderr
-    );
-    env.fails(
-        &["thread", "start", &wf, "--prompt-file", "/nonexistent/task"],
-        "cannot read prompt file /nonexistent/task",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread start {wf}")), @"
+    ! error: the following required arguments were not provided:
+    !   --prompt <PROMPT>
+    ! 
+    ! Usage: uwf thread start --prompt <PROMPT> <WORKFLOW>
+    ! 
+    ! For more information, try '--help'.
+    [exit 2]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread start {wf} -p x --prompt-file f")), @"
+    ! error: the argument '--prompt <PROMPT>' cannot be used with '--prompt-file <FILE>'
+    ! 
+    ! Usage: uwf thread start --prompt <PROMPT> <WORKFLOW>
+    ! 
+    ! For more information, try '--help'.
+    [exit 2]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread start {wf} --prompt-file /nonexistent/task")), @"
+    ! cannot read prompt file /nonexistent/task: No such file or directory (os error 2)
+    [exit 1]
+    ");
 }
 
 #[test]
 fn quiet_prints_only_the_id() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     let wf = example("debate.yaml").display().to_string();
-    let w = env.ok(&["workflow", "put", &wf, "-q"]);
-    assert!(only_id(&w), "{w:?}");
-    let t = env.ok(&["thread", "start", "debate", "-p", "x", "--quiet"]);
-    assert!(only_id(&t) && t.trim().len() == 26, "{t:?}");
-    let start = env.head(t.trim());
-    let f = env.ok(&["thread", "fork", &start, "-q"]);
-    assert!(only_id(&f) && f != t, "{f:?}");
-    let f = env.ok(&["step", "fork", &start, "-q"]);
-    assert!(only_id(&f), "{f:?}");
-    let h = env.ok(&["cas", "put-text", "hello", "-q"]);
-    assert!(only_id(&h), "{h:?}");
-    let h = env.ok(&["cas", "put", "7VQ43ZSJTEWA7", "\"a\"", "-q"]);
-    assert!(only_id(&h), "{h:?}");
+    insta::assert_snapshot!(env.transcript(&format!("workflow put {wf} -q")), @"DDY7SM1N7BV4G");
+    insta::assert_snapshot!(env.transcript("thread start debate -p x --cwd /tmp --quiet"), @"06DQDPN800HCETQX2QR123WGNR");
+    insta::assert_snapshot!(env.transcript("thread fork 4RNJ01W19QWEV -q"), @"06DQDPN8028XY33RRFMH5J9JP4");
+    insta::assert_snapshot!(env.transcript("step fork 4RNJ01W19QWEV -q"), @"06DQDPN8031G3Y7G5VTB9AQF54");
+    insta::assert_snapshot!(env.transcript("cas put-text hello -q"), @"95ST8MZ0QTKP9");
+    insta::assert_snapshot!(env.transcript(r#"cas put 7VQ43ZSJTEWA7 "a" -q"#), @"0KXZWCA7H2CBK");
     let r = env.run_stdin(
         &["cas", "put", "7VQ43ZSJTEWA7", "-", "--jsonl", "-q"],
         "\"b\"\n\"c\"\n",
@@ -111,6 +113,15 @@ fn quiet_prints_only_the_id() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
     assert!(r.stdout.lines().all(|l| only_id(&format!("{l}\n"))));
+    // Each ends its line.
+    for args in [
+        &["workflow", "put", &wf, "-q"][..],
+        &["thread", "start", "debate", "-p", "y", "-q"],
+        &["cas", "put-text", "hello", "-q"],
+    ] {
+        let out = env.ok(args);
+        assert!(only_id(&out), "{out:?}");
+    }
 }
 
 #[test]
@@ -149,52 +160,48 @@ fn agent_words_follow_shell_quoting() {
     let argv = std::fs::read_to_string(&log).unwrap();
     assert!(argv.starts_with("--name\ncode reviewer\n"), "{argv:?}");
 
-    env.fails(
-        &["thread", "step", &t, "--agent", "agent 'unclosed"],
-        "unclosed quote",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent 'agent \"unclosed'")), @r#"
+    ! --agent has an unclosed quote: agent "unclosed
+    [exit 1]
+    "#);
 }
 
 #[test]
 fn did_you_mean() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     env.ok(&["workflow", "put", example("debate.yaml").to_str().unwrap()]);
-    let r = env.fails(&["thread", "start", "debat", "-p", "x"], "debat");
-    assert!(
-        r.stderr.contains("hint: did you mean \"debate\"?"),
-        "{}",
-        r.stderr
-    );
-    let r = env.fails(&["workflow", "show", "debte"], "unknown workflow");
-    assert!(
-        r.stderr.contains("hint: did you mean \"debate\"?"),
-        "{}",
-        r.stderr
-    );
-    let r = env.fails(&["thread", "start", "planner", "-p", "x"], "planner");
-    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
-
+    insta::assert_snapshot!(env.transcript("thread start debat -p x"), @r#"
+    ! workflow not found: debat; run "uwf workflow list" to see registered names
+    ! hint: did you mean "debate"?
+    [exit 3]
+    "#);
+    insta::assert_snapshot!(env.transcript("workflow show debte"), @r#"
+    ! unknown workflow "debte"; run "uwf workflow list" to see registered names
+    ! hint: did you mean "debate"?
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("thread start planner -p x"), @r#"
+    ! workflow not found: planner; run "uwf workflow list" to see registered names
+    [exit 3]
+    "#);
     let t = env.start("debate", "x");
     // One character off, and a prefix of the id.
     let mut near = t.clone();
     near.replace_range(25.., if t.ends_with('0') { "1" } else { "0" });
-    let r = env.fails(&["thread", "show", &near], "thread not found");
-    assert!(
-        r.stderr.contains(&format!("hint: did you mean {t}?")),
-        "{}",
-        r.stderr
-    );
-    let r = env.fails(&["thread", "show", &t[..12]], "invalid thread id");
-    assert!(
-        r.stderr.contains(&format!("hint: did you mean {t}?")),
-        "{}",
-        r.stderr
-    );
-    let r = env.fails(
-        &["thread", "show", "ZZZZZZZZZZZZZZZZZZZZZZZZZZ"],
-        "thread not found",
-    );
-    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {near}")), @"
+    ! thread not found: 06DQDPN8004BV1HR54TJ3HN5Q1
+    ! hint: did you mean 06DQDPN8004BV1HR54TJ3HN5Q0?
+    [exit 3]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread show {}", &t[..12])), @r#"
+    ! invalid thread id "06DQDPN8004B": expected 26 letters and digits
+    ! hint: did you mean 06DQDPN8004BV1HR54TJ3HN5Q0?
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("thread show ZZZZZZZZZZZZZZZZZZZZZZZZZZ"), @"
+    ! thread not found: ZZZZZZZZZZZZZZZZZZZZZZZZZZ
+    [exit 3]
+    ");
 }
 
 /// `uwf ARGS` on a pseudo-terminal (through `script`), with `NO_COLOR` set or not.

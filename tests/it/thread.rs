@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use uwf::cas::schema::Validator;
 use uwf::cas::{NodeId, Value, bootstrap};
 use uwf::store::{Lease, Store};
+use uwf::thread::ThreadId;
 
 fn p(path: &std::path::Path) -> String {
     path.display().to_string()
@@ -18,6 +19,18 @@ fn debate_script(env: &TestEnv) -> String {
 
 fn solve_script(env: &TestEnv) -> String {
     env.scripted(&example("solve-issue.script.yaml"))
+}
+
+/// Starts a thread of an example workflow in `/tmp` (node ids do not depend on the root);
+/// returns its id.
+fn start_fixed(env: &TestEnv, example_file: &str, prompt: &str) -> String {
+    let wf = p(&example(example_file));
+    let out = env.ok(&["thread", "start", &wf, "-p", prompt, "--cwd", "/tmp"]);
+    json(&out)
+        .get("thread")
+        .and_then(Value::as_str)
+        .expect("thread id")
+        .to_string()
 }
 
 // ---- ids and schemas of the TypeScript tool ----
@@ -103,40 +116,15 @@ fn nodes_written_by_uwf_validate_against_the_typescript_schemas() {
 
 #[test]
 fn transition_list_loops_reviewer_to_developer_until_approved() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("solve-issue.yaml")), "The parser crashes");
-    let out = json(&env.ok(&[
-        "thread",
-        "exec",
-        &t,
-        "-c",
-        "20",
-        "--agent",
-        &solve_script(&env),
-    ]));
-    let outs = out.as_array().unwrap();
-    assert_eq!(outs.len(), 5);
-    let roles: Vec<_> = outs
-        .iter()
-        .map(|o| o.get("currentRole").unwrap().to_json())
-        .collect();
-    assert_eq!(
-        roles,
-        [
-            "\"developer\"",
-            "\"reviewer\"",
-            "\"developer\"",
-            "\"reviewer\"",
-            "null"
-        ]
-    );
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "solve-issue.yaml", "The parser crashes");
+    let script = solve_script(&env);
+    insta::assert_snapshot!(env.transcript(&format!("thread exec {t} -c 20 --agent '{script}'")), @r#"[{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"7RPZC5MFKFQ1Y","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FC2ASHM9BMJ0N","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"86NG40B5CZ0GN","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FSYGHT8ZMMAA5","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}]"#);
     assert_eq!(
         env.roles(&t),
         ["planner", "developer", "reviewer", "developer", "reviewer"]
     );
-    let s = env.show(&t);
-    assert_eq!(s.get("status"), Some(&Value::str("completed")));
-    assert_eq!(s.get("done"), Some(&Value::Bool(true)));
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}"#);
 }
 
 #[test]
@@ -226,75 +214,71 @@ fn agents_come_from_config_with_overrides() {
         "defaultAgent: nope\nagents: {}\n",
     )
     .unwrap();
-    env.fails(
-        &["thread", "step", &t],
-        "unknown agent alias in config: nope",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t}")).replace(&t, "[THREAD]"), @"
+    ! unknown agent alias in config: nope
+    [exit 1]
+    ");
 }
 
 #[test]
 fn json_step_hash_line_is_accepted() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("debate.yaml")), "q");
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "debate.yaml", "q");
     let agent = env.agent(
         "json-agent",
         "id=$(printf -- '---\\n$status: conceded\\nargument: ok\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\")\necho some log line\necho \"{\\\"stepHash\\\":\\\"$id\\\",\\\"role\\\":\\\"$2\\\"}\"",
     );
-    let out = json(&env.ok(&["thread", "step", &t, "--agent", &p(&agent)]));
-    assert_eq!(out.get("done"), Some(&Value::Bool(true)));
-    assert_eq!(out.get("status"), Some(&Value::str("completed")));
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent {}", agent.display())), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"5KH4AXWS2BBSP","status":"completed","currentRole":null,"done":true,"background":null}"#);
 }
 
 // ---- bad input: a clear one-line error, head unchanged, nothing lost ----
 
 #[test]
 fn bad_workflows_are_refused_at_start() {
-    let env = TestEnv::new();
-    let cwd = p(env.root());
-    let start = |wf: &str, needle: &str| {
-        env.fails(&["thread", "start", wf, "-p", "x", "--cwd", &cwd], needle);
-    };
-    start("no-such-workflow", "workflow not found: no-such-workflow");
-    start("ABCDEFGHJKMNP", "workflow not found: ABCDEFGHJKMNP");
-    start(
-        &p(&workflow_fixture("invalid/bad-yaml.yaml")),
-        "invalid YAML",
-    );
-    start(
-        &p(&workflow_fixture("invalid/escape/escape.yaml")),
-        "path traversal blocked",
-    );
-    start(
-        &p(&workflow_fixture("invalid/unknown-role.yaml")),
-        "unknown target role",
-    );
-    start(&p(&workflow_fixture("missing.yaml")), "file not found");
-    env.fails(
-        &[
-            "thread",
-            "start",
-            &p(&example("debate.yaml")),
-            "-p",
-            "x",
-            "--cwd",
-            "rel/dir",
-        ],
-        "cwd must be an absolute path",
-    );
+    let env = TestEnv::fixed();
+    let start = |wf: &str| env.transcript(&format!("thread start {wf} -p x --cwd /tmp"));
+    insta::assert_snapshot!(start("no-such-workflow"), @r#"
+    ! workflow not found: no-such-workflow; run "uwf workflow list" to see registered names
+    [exit 3]
+    "#);
+    insta::assert_snapshot!(start("ABCDEFGHJKMNP"), @r#"
+    ! workflow not found: ABCDEFGHJKMNP; run "uwf workflow list" to see registered names
+    [exit 3]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/bad-yaml.yaml"))), @"
+    ! invalid YAML: [REPO]/tests/fixtures/workflows/invalid/bad-yaml.yaml: found unexpected end of stream at line 5 column 1, while scanning a quoted scalar at line 3 column 14
+    [exit 1]
+    ");
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/escape/escape.yaml"))), @r#"
+    ! invalid YAML: [REPO]/tests/fixtures/workflows/invalid/escape/escape.yaml: !include "../../debate.yaml": path traversal blocked (includes must stay inside the including file's directory)
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("invalid/unknown-role.yaml"))), @r#"
+    ! workflow validation failed:   - edge worker→_: unknown target role "ghost"
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(start(&p(&workflow_fixture("missing.yaml"))), @"
+    ! file not found: [REPO]/tests/fixtures/workflows/missing.yaml
+    [exit 1]
+    ");
+    let debate = p(&example("debate.yaml"));
+    insta::assert_snapshot!(env.transcript(&format!("thread start {debate} -p x --cwd rel/dir")), @"
+    ! cwd must be an absolute path, got: rel/dir
+    [exit 1]
+    ");
     // A node that is not a workflow.
-    let text = json(&env.ok(&["cas", "put-text", "hello"]));
-    let h = text.get("hash").unwrap().as_str().unwrap();
-    start(h, "is not a Workflow");
-    assert_eq!(
-        json(&env.ok(&["thread", "list", "--all"])),
-        Value::Array(vec![])
-    );
+    env.ok(&["cas", "put-text", "hello"]);
+    insta::assert_snapshot!(start("95ST8MZ0QTKP9"), @"
+    ! node 95ST8MZ0QTKP9 is not a Workflow (type 7VQ43ZSJTEWA7)
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("thread list --all"), @"[]");
 }
 
 #[test]
 fn bad_counts_and_ids() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("debate.yaml")), "q");
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "debate.yaml", "q");
     // The count reads as a JavaScript number and is checked before the thread id.
     for (c, shown) in [("0", "0"), ("-1", "-1"), ("x", "NaN"), ("1.5", "1.5")] {
         for th in [t.as_str(), "NOSUCHTHREAD"] {
@@ -304,15 +288,18 @@ fn bad_counts_and_ids() {
             );
         }
     }
-    env.fails(&["thread", "show", "nope"], "invalid thread id \"nope\"");
-    env.fails(
-        &["thread", "show", "06H01H81R5YCT74RZ86VBY5KNC"],
-        "thread not found: 06H01H81R5YCT74RZ86VBY5KNC",
-    );
-    env.fails(
-        &["thread", "step", &t, "--timeout", "0", "--agent", "true"],
-        "--timeout",
-    );
+    insta::assert_snapshot!(env.transcript("thread show nope"), @r#"
+    ! invalid thread id "nope": expected 26 letters and digits
+    [exit 1]
+    "#);
+    insta::assert_snapshot!(env.transcript("thread show 06H01H81R5YCT74RZ86VBY5KNC"), @"
+    ! thread not found: 06H01H81R5YCT74RZ86VBY5KNC
+    [exit 3]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --timeout 0 --agent true")), @"
+    ! --timeout must be a positive number of seconds, got: 0
+    [exit 1]
+    ");
 }
 
 /// Runs one bad agent and checks the error, that the head did not move, and that the lease was
@@ -331,6 +318,8 @@ fn bad_agent(env: &TestEnv, t: &str, body: &str, extra: &[&str], needle: &str) {
 #[test]
 fn bad_agents_leave_the_head_alone() {
     let env = TestEnv::new();
+    // Many failures in a row here: none may fail the thread.
+    std::fs::write(env.root().join("config.yaml"), "maxRetries: 1000\n").unwrap();
     let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
     let other = env.start(&p(&example("debate.yaml")), "Another thread");
     // One good step so that prev checks have a head that is a step.
@@ -444,7 +433,8 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
     let t = env.start(&p(&example("debate.yaml")), "q");
     let set = |lease: Lease| {
         let s = Store::open(&env.db()).unwrap();
-        s.write(|w| w.set_lease(&t, &lease)).unwrap();
+        s.write(|w| w.set_lease(&ThreadId::parse(&t).unwrap(), &lease))
+            .unwrap();
     };
     // A process that has exited.
     let mut child = Command::new("true").spawn().unwrap();
@@ -599,33 +589,21 @@ fn four_processes_race_on_one_thread() {
 
 #[test]
 fn kill_archives_and_fork_continues() {
-    let env = TestEnv::new();
-    let t = env.start(&p(&example("solve-issue.yaml")), "kill me");
-    env.ok(&[
-        "thread",
-        "step",
-        &t,
-        "-c",
-        "2",
-        "--agent",
-        &solve_script(&env),
-    ]);
-    let head = env.head(&t);
-    let out = json(&env.ok(&["thread", "cancel", &t]));
-    assert_eq!(
-        out.to_json(),
-        format!("{{\"thread\":\"{t}\",\"cancelled\":true}}")
-    );
-    let s = env.show(&t);
-    assert_eq!(s.get("status"), Some(&Value::str("cancelled")));
-    assert_eq!(s.get("done"), Some(&Value::Bool(true)));
-    assert_eq!(s.get("head"), Some(&Value::str(&head)));
-    env.fails(
-        &["thread", "step", &t, "--agent", "true"],
-        &format!("thread not active: {t} (cancelled)"),
-    );
-    env.fails(&["thread", "kill", &t], "thread not active");
-    // Steps and read still work on the archived thread.
+    let env = TestEnv::fixed();
+    let t = start_fixed(&env, "solve-issue.yaml", "kill me");
+    let script = solve_script(&env);
+    env.ok(&["thread", "step", &t, "-c", "2", "--agent", &script]);
+    insta::assert_snapshot!(env.transcript(&format!("thread cancel {t}")), @r#"{"thread":"06DQDPN800TCJTPDSBDHQEV0Q0","cancelled":true}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"1K4CM6Q683D0Q","status":"cancelled","currentRole":null,"done":true,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent true")), @"
+    ! thread not active: 06DQDPN800TCJTPDSBDHQEV0Q0 (cancelled)
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript(&format!("thread kill {t}")), @"
+    ! thread not active: 06DQDPN800TCJTPDSBDHQEV0Q0 (cancelled)
+    [exit 1]
+    ");
+    // Steps still work on the archived thread.
     assert_eq!(env.roles(&t), ["planner", "developer"]);
     // Fork from the first step: a new active thread whose head is that step.
     let steps = json(&env.ok(&["thread", "steps", &t]));
@@ -635,30 +613,23 @@ fn kill_archives_and_fork_continues() {
         .as_str()
         .unwrap()
         .to_string();
-    let f = json(&env.ok(&["step", "fork", &first[..8]]));
-    assert_eq!(
-        f.get("forkedFrom").unwrap().get("step"),
-        Some(&Value::str(&first))
-    );
-    let nt = f.get("thread").unwrap().as_str().unwrap().to_string();
+    insta::assert_snapshot!(env.transcript(&format!("step fork {}", &first[..8])), @r#"{"thread":"06DQDPN801AZSEJ47JTQXV5B8R","forkedFrom":{"step":"DVTCSM0N81D68"}}"#);
+    let nt = json(&env.ok(&["thread", "list"])).as_array().unwrap()[0]
+        .get("thread")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_ne!(nt, t);
-    assert_eq!(env.head(&nt), first);
-    assert_eq!(
-        env.show(&nt).get("currentRole"),
-        Some(&Value::str("developer"))
-    );
-    env.ok(&["thread", "step", &nt, "--agent", &solve_script(&env)]);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {nt}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN801AZSEJ47JTQXV5B8R","head":"DVTCSM0N81D68","status":"idle","currentRole":"developer","done":false,"background":null}"#);
+    env.ok(&["thread", "step", &nt, "--agent", &script]);
     assert_eq!(env.roles(&nt), ["planner", "developer"]);
     // Forking a node that is not a step.
-    let text = json(&env.ok(&["cas", "put-text", "x"]));
-    env.fails(
-        &[
-            "thread",
-            "fork",
-            text.get("hash").unwrap().as_str().unwrap(),
-        ],
-        "is not a StartNode or StepNode",
-    );
+    env.ok(&["cas", "put-text", "x"]);
+    insta::assert_snapshot!(env.transcript("thread fork 66N8CBG6X348T"), @"
+    ! node 66N8CBG6X348T is not a StartNode or StepNode
+    [exit 1]
+    ");
 }
 
 #[test]
@@ -709,14 +680,14 @@ fn list_filters_and_pages() {
     assert_eq!(row.get("status"), Some(&Value::str("idle")));
     assert_eq!(row.get("currentRole"), Some(&Value::str("against")));
     assert_eq!(row.get("workflow"), Some(&Value::str("DDY7SM1N7BV4G")));
-    env.fails(
-        &["thread", "list", "--after", "soon"],
-        "invalid time format: soon",
-    );
-    env.fails(
-        &["thread", "list", "--status", "sleepy"],
-        "invalid status \"sleepy\"",
-    );
+    insta::assert_snapshot!(env.transcript("thread list --after soon"), @"
+    ! invalid time format: soon
+    [exit 1]
+    ");
+    insta::assert_snapshot!(env.transcript("thread list --status sleepy"), @r#"
+    ! invalid status "sleepy": expected queued, idle, running, paused, completed, failed, cancelled, dropped or active
+    [exit 1]
+    "#);
 }
 
 #[test]
@@ -766,10 +737,10 @@ fn read_renders_markdown_with_quota_and_before() {
     assert!(before.contains("## Step 2: developer") && !before.contains("## Step 3:"));
     let with_start = env.ok(&["thread", "read", &t, "--before", &s3, "--start"]);
     assert!(with_start.starts_with("# Thread"));
-    env.fails(
-        &["thread", "read", &t, "--quota", "0"],
-        "invalid --quota: must be a positive integer",
-    );
+    insta::assert_snapshot!(env.transcript(&format!("thread read {t} --quota 0")), @"
+    ! invalid --quota: must be a positive integer
+    [exit 1]
+    ");
     // steps: durations; step-details: the detail expanded.
     let st = &steps.get("steps").unwrap().as_array().unwrap()[1];
     assert!(st.get("durationMs").unwrap().as_f64().unwrap() >= 0.0);
@@ -790,7 +761,10 @@ fn read_renders_markdown_with_quota_and_before() {
         .as_str()
         .unwrap()
         .to_string();
-    env.fails(&["step", "show", &start], "is not a StepNode");
+    insta::assert_snapshot!(env.transcript(&format!("step show {start}")).replace(&start, "[START]"), @"
+    ! node [START] is not a StepNode
+    [exit 1]
+    ");
 }
 
 // ---- threads from the TypeScript tool ----
@@ -814,17 +788,15 @@ fn ts_root(env: &TestEnv) {
 
 #[test]
 fn typescript_threads_show_read_fork_and_step() {
-    let env = TestEnv::new();
+    let env = TestEnv::fixed();
     ts_root(&env);
-    let active = json(&env.ok(&["thread", "list"]));
-    let rows = active.as_array().unwrap();
-    assert_eq!(rows.len(), 3);
-    let all = json(&env.ok(&["thread", "list", "--all"]));
-    assert_eq!(all.as_array().unwrap().len(), 5);
+    insta::assert_snapshot!(env.transcript("thread list"), @r#"
+    [{"thread":"06DQDRD4E845AZCJB34RENTHEW","workflow":"AZAY8RX9BJ358","head":"4AK7X5KMXX8GG","status":"idle","currentRole":"coder"},{"thread":"06DQDQTZB90Y4CWJP4NPAVJW2W","workflow":"DDY7SM1N7BV4G","head":"0HJCYKQT06GBV","status":"idle","currentRole":"against"},{"thread":"06DQDQD8R3SYN75HX43EQ49CJR","workflow":"DDY7SM1N7BV4G","head":"77PZAJHZM536J","status":"idle","currentRole":"against"}]
+    ! uwf: imported the file layout of [ROOT] into [ROOT]/uwf.redb (199 nodes, 3 threads, 2 workflows, 2 history lines; 0 problem(s)); the files are left as they were
+    "#);
+    insta::assert_snapshot!(env.transcript("thread list --all"), @r#"[{"thread":"06DQDRX41CCN7CE1S7JX6ZBQ2W","workflow":"AZAY8RX9BJ358","head":"3HG4EGKTRBW16","status":"completed","currentRole":null},{"thread":"06DQDRD4E845AZCJB34RENTHEW","workflow":"AZAY8RX9BJ358","head":"4AK7X5KMXX8GG","status":"idle","currentRole":"coder"},{"thread":"06DQDR1M6EQ7NCZ33B97M17GKM","workflow":"DDY7SM1N7BV4G","head":"54P65EVPHGKZJ","status":"completed","currentRole":null},{"thread":"06DQDQTZB90Y4CWJP4NPAVJW2W","workflow":"DDY7SM1N7BV4G","head":"0HJCYKQT06GBV","status":"idle","currentRole":"against"},{"thread":"06DQDQD8R3SYN75HX43EQ49CJR","workflow":"DDY7SM1N7BV4G","head":"77PZAJHZM536J","status":"idle","currentRole":"against"}]"#);
     // A completed thread from history.
-    let done = env.show("06DQDR1M6EQ7NCZ33B97M17GKM");
-    assert_eq!(done.get("status"), Some(&Value::str("completed")));
-    assert_eq!(done.get("head"), Some(&Value::str("54P65EVPHGKZJ")));
+    insta::assert_snapshot!(env.transcript("thread show 06DQDR1M6EQ7NCZ33B97M17GKM"), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDR1M6EQ7NCZ33B97M17GKM","head":"54P65EVPHGKZJ","status":"completed","currentRole":null,"done":true,"background":null}"#);
     let md = env.ok(&["thread", "read", "06DQDR1M6EQ7NCZ33B97M17GKM"]);
     assert!(
         md.contains("**Workflow:** debate (`DDY7SM1N7BV4G`)"),

@@ -9,6 +9,7 @@ use std::path::Path;
 use uwf::cas::{NodeId, Value, cbor};
 use uwf::interchange::transfer::{self, ImportOptions};
 use uwf::store::{HistoryEntry, Store, ThreadRecord};
+use uwf::thread::ThreadId;
 
 /// Every file under `dir` with its BLAKE3, by relative path.
 fn tree(dir: &Path) -> BTreeMap<String, String> {
@@ -395,7 +396,7 @@ pub(crate) fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
                 })
             } else {
                 w.set_thread(
-                    &id,
+                    &ThreadId::parse(&id).unwrap(),
                     &ThreadRecord {
                         head,
                         workflow: Some(wf.id),
