@@ -209,19 +209,74 @@ impl Agent for CommandAgent {
         if let (Some(p), Some(s)) = (preset, &reading.session) {
             sessions::set(turn.root, p.name(), turn.thread, turn.role, s);
         }
-        let mut fields = reading.fields;
-        fields.insert("program".into(), Value::str(&display));
-        fields.insert(
-            "sessionId".into(),
-            reading.session.as_deref().map_or(Value::Null, Value::str),
-        );
-        fields.insert(
-            "durationMs".into(),
-            Value::Number(run.elapsed.as_millis() as f64),
-        );
+        let elapsed_ms = Value::Number(run.elapsed.as_millis() as f64);
+        let (kind, fields) = match preset {
+            // The TypeScript tool's detail of each CLI, so its `step read` shows them too.
+            Some(Preset::Hermes) => {
+                let mut f = Map::new();
+                f.insert(
+                    "sessionId".into(),
+                    Value::str(reading.session.clone().unwrap_or_default()),
+                );
+                f.insert("model".into(), Value::str("hermes"));
+                f.insert("duration".into(), elapsed_ms);
+                f.insert("turnCount".into(), Value::Number(1.0));
+                (DetailKind::Hermes, f)
+            }
+            Some(Preset::ClaudeCode) => {
+                let text = |k: &str, d: &str| {
+                    Value::str(
+                        reading
+                            .fields
+                            .get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or(d)
+                            .to_string(),
+                    )
+                };
+                let num = |k: &str| match reading.fields.get(k) {
+                    Some(Value::Number(n)) => Value::Number(*n),
+                    _ => Value::Number(0.0),
+                };
+                let mut f = Map::new();
+                f.insert(
+                    "sessionId".into(),
+                    Value::str(reading.session.clone().unwrap_or_default()),
+                );
+                f.insert("model".into(), text("model", "claude"));
+                f.insert("subtype".into(), text("subtype", ""));
+                f.insert("durationMs".into(), elapsed_ms);
+                f.insert("numTurns".into(), num("numTurns"));
+                f.insert("totalCostUsd".into(), num("totalCostUsd"));
+                f.insert("stopReason".into(), text("stopReason", ""));
+                let usage = reading
+                    .fields
+                    .get("usage")
+                    .cloned()
+                    .filter(|u| u.as_object().is_some());
+                f.insert(
+                    "usage".into(),
+                    usage.unwrap_or_else(|| {
+                        Value::from_json_str(r#"{"inputTokens":0,"outputTokens":0,"cacheReadInputTokens":0,"cacheCreationInputTokens":0}"#)
+                            .unwrap_or_default()
+                    }),
+                );
+                (DetailKind::ClaudeCode, f)
+            }
+            _ => {
+                let mut f = reading.fields.clone();
+                f.insert("program".into(), Value::str(&display));
+                f.insert(
+                    "sessionId".into(),
+                    reading.session.as_deref().map_or(Value::Null, Value::str),
+                );
+                f.insert("durationMs".into(), elapsed_ms);
+                (DetailKind::Command, f)
+            }
+        };
         let detail = store_detail(
             turn.store,
-            DetailKind::Command,
+            kind,
             fields,
             &[("assistant", reading.raw.as_str())],
             (turn.now)(),

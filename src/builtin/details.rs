@@ -14,13 +14,25 @@ const LLM_DETAIL_SCHEMA: &str = r#"{"title":"LlmAgentDetail","type":"object","pr
 /// fill what they report).
 const COMMAND_DETAIL_SCHEMA: &str = r#"{"title":"CommandAgentDetail","type":"object","properties":{"program":{"type":"string"},"sessionId":{"type":["string","null"]},"model":{"type":["string","null"]},"subtype":{"type":["string","null"]},"durationMs":{"type":"number"},"numTurns":{"type":["integer","null"]},"totalCostUsd":{"type":["number","null"]},"stopReason":{"type":["string","null"]},"usage":{"type":["object","null"]},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}}},"required":["program","durationMs","turns"]}"#;
 
+/// The TypeScript tool's hermes detail and turn schemas (bootstrap schemas of every store).
+const HERMES_DETAIL: NodeId = NodeId::from_crockford("6AT9BBJ2Y42ZV");
+const HERMES_TURN: NodeId = NodeId::from_crockford("9RWNKFTYS4W55");
+/// The TypeScript tool's claude-code detail and turn schemas.
+const CLAUDE_DETAIL: NodeId = NodeId::from_crockford("AEBZKYF1831T8");
+const CLAUDE_TURN: NodeId = NodeId::from_crockford("CVBRDZTWJ0BGN");
+
 /// Which detail schema.
 #[derive(Debug, Clone, Copy)]
 pub enum DetailKind {
-    /// [`LLM_DETAIL_SCHEMA`].
+    /// [`LLM_DETAIL_SCHEMA`] (the TypeScript tool's builtin detail has no room for usage).
     Llm,
-    /// [`COMMAND_DETAIL_SCHEMA`].
+    /// [`COMMAND_DETAIL_SCHEMA`], for programs without a detail of the TypeScript tool.
     Command,
+    /// The TypeScript tool's `hermes-detail`: `{sessionId, model, duration, turnCount, turns}`.
+    Hermes,
+    /// The TypeScript tool's `claude-code-detail`: `{sessionId, model, subtype, durationMs,
+    /// numTurns, totalCostUsd, stopReason, usage, turns}`.
+    ClaudeCode,
 }
 
 fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
@@ -45,21 +57,27 @@ pub fn store_detail(
     turns: &[(&str, &str)],
     now_ms: u64,
 ) -> Result<NodeId, StoreError> {
-    let turn_type = schema_id(store, TURN_SCHEMA, now_ms)?;
-    let detail_type = schema_id(
-        store,
-        match kind {
-            DetailKind::Llm => LLM_DETAIL_SCHEMA,
-            DetailKind::Command => COMMAND_DETAIL_SCHEMA,
-        },
-        now_ms,
-    )?;
+    let (turn_type, detail_type) = match kind {
+        DetailKind::Llm => (
+            schema_id(store, TURN_SCHEMA, now_ms)?,
+            schema_id(store, LLM_DETAIL_SCHEMA, now_ms)?,
+        ),
+        DetailKind::Command => (
+            schema_id(store, TURN_SCHEMA, now_ms)?,
+            schema_id(store, COMMAND_DETAIL_SCHEMA, now_ms)?,
+        ),
+        DetailKind::Hermes => (HERMES_TURN, HERMES_DETAIL),
+        DetailKind::ClaudeCode => (CLAUDE_TURN, CLAUDE_DETAIL),
+    };
     let mut nodes = Vec::with_capacity(turns.len() + 1);
     for (i, (role, content)) in turns.iter().enumerate() {
         let mut m = crate::cas::value::Map::new();
         m.insert("index".into(), Value::Number(i as f64));
         m.insert("role".into(), Value::str(*role));
         m.insert("content".into(), Value::str(*content));
+        if matches!(kind, DetailKind::ClaudeCode) {
+            m.insert("toolCalls".into(), Value::Null);
+        }
         nodes.push(store.prepare(turn_type, &Value::Object(m), true)?);
     }
     fields.insert(

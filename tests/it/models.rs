@@ -364,6 +364,21 @@ fn the_hermes_preset_resumes_a_roles_session() {
     );
     assert!(cache.ends_with("}\n"));
     assert_eq!(api.requests(), 0);
+    // Each step's detail is the TypeScript tool's hermes detail; `step read` shows its turn.
+    let head = env.head(&t);
+    let node = json(&env.ok(&["cas", "get", &head]))
+        .get("payload")
+        .unwrap()
+        .clone();
+    let detail = node.get("detail").and_then(Value::as_str).unwrap();
+    let d = json(&env.ok(&["cas", "get", detail]));
+    assert_eq!(d.get("type"), Some(&Value::str("6AT9BBJ2Y42ZV")));
+    assert_eq!(
+        d.get("payload").unwrap().get("sessionId"),
+        Some(&Value::str("h-3"))
+    );
+    let md = env.ok(&["step", "read", &head]);
+    assert!(md.contains("argument: point 3"), "{md}");
 }
 
 #[test]
@@ -401,10 +416,10 @@ fn the_claude_code_preset_keeps_session_usage_and_cost() {
             .contains("## Task\nIs Rust better than Go?")
     );
     let d = node.get("detail").and_then(Value::as_str).unwrap();
-    let d = json(&env.ok(&["cas", "get", d]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let d = json(&env.ok(&["cas", "get", d]));
+    // The TypeScript tool's claude-code detail schema.
+    assert_eq!(d.get("type"), Some(&Value::str("AEBZKYF1831T8")));
+    let d = d.get("payload").unwrap().clone();
     assert_eq!(d.get("sessionId"), Some(&Value::str("c-1")));
     assert_eq!(d.get("totalCostUsd"), Some(&Value::Number(0.0125)));
     assert_eq!(
