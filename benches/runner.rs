@@ -1,0 +1,314 @@
+//! Runner benchmarks, each beside the process-per-step way measured in the same run:
+//! - threads of 20 steps with the in-process scripted agent through one `uwf run` process,
+//!   beside `uwf thread step` processes with the same agent (a process per step);
+//! - the trivial external agent (`sh` piping frontmatter into `uwf agent submit`) through
+//!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;
+//! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace).
+//!
+//! ```sh
+//! cargo build --release && cargo bench --bench runner
+//! UWF_BENCH_FULL=1 cargo bench --bench runner     # 1,000 threads × 20 steps
+//! ```
+
+#![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One role that reports `continue` until its script says `done`.
+const COUNT: &str = "name: count\ndescription: one role, twenty times\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
+
+const STEPS: usize = 20;
+
+fn uwf_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
+        return PathBuf::from(b);
+    }
+    let exe = std::env::current_exe().expect("bench executable");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("uwf");
+    assert!(bin.exists(), "build the binary first: cargo build --release");
+    bin
+}
+
+fn uwf(home: &Path, args: &[&str]) -> String {
+    let out = Command::new(uwf_bin())
+        .env("UWF_HOME", home)
+        .args(args)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "uwf {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A fresh root with the workflow, its script and the trivial agent.
+struct Home {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_path_buf();
+        std::fs::write(home.join("count.yaml"), COUNT).unwrap();
+        let mut script = String::from("worker:\n");
+        for i in 0..STEPS {
+            let s = if i + 1 == STEPS { "done" } else { "continue" };
+            script.push_str(&format!("  - $status: {s}\n    note: step {i}\n"));
+        }
+        std::fs::write(home.join("count.script.yaml"), script).unwrap();
+        let agent = home.join("agent.sh");
+        std::fs::write(
+            &agent,
+            format!(
+                "#!/bin/sh\nprintf -- '---\\n$status: continue\\nnote: ok\\n---\\n' | {} agent submit \"$1\" \"$2\"\n",
+                uwf_bin().display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        uwf(&home, &["workflow", "put", home.join("count.yaml").to_str().unwrap()]);
+        Home { _dir: dir, home }
+    }
+
+    fn start(&self, n: usize, extra: &[&str]) -> Vec<String> {
+        let mut args = vec!["thread", "start", "count", "-p", "go", "--cwd", "/tmp", "-q"];
+        args.extend(extra);
+        (0..n)
+            .map(|_| uwf(&self.home, &args).trim().to_string())
+            .collect()
+    }
+
+    fn scripted(&self) -> String {
+        format!(
+            "{} agent scripted --script {}",
+            uwf_bin().display(),
+            self.home.join("count.script.yaml").display()
+        )
+    }
+
+    fn trivial(&self) -> String {
+        self.home.join("agent.sh").display().to_string()
+    }
+}
+
+fn threads() -> usize {
+    if std::env::var_os("UWF_BENCH_FULL").is_some() {
+        1000
+    } else {
+        200
+    }
+}
+
+/// Steps per second of `f` over `steps` steps, from `runs` runs.
+fn report(name: &str, steps: usize, took: Duration) -> f64 {
+    let rate = steps as f64 / took.as_secs_f64();
+    eprintln!("{name}: {steps} steps in {took:.2?}: {rate:.0} steps/s");
+    rate
+}
+
+fn in_process(c: &mut Criterion) {
+    let n = threads();
+    let mut g = c.benchmark_group("runner_scripted");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function(format!("uwf_run_{n}x{STEPS}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                h.start(n, &[]);
+                let agent = h.scripted();
+                let t = Instant::now();
+                let out = uwf(&h.home, &["run", "--until-idle", "-j", "8", "--agent", &agent]);
+                let took = t.elapsed();
+                assert!(out.contains(&format!("\"completed\":{n}")), "{out}");
+                report("uwf run, in-process scripted", n * STEPS, took);
+                total += took;
+            }
+            total
+        })
+    });
+    // The same agent, a process per step (8 loops at once), on fewer threads.
+    let m = 16;
+    g.bench_function(format!("thread_step_processes_{m}x{STEPS}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                let ts = h.start(m, &[]);
+                let agent = h.scripted();
+                let t = Instant::now();
+                loops(&h, &ts, &agent);
+                let took = t.elapsed();
+                report("thread step processes, scripted", m * STEPS, took);
+                total += took;
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+/// 8 shell loops of `uwf thread step`, the threads dealt round-robin, each stepped to its end.
+fn loops(h: &Home, threads: &[String], agent: &str) {
+    let mut children = Vec::new();
+    for k in 0..8 {
+        let mine: Vec<&String> = threads.iter().skip(k).step_by(8).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let script = mine
+            .iter()
+            .map(|t| {
+                format!(
+                    "for i in $(seq {STEPS}); do '{}' thread step {t} --agent \"$AGENT\" >/dev/null || exit 1; done",
+                    uwf_bin().display()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        children.push(
+            Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .env("UWF_HOME", &h.home)
+                .env("AGENT", agent)
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for mut c in children {
+        assert!(c.wait().unwrap().success());
+    }
+}
+
+fn external(c: &mut Criterion) {
+    let n = 40;
+    let steps_each = 5;
+    let mut g = c.benchmark_group("runner_external_agent");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(5));
+    g.bench_function(format!("uwf_run_jobs8_{n}x{steps_each}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                // The trivial agent always continues: the round limit ends each thread.
+                let rounds = steps_each.to_string();
+                h.start(n, &["--max-rounds", &rounds]);
+                let agent = h.trivial();
+                let t = Instant::now();
+                uwf(&h.home, &["run", "--until-idle", "-j", "8", "--agent", &agent]);
+                let took = t.elapsed();
+                report("uwf run -j 8, sh agent", n * steps_each, took);
+                total += took;
+            }
+            total
+        })
+    });
+    g.bench_function(format!("thread_step_loops8_{n}x{steps_each}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                let ts = h.start(n, &[]);
+                let agent = h.trivial();
+                let t = Instant::now();
+                let mut children = Vec::new();
+                for k in 0..8 {
+                    let mine: Vec<&String> = ts.iter().skip(k).step_by(8).collect();
+                    let script = mine
+                        .iter()
+                        .map(|t| {
+                            format!(
+                                "for i in $(seq {steps_each}); do '{}' thread step {t} --agent \"$AGENT\" >/dev/null || exit 1; done",
+                                uwf_bin().display()
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    children.push(
+                        Command::new("sh")
+                            .arg("-c")
+                            .arg(script)
+                            .env("UWF_HOME", &h.home)
+                            .env("AGENT", &agent)
+                            .spawn()
+                            .unwrap(),
+                    );
+                }
+                for mut c in children {
+                    assert!(c.wait().unwrap().success());
+                }
+                let took = t.elapsed();
+                report("8 loops of thread step, sh agent", n * steps_each, took);
+                total += took;
+            }
+            total
+        })
+    });
+    g.finish();
+    fdatasyncs();
+}
+
+fn count_steps(h: &Home, t: &str) -> usize {
+    let out = uwf(&h.home, &["thread", "steps", t]);
+    out.matches("\"role\":").count()
+}
+
+/// `fdatasync` and `fsync` calls of one `uwf thread step` process (strace), and per step of a
+/// `uwf run` over 10 threads of 20 steps.
+fn fdatasyncs() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        eprintln!("strace not found: fdatasync counts skipped");
+        return;
+    }
+    let h = Home::new();
+    let ts = h.start(10, &[]);
+    let agent = h.scripted();
+    let count = |args: &[&str]| -> usize {
+        let log = h.home.join("strace.log");
+        let mut full = vec!["-f", "-e", "trace=fdatasync,fsync", "-o", log.to_str().unwrap()];
+        let bin = uwf_bin();
+        full.push(bin.to_str().unwrap());
+        full.extend(args);
+        let out = Command::new("strace")
+            .args(&full)
+            .env("UWF_HOME", &h.home)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(out.success());
+        let text = std::fs::read_to_string(&log).unwrap();
+        text.lines()
+            .filter(|l| l.contains("fdatasync(") || l.contains("fsync("))
+            .count()
+    };
+    let one = count(&["thread", "step", &ts[0], "--agent", &agent]);
+    eprintln!("fdatasync+fsync, one `uwf thread step` (in-process scripted agent): {one}");
+    let trivial = h.trivial();
+    let one_ext = count(&["thread", "step", &ts[1], "--agent", &trivial]);
+    eprintln!("fdatasync+fsync, one `uwf thread step` (sh agent + uwf agent submit): {one_ext}");
+    let before: usize = ts.iter().map(|t| count_steps(&h, t)).sum();
+    let run = count(&["run", "--until-idle", "-j", "4", "--agent", &agent]);
+    let steps: usize = ts.iter().map(|t| count_steps(&h, t)).sum::<usize>() - before;
+    eprintln!(
+        "fdatasync+fsync, `uwf run` over {} threads: {run} for {steps} steps, {:.1} per step",
+        ts.len(),
+        run as f64 / steps.max(1) as f64
+    );
+}
+
+criterion_group!(benches, in_process, external);
+criterion_main!(benches);
