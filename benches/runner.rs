@@ -29,7 +29,10 @@ fn uwf_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("bench executable");
     let dir = exe.parent().and_then(Path::parent).expect("target dir");
     let bin = dir.join("uwf");
-    assert!(bin.exists(), "build the binary first: cargo build --release");
+    assert!(
+        bin.exists(),
+        "build the binary first: cargo build --release"
+    );
     bin
 }
 
@@ -76,12 +79,17 @@ impl Home {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-        uwf(&home, &["workflow", "put", home.join("count.yaml").to_str().unwrap()]);
+        uwf(
+            &home,
+            &["workflow", "put", home.join("count.yaml").to_str().unwrap()],
+        );
         Home { _dir: dir, home }
     }
 
     fn start(&self, n: usize, extra: &[&str]) -> Vec<String> {
-        let mut args = vec!["thread", "start", "count", "-p", "go", "--cwd", "/tmp", "-q"];
+        let mut args = vec![
+            "thread", "start", "count", "-p", "go", "--cwd", "/tmp", "-q",
+        ];
         args.extend(extra);
         (0..n)
             .map(|_| uwf(&self.home, &args).trim().to_string())
@@ -129,7 +137,10 @@ fn in_process(c: &mut Criterion) {
                 h.start(n, &[]);
                 let agent = h.scripted();
                 let t = Instant::now();
-                let out = uwf(&h.home, &["run", "--until-idle", "-j", "8", "--agent", &agent]);
+                let out = uwf(
+                    &h.home,
+                    &["run", "--until-idle", "-j", "8", "--agent", &agent],
+                );
                 let took = t.elapsed();
                 assert!(out.contains(&format!("\"completed\":{n}")), "{out}");
                 report("uwf run, in-process scripted", n * STEPS, took);
@@ -208,7 +219,10 @@ fn external(c: &mut Criterion) {
                 h.start(n, &["--max-rounds", &rounds]);
                 let agent = h.trivial();
                 let t = Instant::now();
-                uwf(&h.home, &["run", "--until-idle", "-j", "8", "--agent", &agent]);
+                uwf(
+                    &h.home,
+                    &["run", "--until-idle", "-j", "8", "--agent", &agent],
+                );
                 let took = t.elapsed();
                 report("uwf run -j 8, sh agent", n * steps_each, took);
                 total += took;
@@ -278,7 +292,13 @@ fn fdatasyncs() {
     let agent = h.scripted();
     let count = |args: &[&str]| -> usize {
         let log = h.home.join("strace.log");
-        let mut full = vec!["-f", "-e", "trace=fdatasync,fsync", "-o", log.to_str().unwrap()];
+        let mut full = vec![
+            "-f",
+            "-e",
+            "trace=fdatasync,fsync",
+            "-o",
+            log.to_str().unwrap(),
+        ];
         let bin = uwf_bin();
         full.push(bin.to_str().unwrap());
         full.extend(args);

@@ -70,13 +70,15 @@ impl<'s> LeaseGuard<'s> {
         thread: &ThreadId,
         me: Lease,
     ) -> Result<(LeaseGuard<'s>, NodeId), StepError> {
+        let (t, lease) = (thread.clone(), me.clone());
         let found = store
-            .write(|w| {
+            .write_grouped(move |w| {
+                let (thread, me) = (&t, &lease);
                 let Some(rec) = w.thread(thread)? else {
                     return Ok(Err(Held::Gone));
                 };
                 if let Some(l) = w.lease(thread)?
-                    && !is_mine(&l, &me)
+                    && !is_mine(&l, me)
                     && lease_is_live(&l)
                 {
                     return Ok(Err(Held::Busy(l.pid)));
@@ -86,7 +88,7 @@ impl<'s> LeaseGuard<'s> {
                     Phase::Paused => return Ok(Err(Held::Paused)),
                     Phase::Ready => {}
                 }
-                w.set_lease(thread, &me)?;
+                w.set_lease(thread, me)?;
                 Ok(Ok(rec.head))
             })
             .map_err(ThreadError::from)?;
@@ -138,11 +140,12 @@ impl Drop for LeaseGuard<'_> {
             return;
         }
         // A lease left behind by a failure here is taken over later: its owner is gone.
-        let _ = self.store.write(|w| {
-            if let Some(l) = w.lease(&self.thread)?
-                && is_mine(&l, &self.me)
+        let (thread, me) = (self.thread.clone(), self.me.clone());
+        let _ = self.store.write_grouped(move |w| {
+            if let Some(l) = w.lease(&thread)?
+                && is_mine(&l, &me)
             {
-                w.remove_lease(&self.thread)?;
+                w.remove_lease(&thread)?;
             }
             Ok(())
         });

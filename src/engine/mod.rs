@@ -801,7 +801,11 @@ fn commit(
     now_ms: u64,
     me: Option<&Lease>,
 ) -> Result<()> {
-    let outcome = store.write(|w| {
+    let me = me.cloned();
+    let t = thread.clone();
+    // Grouped: the head moves of a runner's threads share one durable commit.
+    let outcome = store.write_grouped(move |w| {
+        let thread = &t;
         let Some(mut rec) = w.thread(thread)? else {
             return Ok(Cas::Gone);
         };
@@ -809,7 +813,7 @@ fn commit(
             return Ok(Cas::Moved(rec.head));
         }
         if let Some(l) = w.lease(thread)? {
-            match me {
+            match &me {
                 Some(me) if is_mine(&l, me) => {
                     w.remove_lease(thread)?;
                 }

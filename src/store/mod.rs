@@ -15,6 +15,7 @@
 //! small (about 90 bytes) and appending the payloads under ascending sequence numbers keeps that
 //! cost low. Derived data is rebuilt from `nodes` and `payloads` by [`Store::reindex`].
 
+mod group;
 mod import;
 mod leases;
 mod lifecycle;
@@ -312,6 +313,7 @@ pub struct Store {
     db: Db,
     path: PathBuf,
     types: Mutex<HashMap<NodeId, Arc<TypeInfo>>>,
+    group: group::Group,
 }
 
 impl std::fmt::Debug for Store {
@@ -351,6 +353,7 @@ impl Store {
                     db: Db::Ro(db),
                     path: path.to_path_buf(),
                     types: Default::default(),
+                    group: group::Group::default(),
                 };
                 if let Some(v) = migrate::read_version(&probe).map_err(|e| open_err(path, e))?
                     && v > FORMAT_VERSION
@@ -367,6 +370,7 @@ impl Store {
                 db: Db::Rw(db),
                 path: path.to_path_buf(),
                 types: Default::default(),
+                group: group::Group::default(),
             };
             migrate::check_and_migrate(&store)?;
             Ok(store)
@@ -386,6 +390,7 @@ impl Store {
                     db: Db::Ro(db),
                     path: path.to_path_buf(),
                     types: Default::default(),
+                    group: group::Group::default(),
                 };
                 match migrate::read_version(&store).map_err(|e| open_err(path, e))? {
                     Some(v) if v == FORMAT_VERSION => Ok(store),

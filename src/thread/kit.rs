@@ -208,7 +208,8 @@ pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
     let step = store.prepare(STEP_NODE, &node.to_value(), true)?;
     let id = step.id;
     nodes.push(step);
-    store.put(&nodes, input.now_ms)?;
+    let now = input.now_ms;
+    store.write_grouped(move |w| w.put(&nodes, now).map(drop))?;
     Ok(id)
 }
 

@@ -1,0 +1,191 @@
+//! Group commit: write transactions of many threads of one process, run one after another in a
+//! single redb transaction and made durable by one commit.
+//!
+//! A caller queues its closure; if no other thread is committing, it becomes the leader and
+//! runs every queued closure in one transaction, commits, hands each caller its result, and
+//! goes on while closures keep arriving. Each closure sees the writes of those before it, as
+//! separate transactions would, so a compare-and-swap stays one. A closure must fail only for
+//! a store error, before it writes: any error aborts the whole group, and every caller of it
+//! gets an error (its own, or one naming the failure).
+
+use super::{Result, Store, StoreError, Writer};
+use std::any::Any;
+use std::sync::Mutex;
+use std::sync::mpsc::{SyncSender, sync_channel};
+
+type Output = Result<Box<dyn Any + Send>>;
+type Job = Box<dyn FnOnce(&mut Writer<'_>) -> Output + Send>;
+
+/// The queue of a store's grouped writes.
+#[derive(Default)]
+pub(crate) struct Group {
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    queue: Vec<(Job, SyncSender<Output>)>,
+    leading: bool,
+}
+
+impl Store {
+    /// Runs `f` in a write transaction that may be shared with other threads' grouped writes
+    /// and commits it; returns what `f` returned.
+    ///
+    /// # Errors
+    /// The error of `f`, or of another closure of the same group (nothing of the group is
+    /// committed then), or a redb failure.
+    pub fn write_grouped<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (tx, rx) = sync_channel(1);
+        let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
+        let lead = {
+            let mut s = self.group.state.lock().expect("group lock");
+            s.queue.push((job, tx));
+            !std::mem::replace(&mut s.leading, true)
+        };
+        if lead {
+            loop {
+                let batch = {
+                    let mut s = self.group.state.lock().expect("group lock");
+                    if s.queue.is_empty() {
+                        s.leading = false;
+                        break;
+                    }
+                    std::mem::take(&mut s.queue)
+                };
+                self.run_group(batch);
+            }
+        }
+        let out = rx
+            .recv()
+            .map_err(|_| StoreError::Internal("a grouped write was dropped".into()))?;
+        out.map(|b| *b.downcast::<T>().expect("the closure's own type"))
+    }
+
+    fn run_group(&self, batch: Vec<(Job, SyncSender<Output>)>) {
+        let (jobs, senders): (Vec<Job>, Vec<SyncSender<Output>>) = batch.into_iter().unzip();
+        let n = jobs.len();
+        let mut failed: Option<(usize, StoreError)> = None;
+        let r = self.guard(|| {
+            let tx = self.begin_write()?;
+            let mut outs = Vec::with_capacity(n);
+            {
+                let mut w = Writer { tx: &tx };
+                for (i, job) in jobs.into_iter().enumerate() {
+                    match job(&mut w) {
+                        Ok(v) => outs.push(v),
+                        Err(e) => {
+                            failed = Some((i, e));
+                            return Ok(None);
+                        }
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(Some(outs))
+        });
+        let (culprit, error) = match r {
+            Ok(Some(outs)) => {
+                for (s, v) in senders.into_iter().zip(outs) {
+                    let _ = s.send(Ok(v));
+                }
+                return;
+            }
+            Ok(None) => match failed {
+                Some((i, e)) => (Some(i), e),
+                None => (None, StoreError::Internal("a grouped write failed".into())),
+            },
+            Err(e) => (None, e),
+        };
+        let msg = error.to_string();
+        let mut error = Some(error);
+        for (j, s) in senders.into_iter().enumerate() {
+            let e = match (culprit == Some(j), error.take()) {
+                (true, Some(e)) => e,
+                (_, e) => {
+                    error = e;
+                    StoreError::Internal(format!("a write grouped with this one failed: {msg}"))
+                }
+            };
+            let _ = s.send(Err(e));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::ThreadState;
+    use crate::workflow::ThreadId;
+    use std::sync::Arc;
+
+    fn id(i: usize) -> ThreadId {
+        ThreadId::parse(&format!("06H0AAKR0Y77DFRXGJMVWR{i:04}")).unwrap()
+    }
+
+    #[test]
+    fn writes_of_many_threads_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("uwf.redb")).unwrap());
+        let handles: Vec<_> = (0..32)
+            .map(|i| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    store
+                        .write_grouped(move |w| {
+                            let s = ThreadState {
+                                failures: i as u32 + 1,
+                                ..ThreadState::default()
+                            };
+                            w.set_thread_state(&id(i), &s)?;
+                            Ok(i)
+                        })
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut got: Vec<usize> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        got.sort();
+        assert_eq!(got, (0..32).collect::<Vec<_>>());
+        let states = store.thread_states().unwrap();
+        assert_eq!(states.len(), 32);
+        for (t, s) in states {
+            let i: usize = t.as_str()[22..].parse().unwrap();
+            assert_eq!(s.failures, i as u32 + 1);
+        }
+    }
+
+    #[test]
+    fn a_failing_write_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
+        let r = store.write_grouped(|w| {
+            w.set_thread_state(
+                &id(1),
+                &ThreadState {
+                    failures: 1,
+                    ..ThreadState::default()
+                },
+            )?;
+            Err::<(), _>(StoreError::Internal("no".into()))
+        });
+        assert!(r.unwrap_err().to_string().contains("no"));
+        assert!(store.thread_states().unwrap().is_empty());
+        // The store goes on working.
+        store
+            .write_grouped(|w| {
+                w.set_thread_state(
+                    &id(2),
+                    &ThreadState {
+                        failures: 2,
+                        ..ThreadState::default()
+                    },
+                )
+            })
+            .unwrap();
+        assert_eq!(store.thread_states().unwrap().len(), 1);
+    }
+}
