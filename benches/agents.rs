@@ -9,11 +9,15 @@
 
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
 
+mod common;
+
+use common::uwf_bin;
+
 #[path = "../tests/it/fake_api.rs"]
 mod fake_api;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use uwf::agent::extract::{extract_request, parse_reply};
@@ -25,20 +29,6 @@ use uwf::thread::{self, Fallback, StartInput, SubmitInput, ThreadId};
 const LOOP: &str = "name: loop\ndescription: one role, forever\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        note: {type: string}\n        size: {type: integer}\n      required: [note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker: {_: {role: worker, prompt: again}}\n";
 
 const STEPS_PER_THREAD: usize = 50;
-
-fn uwf_bin() -> PathBuf {
-    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
-        return PathBuf::from(b);
-    }
-    let exe = std::env::current_exe().expect("bench executable");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("uwf");
-    assert!(
-        bin.exists(),
-        "build the binary first: cargo build --release"
-    );
-    bin
-}
 
 /// The model's half without the network: the request as it would be sent, then a canned
 /// reply read and checked.

@@ -10,6 +10,10 @@
 
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
 
+mod common;
+
+use common::uwf_bin;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,23 +22,6 @@ use uwf::store::Store;
 use uwf::thread::{self, StartInput, SubmitInput, ThreadId};
 
 const THREADS: usize = 10_000;
-
-fn uwf_bin() -> PathBuf {
-    // Another build to compare, e.g. an earlier commit's.
-    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
-        return PathBuf::from(b);
-    }
-    // target/release/deps/engine-… → target/release/uwf
-    let exe = std::env::current_exe().expect("bench executable");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("uwf");
-    assert!(
-        bin.exists(),
-        "build the binary first: cargo build --release ({})",
-        bin.display()
-    );
-    bin
-}
 
 fn run(home: &Path, args: &[&str]) -> Vec<u8> {
     let out = Command::new(uwf_bin())

@@ -12,6 +12,10 @@
 
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
 
+mod common;
+
+use common::uwf_bin;
+
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,20 +25,6 @@ use std::time::{Duration, Instant};
 const COUNT: &str = "name: count\ndescription: one role, twenty times\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
 
 const STEPS: usize = 20;
-
-fn uwf_bin() -> PathBuf {
-    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
-        return PathBuf::from(b);
-    }
-    let exe = std::env::current_exe().expect("bench executable");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let bin = dir.join("uwf");
-    assert!(
-        bin.exists(),
-        "build the binary first: cargo build --release"
-    );
-    bin
-}
 
 fn uwf(home: &Path, args: &[&str]) -> String {
     let out = Command::new(uwf_bin())
@@ -159,7 +149,7 @@ fn in_process(c: &mut Criterion) {
                 let ts = h.start(m, &[]);
                 let agent = h.scripted();
                 let t = Instant::now();
-                loops(&h, &ts, &agent);
+                loops(&h, &ts, &agent, STEPS);
                 let took = t.elapsed();
                 report("thread step processes, scripted", m * STEPS, took);
                 total += took;
@@ -170,8 +160,8 @@ fn in_process(c: &mut Criterion) {
     g.finish();
 }
 
-/// 8 shell loops of `uwf thread step`, the threads dealt round-robin, each stepped to its end.
-fn loops(h: &Home, threads: &[String], agent: &str) {
+/// 8 shell loops of `uwf thread step`, the threads dealt round-robin, each stepped `steps` times.
+fn loops(h: &Home, threads: &[String], agent: &str, steps: usize) {
     let mut children = Vec::new();
     for k in 0..8 {
         let mine: Vec<&String> = threads.iter().skip(k).step_by(8).collect();
@@ -182,7 +172,7 @@ fn loops(h: &Home, threads: &[String], agent: &str) {
             .iter()
             .map(|t| {
                 format!(
-                    "for i in $(seq {STEPS}); do '{}' thread step {t} --agent \"$AGENT\" >/dev/null || exit 1; done",
+                    "for i in $(seq {steps}); do '{}' thread step {t} --agent \"$AGENT\" >/dev/null || exit 1; done",
                     uwf_bin().display()
                 )
             })
@@ -238,32 +228,7 @@ fn external(c: &mut Criterion) {
                 let ts = h.start(n, &[]);
                 let agent = h.trivial();
                 let t = Instant::now();
-                let mut children = Vec::new();
-                for k in 0..8 {
-                    let mine: Vec<&String> = ts.iter().skip(k).step_by(8).collect();
-                    let script = mine
-                        .iter()
-                        .map(|t| {
-                            format!(
-                                "for i in $(seq {steps_each}); do '{}' thread step {t} --agent \"$AGENT\" >/dev/null || exit 1; done",
-                                uwf_bin().display()
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    children.push(
-                        Command::new("sh")
-                            .arg("-c")
-                            .arg(script)
-                            .env("UWF_HOME", &h.home)
-                            .env("AGENT", &agent)
-                            .spawn()
-                            .unwrap(),
-                    );
-                }
-                for mut c in children {
-                    assert!(c.wait().unwrap().success());
-                }
+                loops(&h, &ts, &agent, steps_each);
                 let took = t.elapsed();
                 report("8 loops of thread step, sh agent", n * steps_each, took);
                 total += took;

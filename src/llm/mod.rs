@@ -322,16 +322,7 @@ impl Client {
         provider: &Provider,
         req: &ChatRequest,
     ) -> Result<ChatReply, LlmError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| LlmError::Connect {
-                provider: provider.name.clone(),
-                model: req.model.clone(),
-                url: provider.base_url.clone(),
-                message: format!("cannot start the I/O runtime: {e}"),
-            })?;
-        rt.block_on(self.chat(provider, req))
+        runtime(provider, req)?.block_on(self.chat(provider, req))
     }
 
     /// [`Client::chat_blocking`] that gives up as soon as `cancelled` returns true (it is
@@ -345,16 +336,7 @@ impl Client {
         req: &ChatRequest,
         cancelled: &(dyn Fn() -> bool + Sync),
     ) -> Result<ChatReply, LlmError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| LlmError::Connect {
-                provider: provider.name.clone(),
-                model: req.model.clone(),
-                url: provider.base_url.clone(),
-                message: format!("cannot start the I/O runtime: {e}"),
-            })?;
-        rt.block_on(async {
+        runtime(provider, req)?.block_on(async {
             let watch = async {
                 while !cancelled() {
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -435,6 +417,19 @@ impl Client {
             })
         })
     }
+}
+
+/// A runtime of its own for one blocking call.
+fn runtime(provider: &Provider, req: &ChatRequest) -> Result<tokio::runtime::Runtime, LlmError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| LlmError::Connect {
+            provider: provider.name.clone(),
+            model: req.model.clone(),
+            url: provider.base_url.clone(),
+            message: format!("cannot start the I/O runtime: {e}"),
+        })
 }
 
 fn with_attempts(e: LlmError, n: u32) -> LlmError {

@@ -392,3 +392,17 @@ fn two_runners_share_the_work_and_ps_sees_both() {
     // No agent ran twice for one step: 200 threads × 3 roles.
     assert_eq!(l.runs().len(), 600);
 }
+
+#[test]
+fn a_waiting_runner_picks_up_new_threads() {
+    let l = Line::new("", "0");
+    let mut child = spawn_run(&l, &["-j", "2", "--grace", "5"]);
+    // Started after the runner: it is found and driven to its end.
+    std::thread::sleep(Duration::from_millis(300));
+    let t = thread_of(&l.start(&[]));
+    wait_for("the new thread to complete", || l.status(&t) == "completed");
+    signal(&child, libc::SIGTERM);
+    let status = wait_exit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(143));
+    assert_eq!(l.env.roles(&t), ["a", "b", "c"]);
+}

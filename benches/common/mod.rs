@@ -1,0 +1,21 @@
+//! What the bench binaries share.
+
+use std::path::{Path, PathBuf};
+
+/// The `uwf` binary to measure: `UWF_BENCH_BIN` (another build, e.g. an earlier commit's), else
+/// the release build beside the bench.
+pub fn uwf_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("UWF_BENCH_BIN") {
+        return PathBuf::from(b);
+    }
+    // target/release/deps/<bench>-… → target/release/uwf
+    let exe = std::env::current_exe().expect("bench executable");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let bin = dir.join("uwf");
+    assert!(
+        bin.exists(),
+        "build the binary first: cargo build --release ({})",
+        bin.display()
+    );
+    bin
+}
