@@ -213,15 +213,38 @@ impl Agent for ScriptedAgent {
 
     fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError> {
         let started = (turn.now)();
-        let path = turn.cwd.join(&self.script);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            thread::ThreadError::Invalid(format!("cannot read script {}: {e}", path.display()))
-        })?;
-        let script =
-            Script::from_yaml(&text).map_err(|e| thread::ThreadError::Invalid(e.to_string()))?;
+        let script = load_script(&turn.cwd.join(&self.script))?;
         let raw = thread::scripted_reply(turn.store, turn.thread, turn.role, &script)?;
         turn.submit(&raw, &self.name(), started, None, None)
     }
+}
+
+/// A script, parsed once per file version for all the steps of a process.
+fn load_script(path: &Path) -> Result<Arc<Script>, thread::ThreadError> {
+    type Cache =
+        std::sync::Mutex<std::collections::HashMap<PathBuf, (std::time::SystemTime, Arc<Script>)>>;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let unreadable = |e: std::io::Error| {
+        thread::ThreadError::Invalid(format!("cannot read script {}: {e}", path.display()))
+    };
+    let modified = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .map_err(unreadable)?;
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((m, s)) = cache.lock().expect("script cache").get(path)
+        && *m == modified
+    {
+        return Ok(s.clone());
+    }
+    let text = std::fs::read_to_string(path).map_err(unreadable)?;
+    let script = Arc::new(
+        Script::from_yaml(&text).map_err(|e| thread::ThreadError::Invalid(e.to_string()))?,
+    );
+    cache
+        .lock()
+        .expect("script cache")
+        .insert(path.to_path_buf(), (modified, script.clone()));
+    Ok(script)
 }
 
 #[derive(clap::Parser)]

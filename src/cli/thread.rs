@@ -607,8 +607,13 @@ fn cmd_kill(env: &Env, thread: &str) -> CliResult {
         background::terminate(pid, &t, Duration::from_secs(30));
         background::remove_marker_of(&env.root, &t, pid);
     }
+    let config = Config::load(&env.root)?;
     let s = env.open_rw()?;
     thread::kill(&s, &t, env.now_ms)?;
+    // Room for a queued thread of its workflow.
+    if config.has_limits() {
+        thread::promote(&s, &config)?;
+    }
     let out = Cancelled {
         thread: t.as_str(),
         cancelled: true,
