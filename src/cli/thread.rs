@@ -112,6 +112,16 @@ pub(crate) enum ThreadCommand {
         #[arg(short = 'q', long)]
         quiet: bool,
     },
+    /// Remove threads: their records and archive entries (nodes stay); an active one only with
+    /// --force, never one with a step running.
+    Rm {
+        /// Thread ids.
+        #[arg(required = true)]
+        threads: Vec<String>,
+        /// Also remove active threads.
+        #[arg(long)]
+        force: bool,
+    },
     /// Pause a thread: no step starts until it is resumed (a running step finishes).
     Pause {
         /// Thread id.
@@ -510,6 +520,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             from_role,
             quiet,
         } => fork(env, &step, from_role.as_deref(), quiet),
+        ThreadCommand::Rm { threads, force } => cmd_rm(env, &threads, force),
         ThreadCommand::Pause { thread } => {
             let t = thread_id(&thread)?;
             let s = env.open_rw()?;
@@ -619,6 +630,43 @@ fn cmd_kill(env: &Env, thread: &str) -> CliResult {
         cancelled: true,
     };
     print_as(env.format, &out)
+}
+
+/// One thread of `thread rm`.
+#[derive(Serialize)]
+struct RemovedThread<'a> {
+    thread: &'a str,
+    removed: bool,
+}
+
+/// `thread rm ID…`: removes each, prints those removed, then fails with the first refusal.
+fn cmd_rm(env: &Env, threads: &[String], force: bool) -> CliResult {
+    let ids = threads
+        .iter()
+        .map(|t| thread_id(t))
+        .collect::<CliResult<Vec<_>>>()?;
+    let s = env.open_rw()?;
+    let mut done = Vec::new();
+    let mut first_error = None;
+    for t in &ids {
+        match thread::remove(&s, t, force) {
+            Ok(()) => done.push(t),
+            Err(e) if first_error.is_none() => first_error = Some(e),
+            Err(_) => {}
+        }
+    }
+    let out: Vec<RemovedThread> = done
+        .iter()
+        .map(|t| RemovedThread {
+            thread: t.as_str(),
+            removed: true,
+        })
+        .collect();
+    print_as(env.format, &out)?;
+    match first_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// `thread stop`: SIGTERM to the background run's process, which ends its agent, gives the

@@ -41,6 +41,15 @@ pub(crate) enum WorkflowCommand {
         /// The name.
         name: String,
     },
+    /// Remove a name from the registry (its versions stay for `history` unless --purge; nodes stay).
+    #[command(alias = "rm")]
+    Remove {
+        /// The name.
+        name: String,
+        /// Also forget the name's versions.
+        #[arg(long)]
+        purge: bool,
+    },
     /// Point a name back at an earlier version (the previous one by default).
     Rollback {
         /// The name.
@@ -48,6 +57,14 @@ pub(crate) enum WorkflowCommand {
         /// The version to restore (an id from `uwf workflow history`).
         id: Option<String>,
     },
+}
+
+/// `workflow remove`.
+#[derive(Serialize)]
+struct Removed {
+    name: String,
+    removed: bool,
+    purged: bool,
 }
 
 /// `workflow put`: the name and id registered.
@@ -123,6 +140,18 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
         WorkflowCommand::Show { workflow, graph } => cmd_show(env, &workflow, graph),
         WorkflowCommand::List => cmd_list(env),
         WorkflowCommand::History { name } => cmd_history(env, name),
+        WorkflowCommand::Remove { name, purge } => {
+            let s = env.open_rw()?;
+            registry::remove_name(&s, &name, purge)?;
+            print_as(
+                env.format,
+                &Removed {
+                    name,
+                    removed: true,
+                    purged: purge,
+                },
+            )
+        }
         WorkflowCommand::Rollback { name, id } => {
             let s = env.open_rw()?;
             let to = id.map(|id| s.resolve(&id)).transpose()?;

@@ -397,6 +397,46 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// Removes every history entry of thread `id`; returns how many there were.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
+        let mut h = self.tx.open_table(HISTORY)?;
+        let mut seqs = Vec::new();
+        for x in h.iter()? {
+            let (k, v) = x?;
+            if dec::<HistoryEntry>(v.value())?.thread == id.as_str() {
+                seqs.push(k.value());
+            }
+        }
+        for s in &seqs {
+            h.remove(s)?;
+        }
+        self.tx.open_table(HISTORY_BY_THREAD)?.remove(id.as_str())?;
+        Ok(seqs.len())
+    }
+
+    /// Removes registry name `name`; with `purge` its versions too. Returns whether the name
+    /// was registered.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
+        let had = self.tx.open_table(REGISTRY)?.remove(name)?.is_some();
+        if purge {
+            let mut t = self.tx.open_table(REGISTRY_HISTORY)?;
+            let keys: Vec<u64> = t
+                .range((name, 0)..=(name, u64::MAX))?
+                .map(|e| e.map(|(k, _)| k.value().1))
+                .collect::<std::result::Result<_, _>>()?;
+            for k in keys {
+                t.remove((name, k))?;
+            }
+        }
+        Ok(had)
+    }
+
     /// Whether an identical history entry is already recorded for its thread.
     ///
     /// # Errors

@@ -382,6 +382,46 @@ pub fn resume(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     }
 }
 
+/// `thread rm`: removes a thread's record, state and archive entries. Its nodes stay (garbage
+/// collection is another matter). An active thread goes only with `force`, and never while a
+/// live process runs a step of it.
+///
+/// # Errors
+/// [`ThreadError::NotFound`], an active thread without `force`, a running step.
+pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
+    enum Refused {
+        Running(u32),
+        Active,
+        Missing,
+    }
+    let refused = store.write(|w| {
+        if let Some(l) = w.lease(thread)?
+            && crate::engine::lease_is_live(&l)
+        {
+            return Ok(Some(Refused::Running(l.pid)));
+        }
+        let active = w.thread(thread)?.is_some();
+        if active && !force {
+            return Ok(Some(Refused::Active));
+        }
+        w.remove_thread(thread)?;
+        w.remove_lease(thread)?;
+        w.remove_thread_state(thread)?;
+        let archived = w.remove_history_of(thread)?;
+        Ok((!active && archived == 0).then_some(Refused::Missing))
+    })?;
+    match refused {
+        None => Ok(()),
+        Some(Refused::Running(pid)) => Err(ThreadError::Invalid(format!(
+            "thread {thread} has a step running (pid {pid}); stop it first"
+        ))),
+        Some(Refused::Active) => Err(ThreadError::Invalid(format!(
+            "thread {thread} is active; pass --force to remove it anyway"
+        ))),
+        Some(Refused::Missing) => Err(ThreadError::NotFound(thread.to_string())),
+    }
+}
+
 /// Records a failed step of `thread`: one more consecutive failure and the error; at
 /// `max_retries` the thread is archived as failed. Returns whether it failed for good.
 ///

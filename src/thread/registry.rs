@@ -86,6 +86,19 @@ pub(crate) fn registered(store: &Store, name: &str) -> Result<Option<NodeId>> {
 /// # Errors
 /// [`ThreadError::UnknownName`] for a name that is not registered, [`ThreadError::Invalid`]
 /// for a version that is not the name's or a name with no earlier version.
+/// `workflow remove`: the name leaves the registry; its versions stay for `workflow history`
+/// unless `purge`. Nodes stay.
+///
+/// # Errors
+/// [`ThreadError::UnknownName`] when the name is not registered.
+pub(crate) fn remove_name(store: &Store, name: &str, purge: bool) -> Result<()> {
+    let had = store.write(|w| w.remove_registry_name(name, purge))?;
+    if !had {
+        return Err(ThreadError::UnknownName(name.to_string()));
+    }
+    Ok(())
+}
+
 pub(crate) fn rollback(
     store: &Store,
     name: &str,

@@ -406,3 +406,54 @@ fn a_waiting_runner_picks_up_new_threads() {
     assert_eq!(status.code(), Some(143));
     assert_eq!(l.env.roles(&t), ["a", "b", "c"]);
 }
+
+#[test]
+fn thread_rm_and_workflow_remove() {
+    let l = Line::new("", "0");
+    let done = thread_of(&l.start(&[]));
+    assert_eq!(l.run(&[]).code, 0);
+    let active = thread_of(&l.start(&[]));
+    // A finished thread goes; an active one only with --force.
+    let out = json(&l.env.ok(&["thread", "rm", &done]));
+    assert_eq!(
+        out.to_json(),
+        format!(r#"[{{"thread":"{done}","removed":true}}]"#)
+    );
+    assert_eq!(l.env.run(&["thread", "show", &done]).code, 3);
+    assert!(!l.env.ok(&["thread", "list", "--all"]).contains(&done));
+    l.env.fails(&["thread", "rm", &active], "pass --force");
+    assert_eq!(l.status(&active), "idle");
+    // Never one with a step running.
+    let slow = l.env.agent("slow.sh", "sleep 30");
+    let mut step = l
+        .env
+        .spawn_cmd()
+        .args(["thread", "step", &active, "--agent", &p(&slow)])
+        .spawn()
+        .unwrap();
+    wait_for("the step to run", || l.status(&active) == "running");
+    l.env
+        .fails(&["thread", "rm", &active, "--force"], "has a step running");
+    signal(&step, libc::SIGTERM);
+    let _ = wait_exit(&mut step, Duration::from_secs(20));
+    l.env.ok(&["thread", "rm", &active, "--force"]);
+    assert_eq!(l.env.run(&["thread", "show", &active]).code, 3);
+    l.env.fails(&["thread", "rm", &active], "thread not found");
+
+    // A removed name leaves the registry; its versions stay unless purged.
+    l.env.ok(&["workflow", "put", l.wf.to_str().unwrap()]);
+    let out = json(&l.env.ok(&["workflow", "remove", "line"]));
+    assert_eq!(out.get("removed"), Some(&Value::Bool(true)));
+    assert!(!l.env.ok(&["workflow", "list"]).contains("\"line\""));
+    assert!(
+        l.env
+            .ok(&["workflow", "history", "line"])
+            .contains("\"hash\"")
+    );
+    l.env
+        .fails(&["workflow", "remove", "line"], "unknown workflow \"line\"");
+    l.env.ok(&["workflow", "put", l.wf.to_str().unwrap()]);
+    l.env.ok(&["workflow", "remove", "line", "--purge"]);
+    let r = l.env.run(&["workflow", "history", "line"]);
+    assert!(!r.stdout.contains("\"hash\""), "{}", r.stdout);
+}
