@@ -717,3 +717,56 @@ fn sigint_during_a_model_call_ends_the_step_at_once() {
     crate::supervise::no_lease_left(&env, &t);
     assert_eq!(env.head(&t), before);
 }
+
+#[test]
+fn the_cursor_preset_resumes_its_session() {
+    use std::os::unix::fs::PermissionsExt;
+    let api = FakeApi::start(vec![reply(VALID)]);
+    let env = env_for(
+        &api,
+        0,
+        "agents:\n  cursor: {command: uwf-cursor}\ndefaultAgent: cursor\n",
+    );
+    let bin = env.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = bin.join("calls.log");
+    std::fs::write(
+        bin.join("cursor-agent"),
+        format!(
+            "#!/bin/sh\necho \"cursor-agent $*\" >> {log}\ncat > /dev/null\nn=$(grep -c . {log})\nif [ \"$n\" -ge 3 ]; then s=conceded; else s=continue; fi\nprintf '{{\"type\":\"result\",\"subtype\":\"success\",\"is_error\":false,\"duration_ms\":5,\"result\":\"---\\\\n$status: %s\\\\nargument: cursor %s\\\\n---\\\\n\",\"session_id\":\"cur-%s\"}}\\n' \"$s\" \"$n\" \"$n\"\n",
+            log = log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        bin.join("cursor-agent"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let t = debate(&env);
+    let r = run_with(&env, &bin, &["thread", "step", &t, "--count", "5"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(env.show(&t).get("status"), Some(&Value::str("completed")));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls[0], "cursor-agent -p --output-format json");
+    assert_eq!(
+        calls[2],
+        "cursor-agent -p --output-format json --resume cur-1"
+    );
+    let head = env.head(&t);
+    let node = json(&env.ok(&["cas", "get", &head]))
+        .get("payload")
+        .unwrap()
+        .clone();
+    assert_eq!(node.get("agent"), Some(&Value::str("uwf-cursor")));
+    let d = json(&env.ok(&[
+        "cas",
+        "get",
+        node.get("detail").and_then(Value::as_str).unwrap(),
+    ]));
+    assert_eq!(
+        d.get("payload").unwrap().get("sessionId"),
+        Some(&Value::str("cur-3"))
+    );
+}
