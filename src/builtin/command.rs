@@ -92,7 +92,7 @@ impl Agent for CommandAgent {
         let preset = self.args.preset;
         let session =
             preset.and_then(|p| sessions::get(turn.root, p.name(), turn.thread, turn.role));
-        let brief = thread::role_brief(turn.store, turn.thread, turn.role)?;
+        let brief = turn.brief()?;
         let text = prompt::assemble(
             &brief.history,
             turn.role,

@@ -46,7 +46,7 @@ impl Agent for LlmAgent {
         let started_ms = (turn.now)();
         let clock = Instant::now();
         let setup = turn.models.agent_model(self.model.as_deref())?;
-        let brief = thread::role_brief(turn.store, turn.thread, turn.role)?;
+        let brief = turn.brief()?;
         let p = prompt::assemble(
             &brief.history,
             turn.role,

@@ -151,6 +151,8 @@ pub struct Turn<'a> {
     pub models: &'a Models,
     /// Variables added to a program's environment.
     pub env: &'a [(String, String)],
+    /// The thread as the step that runs the agent has read it (at the head it leases).
+    pub moderated: Option<&'a crate::thread::chain::Moderated>,
 }
 
 impl Turn<'_> {
@@ -164,24 +166,33 @@ impl Turn<'_> {
         assembled_prompt: Option<&str>,
     ) -> Result<NodeId, StepError> {
         let fallback = self.models.extract();
-        let id = thread::submit(
-            self.store,
-            &SubmitInput {
-                thread: self.thread,
-                role: self.role,
-                raw,
-                detail: None,
-                detail_id,
-                assembled_prompt,
-                fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
-                agent,
-                edge_prompt: self.edge_prompt,
-                cwd: &self.cwd.display().to_string(),
-                started_ms,
-                now_ms: (self.now)(),
-            },
-        )?;
+        let input = SubmitInput {
+            thread: self.thread,
+            role: self.role,
+            raw,
+            detail: None,
+            detail_id,
+            assembled_prompt,
+            fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
+            agent,
+            edge_prompt: self.edge_prompt,
+            cwd: &self.cwd.display().to_string(),
+            started_ms,
+            now_ms: (self.now)(),
+        };
+        let id = match self.moderated {
+            Some(m) => thread::kit::submit_moderated(self.store, m, &input)?,
+            None => thread::submit(self.store, &input)?,
+        };
         Ok(id)
+    }
+
+    /// The brief of the role, from the step's reading of the thread when there is one.
+    fn brief(&self) -> Result<thread::RoleBrief, StepError> {
+        Ok(match self.moderated {
+            Some(m) => thread::kit::role_brief_moderated(self.store, m, self.role)?,
+            None => thread::role_brief(self.store, self.thread, self.role)?,
+        })
     }
 }
 
@@ -214,7 +225,10 @@ impl Agent for ScriptedAgent {
     fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError> {
         let started = (turn.now)();
         let script = load_script(&turn.cwd.join(&self.script))?;
-        let raw = thread::scripted_reply(turn.store, turn.thread, turn.role, &script)?;
+        let raw = match turn.moderated {
+            Some(m) => thread::kit::scripted_reply_in(&m.chain, turn.role, &script)?,
+            None => thread::scripted_reply(turn.store, turn.thread, turn.role, &script)?,
+        };
         turn.submit(&raw, &self.name(), started, None, None)
     }
 }

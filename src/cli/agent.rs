@@ -198,6 +198,7 @@ fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliRes
         interrupt: Some(&interrupt),
         models: &models,
         env: &vars,
+        moderated: None,
     };
     let id = agent.run(&turn)?;
     write_stdout(format!("{id}\n").as_bytes())

@@ -482,6 +482,7 @@ fn run_agent(
             interrupt: opts.interrupt,
             models: opts.models,
             env: &opts.env,
+            moderated: Some(m),
         };
         let id = builtin.run(&turn)?;
         interrupted(opts.interrupt)?;

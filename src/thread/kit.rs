@@ -1,7 +1,7 @@
 //! The store side of the agent kit: what an agent is given (`uwf agent context`), turning raw
 //! agent output into a StepNode (`uwf agent submit`), and the scripted agent's replies.
 
-use super::chain::{Chain, chain_in, load_history, load_workflow};
+use super::chain::{Chain, Moderated, chain_in, load_history, load_workflow};
 use super::ops::active;
 use super::{Result, ThreadError};
 use crate::agent::{self, Script};
@@ -10,19 +10,41 @@ use crate::store::Store;
 use crate::workflow::ThreadId;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
+use std::borrow::Cow;
 
-struct Ctx {
-    chain: Chain,
-    wf: StoredWorkflow,
+/// A thread at its head, read for one role: loaded here, or borrowed from the step that runs
+/// the agent (which has read it already).
+struct Ctx<'a> {
+    chain: Cow<'a, Chain>,
+    wf: Cow<'a, StoredWorkflow>,
     role: Role<NodeId>,
     schema: Value,
 }
 
-fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx> {
+fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx<'static>> {
     let head = active(store, thread)?.head;
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
     let wf = load_workflow(&snap, chain.workflow_id()?)?;
+    role_ctx(&snap, Cow::Owned(chain), Cow::Owned(wf), role)
+}
+
+/// The context of `role` on the thread the engine has loaded for its step.
+fn moderated_ctx<'a>(store: &Store, m: &'a Moderated, role: &str) -> Result<Ctx<'a>> {
+    role_ctx(
+        &store.snapshot()?,
+        Cow::Borrowed(&m.chain),
+        Cow::Borrowed(&m.wf),
+        role,
+    )
+}
+
+fn role_ctx<'a>(
+    snap: &crate::store::Snapshot,
+    chain: Cow<'a, Chain>,
+    wf: Cow<'a, StoredWorkflow>,
+    role: &str,
+) -> Result<Ctx<'a>> {
     let r = wf.roles.get(role).cloned().ok_or_else(|| {
         ThreadError::Invalid(format!(
             "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
@@ -134,7 +156,22 @@ pub trait Fallback {
 /// [`ThreadError::Extract`] saying why neither layer gave a valid output, with the id of the
 /// text node that keeps the raw output; an inactive thread; an unknown role.
 pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
-    let c = load_ctx(store, input.thread, input.role)?;
+    submit_with(store, &load_ctx(store, input.thread, input.role)?, input)
+}
+
+/// [`submit`] for the step the engine runs, on the thread it has loaded.
+///
+/// # Errors
+/// As [`submit`].
+pub(crate) fn submit_moderated(
+    store: &Store,
+    m: &Moderated,
+    input: &SubmitInput<'_>,
+) -> Result<NodeId> {
+    submit_with(store, &moderated_ctx(store, m, input.role)?, input)
+}
+
+fn submit_with(store: &Store, c: &Ctx<'_>, input: &SubmitInput<'_>) -> Result<NodeId> {
     let text = TEXT;
     let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
         Ok(o) => o.output,
@@ -238,6 +275,19 @@ pub fn role_brief(store: &Store, thread: &ThreadId, role: &str) -> Result<RoleBr
     })
 }
 
+/// [`role_brief`] on the thread the engine has loaded for its step.
+///
+/// # Errors
+/// An unknown role, store failures.
+pub(crate) fn role_brief_moderated(store: &Store, m: &Moderated, role: &str) -> Result<RoleBrief> {
+    let c = moderated_ctx(store, m, role)?;
+    Ok(RoleBrief {
+        role: c.role,
+        schema: c.schema,
+        history: m.history.clone(),
+    })
+}
+
 /// The scripted agent's raw output for `role` in `thread`: its n-th reply for the n-th run of
 /// the role in the thread.
 ///
@@ -250,7 +300,15 @@ pub fn scripted_reply(
     script: &Script,
 ) -> Result<String> {
     let c = load_ctx(store, thread, role)?;
-    let visit = c.chain.steps.iter().filter(|s| s.node.role == role).count();
+    scripted_reply_in(&c.chain, role, script)
+}
+
+/// The scripted agent's reply for `role` on `chain`.
+///
+/// # Errors
+/// A script without a reply for this run.
+pub(crate) fn scripted_reply_in(chain: &Chain, role: &str, script: &Script) -> Result<String> {
+    let visit = chain.steps.iter().filter(|s| s.node.role == role).count();
     script
         .reply(role, visit)
         .map(|r| r.to_raw())
