@@ -1,5 +1,5 @@
 //! Runner benchmarks, each beside the process-per-step way measured in the same run:
-//! - threads of 20 steps with the in-process scripted agent through one `uwf run` process,
+//! - threads of 20 steps with the in-process scripted agent through one `uwf run -j 256` process,
 //!   beside `uwf thread step` processes with the same agent (a process per step);
 //! - the trivial external agent (`sh` piping frontmatter into `uwf agent submit`) through
 //!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;

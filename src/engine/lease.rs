@@ -167,13 +167,27 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
 
 /// This host's boot id (Linux), or "" when unknown.
 pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    // The boot does not change while this process runs: read once.
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
+    .clone()
 }
 
 /// The start time of process `pid` in clock ticks since boot (Linux), or 0 when unknown.
 pub fn start_ticks(pid: u32) -> u64 {
+    // This process's own start time is read once (a runner takes a lease per step).
+    static MINE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    if pid == std::process::id() {
+        return *MINE.get_or_init(|| read_start_ticks(pid));
+    }
+    read_start_ticks(pid)
+}
+
+fn read_start_ticks(pid: u32) -> u64 {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return 0;
     };
