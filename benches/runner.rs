@@ -129,7 +129,7 @@ fn in_process(c: &mut Criterion) {
                 let t = Instant::now();
                 let out = uwf(
                     &h.home,
-                    &["run", "--until-idle", "-j", "8", "--agent", &agent],
+                    &["run", "--until-idle", "-j", "256", "--agent", &agent],
                 );
                 let took = t.elapsed();
                 assert!(out.contains(&format!("\"completed\":{n}")), "{out}");
