@@ -9,7 +9,7 @@ use super::{CliError, CliResult, Env};
 use crate::ErrorKind;
 use crate::cas::Value;
 use crate::cas::value::Map;
-use crate::interchange::config::redact;
+use crate::interchange::config::{is_secret_key, redact};
 use crate::thread::Config;
 use clap::{Args, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};
@@ -290,9 +290,39 @@ pub(crate) fn setup(env: &Env, a: SetupArgs) -> CliResult {
     print(env.format, &Value::Object(out))
 }
 
-/// A value for display: secrets masked; `${VAR}` references and variable names stay.
+/// A value for display: every value under a secret-looking key masked as an export masks
+/// it, except what names a variable instead of holding a key (`apiKeyEnv`, a value that is
+/// only `${VAR}`).
 fn masked(v: &Value) -> Value {
-    redact(v)
+    fn names_a_variable(k: &str, v: &Value) -> bool {
+        k.ends_with("Env")
+            || v.as_str().is_some_and(|s| {
+                s.starts_with("${")
+                    && s.ends_with('}')
+                    && !s[2..s.len() - 1].contains(['$', '{', '}'])
+            })
+    }
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| {
+                    let shown = if is_secret_key(k) && !names_a_variable(k, x) {
+                        redact(&Value::Object(
+                            [(k.clone(), x.clone())].into_iter().collect(),
+                        ))
+                        .get(k)
+                        .cloned()
+                        .unwrap_or_default()
+                    } else {
+                        masked(x)
+                    };
+                    (k.clone(), shown)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(masked).collect()),
+        x => x.clone(),
+    }
 }
 
 fn get_path<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {

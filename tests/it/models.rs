@@ -559,6 +559,8 @@ fn setup_with_flags_writes_the_typescript_config() {
     let list = env.ok(&["config", "list"]);
     assert!(!list.contains(KEY), "{list}");
     assert!(list.contains(r#""apiKey":"***MASKED***""#), "{list}");
+    // A variable's name is no secret.
+    assert!(list.contains(r#""apiKeyEnv":"LOCAL_KEY""#), "{list}");
     assert!(
         list.contains(r#""llm":{"command":"uwf-llm","args":[]}"#),
         "{list}"
