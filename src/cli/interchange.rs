@@ -4,6 +4,7 @@ use super::cas::Bar;
 use super::output::{obj, print};
 use super::{CliError, CliResult, Env};
 use crate::cas::Value;
+use crate::interchange::archive::{self, ArchiveError};
 use crate::interchange::config::redact;
 use crate::interchange::export_files::write_atomic;
 use crate::interchange::transfer::{self, Counts, ImportOptions, ImportReport};
@@ -110,8 +111,120 @@ fn masked_config(env: &Env) -> CliResult<Option<String>> {
     Ok(Some(stringify_value(&redact(&c.doc))))
 }
 
-/// `uwf import DIR [--cas DIR]…`.
+/// `uwf export --archive FILE [--since OLD]`.
+pub(crate) fn export_archive(env: &Env, file: &Path, since: Option<&Path>) -> CliResult {
+    let since = since
+        .map(archive::read_manifest)
+        .transpose()
+        .map_err(archive_error)?;
+    let s = env.open_ro()?;
+    let bar = Bar::new(env, "export");
+    let progress = |_: &str, d, t| bar.set(d, t);
+    let compress = file.extension().is_some_and(|e| e == "zst");
+    let r = if file == Path::new("-") {
+        archive::export_archive(
+            &s,
+            std::io::stdout(),
+            "-",
+            compress,
+            since.as_ref(),
+            &progress,
+        )
+    } else {
+        // Written beside the target and renamed over it once complete.
+        let tmp = file.with_file_name(format!(
+            ".{}.{}.tmp",
+            file.file_name()
+                .map_or_else(|| "archive".into(), |n| n.to_string_lossy()),
+            std::process::id()
+        ));
+        let out = std::fs::File::create(&tmp)
+            .map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
+        let label = file.display().to_string();
+        let r = archive::export_archive(&s, out, &label, compress, since.as_ref(), &progress)
+            .and_then(|r| {
+                std::fs::rename(&tmp, file).map_err(|e| ArchiveError::Io {
+                    action: "rename",
+                    path: tmp.display().to_string(),
+                    source: e,
+                })?;
+                Ok(r)
+            });
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
+    .map_err(archive_error)?;
+    bar.finish();
+    if file == Path::new("-") {
+        return Ok(());
+    }
+    let m = r.manifest.as_ref().expect("an export writes a manifest");
+    print(
+        env.format,
+        &obj([
+            ("archive", Value::str(file.display().to_string())),
+            ("nodes", Value::Number(r.nodes as f64)),
+            (
+                "since",
+                m.since.map_or(Value::Null, |n| Value::Number(n as f64)),
+            ),
+            ("until", Value::Number(m.until as f64)),
+            ("indexFiles", Value::Number(r.index_files as f64)),
+            ("rootFiles", Value::Number(r.root_files as f64)),
+            ("threads", Value::Number(r.state.threads as f64)),
+            ("registry", Value::Number(r.state.registry as f64)),
+            ("history", Value::Number(r.state.history as f64)),
+            ("uwfOnly", Value::Number(r.state.uwf_only as f64)),
+        ]),
+    )
+}
+
+fn archive_error(e: ArchiveError) -> CliError {
+    match e {
+        ArchiveError::Transfer(t) => transfer_error(t),
+        e => CliError::new(e.to_string()),
+    }
+}
+
+/// `uwf import FILE|-`: an archive, checked whole before anything is stored.
+fn import_archive(env: &Env, file: &Path, overwrite: bool, cas: &[PathBuf]) -> CliResult {
+    if !cas.is_empty() {
+        return Err(CliError::new(
+            "import: --cas applies to a directory, not to an archive",
+        ));
+    }
+    let source = if file == Path::new("-") {
+        archive::Source::Stdin
+    } else {
+        archive::Source::File(file)
+    };
+    let spool = if env.root.is_dir() {
+        env.root.clone()
+    } else {
+        std::env::temp_dir()
+    };
+    let opts = ImportOptions {
+        overwrite,
+        now_ms: env.now_ms,
+        ..ImportOptions::default()
+    };
+    let checked =
+        archive::check_archive(source, &spool, opts.max_file_size).map_err(archive_error)?;
+    let s = env.open_rw()?;
+    let bar = Bar::spinner(env, "import");
+    let r = archive::import_archive(&s, &checked, opts, &|_, d, t| bar.set(d, t))
+        .map_err(archive_error)?;
+    bar.finish();
+    finish_import(env, &r)
+}
+
+/// `uwf import DIR [--cas DIR]…`, or an archive file (see [`import_archive`]).
 pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) -> CliResult {
+    if dir == Path::new("-") || dir.is_file() {
+        return import_archive(env, dir, overwrite, cas);
+    }
     for d in std::iter::once(dir).chain(cas.iter().map(PathBuf::as_path)) {
         if !d.is_dir() {
             return Err(CliError::new(format!(
@@ -122,13 +235,18 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) ->
     }
     let s = env.open_rw()?;
     let r = run_import(env, &s, dir, cas, overwrite)?;
+    finish_import(env, &r)
+}
+
+/// Prints an import's report, its problems and conflicts on stderr.
+fn finish_import(env: &Env, r: &ImportReport) -> CliResult {
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
     }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    print(env.format, &report_value(&r))?;
+    print(env.format, &report_value(r))?;
     if r.problems.is_empty() {
         Ok(())
     } else {

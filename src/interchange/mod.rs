@@ -10,6 +10,7 @@
 //! stream with bounded memory.
 
 pub mod agent_root;
+pub mod archive;
 pub mod config;
 pub mod export_files;
 pub mod extra;

@@ -471,7 +471,9 @@ pub(crate) fn import_node_items(
     store: &Store,
     opts: ImportOptions,
     progress: Progress<'_>,
-    feed: impl FnOnce(&mut dyn FnMut(ScanItem) -> Result<(), TransferError>) -> Result<(), TransferError>,
+    feed: impl FnOnce(
+        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
+    ) -> Result<(), TransferError>,
 ) -> Result<ImportReport, TransferError> {
     run_node_import(store, None, opts, progress, feed)
 }
@@ -489,7 +491,9 @@ fn run_node_import(
     cas: Option<&Path>,
     opts: ImportOptions,
     progress: Progress<'_>,
-    feed: impl FnOnce(&mut dyn FnMut(ScanItem) -> Result<(), TransferError>) -> Result<(), TransferError>,
+    feed: impl FnOnce(
+        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
+    ) -> Result<(), TransferError>,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
     // Batches are committed on a second thread while the next one is read and prepared: at
