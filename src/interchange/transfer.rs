@@ -1394,7 +1394,7 @@ impl HistoryImport<'_> {
 }
 
 /// Whether the chain ending at `head` passes through `ancestor`: `head` itself, or a step whose
-/// `prev` links lead back to it.
+/// `prev` links (and the first step's `start`) lead back to it.
 fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, StoreError> {
     let snap = store.snapshot()?;
     let mut at = head;
@@ -1412,6 +1412,10 @@ fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, Stor
             Ok(StepNode {
                 prev: Some(prev), ..
             }) => at = prev,
+            // The first step follows the StartNode.
+            Ok(StepNode {
+                prev: None, start, ..
+            }) => at = start,
             _ => return Ok(false),
         }
     }
