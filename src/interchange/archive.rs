@@ -39,7 +39,7 @@
 //! the manifest's digest, and the stream must end with tar's end-of-archive block and a
 //! complete zstd frame. Any of these stops the import with one line before anything is stored.
 //! The second pass imports through the directory import's own path
-//! ([`transfer::import_node_items`], [`transfer::import_root_files`]), checking each node again.
+//! (`transfer::import_node_items` and `transfer::import_root_files`), checking each node again.
 
 use super::export_files::ExportError;
 use super::layout::{
@@ -586,7 +586,7 @@ fn read_members(
                 )));
             }
             let dir = kind.is_dir();
-            if !dir && !(kind.is_file() || kind == tar::EntryType::Continuous) {
+            if !(dir || kind.is_file() || kind == tar::EntryType::Continuous) {
                 return Err(refused(format!(
                     "member {name:?} is not a regular file or directory"
                 )));
