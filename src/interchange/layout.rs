@@ -122,7 +122,8 @@ pub enum PathRefusal {
 }
 
 /// Classifies a relative, `/`-separated path of the layout (as a tar member names it): a
-/// leading `./` and one trailing `/` are allowed, empty and `.` components are not.
+/// leading `./` and one trailing `/` are allowed, empty and `.` components are not (`./`
+/// itself is the root directory).
 ///
 /// # Errors
 /// [`PathRefusal::Unsafe`] for an absolute path or a `..` component, else
@@ -131,6 +132,10 @@ pub enum PathRefusal {
 pub fn classify_path(path: &str) -> Result<LayoutPath, PathRefusal> {
     if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
         return Err(PathRefusal::Unsafe);
+    }
+    if path == "." || path == "./" {
+        // The root itself, as `tar cf - -C DIR .` names it.
+        return Ok(LayoutPath::Dir);
     }
     let rel = path.strip_prefix("./").unwrap_or(path);
     let rel = rel.strip_suffix('/').unwrap_or(rel);
@@ -682,6 +687,7 @@ mod tests {
         for (p, want) in [
             ("cas", Ok(LayoutPath::Dir)),
             ("./cas/", Ok(LayoutPath::Dir)),
+            ("./", Ok(LayoutPath::Dir)),
             ("cas/nodes/", Ok(LayoutPath::Dir)),
             (
                 "cas/CTS5P6RD8HMCS.bin",

@@ -5,8 +5,8 @@
 //! stream ([`archive`], over the store like [`transfer`]). [`agent_root`] keeps the files
 //! an agent of the TypeScript tool reads in step with the store, for one thread at a time.
 //!
-//! Apart from [`transfer`], [`archive`] and [`agent_root`], nothing here knows the store: the exporter feeds
-//! [`export_files::ExportWriter`] node by node, and the importer takes the names of
+//! Apart from [`transfer`], [`archive`] and [`agent_root`], nothing here knows the store: the
+//! exporter feeds [`export_files::ExportWriter`] node by node, and the importer takes the names of
 //! [`layout::Lister`] in sorted runs and reads them with [`layout::read_listed`], so both
 //! stream with bounded memory.
 

@@ -169,6 +169,16 @@ fn archive_imports_to_the_store_its_directory_gives() {
     let magic = TestEnv::fixed();
     magic.ok(&["import", &p(&renamed)]);
     same(&state(&magic), &want, "magic");
+    // A tar of the directory made by the system tar (no manifest, `./` names) imports too.
+    let gnu = w.join("gnu.tar");
+    let st = Command::new("tar")
+        .args(["cf", &p(&gnu), "-C", &p(&w.join("dir")), "."])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let by_tar = TestEnv::fixed();
+    by_tar.ok(&["import", &p(&gnu)]);
+    same(&state(&by_tar), &want, "tar cf");
     // A second import of the same archive changes nothing.
     magic.ok(&["import", &p(&renamed)]);
     same(&state(&magic), &want, "again");
