@@ -80,8 +80,8 @@ const MAX_MANIFEST: u64 = 1 << 20;
 /// Node members sorted by id and imported together, at most (payload bytes): the store's
 /// batches then write neighbouring keys.
 const RUN_BYTES: usize = 64 << 20;
-/// Node members handed to the compressing thread at a time.
-const CHUNK: usize = 256;
+/// Bytes of node members handed to the compressing thread at a time.
+const CHUNK_BYTES: usize = 256 << 10;
 
 /// Why an archive export or import stopped.
 #[derive(Debug, thiserror::Error)]
@@ -340,17 +340,17 @@ pub fn export_archive<W: Write + Send>(
     let mut changed: BTreeSet<u64> = BTreeSet::new();
     let mut new_self_typed = false;
     let full = since.is_none();
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<(NodeId, Vec<u8>)>>(8);
+    // The walk lays out the node members (header, data, padding) in chunks; the other thread
+    // only compresses and writes them, so the two share the work.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
     let (tar, walked) = std::thread::scope(|scope| {
         let writer = scope.spawn(move || -> io::Result<Tar<W>> {
             for chunk in rx {
-                for (id, bytes) in chunk {
-                    append_file(&mut tar, &format!("cas/{}", node_file_name(id)), &bytes)?;
-                }
+                tar.get_mut().write_all(&chunk)?;
             }
             Ok(tar)
         });
-        let mut chunk = Vec::with_capacity(CHUNK);
+        let mut chunk = Vec::with_capacity(CHUNK_BYTES + (64 << 10));
         let gone = || ArchiveError::Io {
             action: "write",
             path: label.to_string(),
@@ -368,9 +368,14 @@ pub fn export_archive<W: Write + Send>(
                 new_self_typed |= n.type_id == n.id;
             }
             let bytes = cbor::encode_node(&n.type_id.to_wire(), &n.payload_cbor, n.timestamp);
-            chunk.push((n.id, bytes));
-            if chunk.len() == CHUNK {
-                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+            let path = format!("cas/{}", node_file_name(n.id));
+            let h = header(&path, bytes.len() as u64, false).map_err(io_err("write", label))?;
+            chunk.extend_from_slice(h.as_bytes());
+            chunk.extend_from_slice(&bytes);
+            chunk.resize(chunk.len().next_multiple_of(512), 0);
+            if chunk.len() >= CHUNK_BYTES {
+                let full =
+                    std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_BYTES + (64 << 10)));
                 tx.send(full).map_err(|_| gone())?;
             }
             report.nodes += 1;
