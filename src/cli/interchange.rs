@@ -122,14 +122,19 @@ pub(crate) fn export_archive(env: &Env, file: &Path, since: Option<&Path>) -> Cl
     let progress = |_: &str, d, t| bar.set(d, t);
     let compress = file.extension().is_some_and(|e| e == "zst");
     let r = if file == Path::new("-") {
-        archive::export_archive(
-            &s,
-            std::io::stdout(),
-            "-",
-            compress,
-            since.as_ref(),
-            &progress,
-        )
+        let out = std::io::stdout();
+        match archive::export_archive(&s, out, "-", compress, since.as_ref(), &progress) {
+            // A closed pipe ends quietly.
+            Err(ArchiveError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Err(CliError {
+                    quiet: true,
+                    ..CliError::new("")
+                });
+            }
+            r => r,
+        }
     } else {
         // Written beside the target and renamed over it once complete.
         let tmp = file.with_file_name(format!(
