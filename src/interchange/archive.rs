@@ -20,9 +20,11 @@
 //! directory export) is kept until the nodes are written.
 //!
 //! The manifest is one JSON object:
-//! `{"format":"uwf-archive","version":1,"since":null,"until":N,"files":{"threads.yaml":"<BLAKE3>",…}}`.
+//! `{"format":"uwf-archive","version":1,"since":null,"until":N,"last":[N-1,"<ID>"],"files":{"threads.yaml":"<BLAKE3>",…}}`.
 //! `until` is the store's write mark when the archive was made (every node written before has
-//! a smaller sequence number); `files` holds the digests of the root files of that state.
+//! a smaller sequence number); `last` is the last node written before it (a `--since` from an
+//! archive of another store is refused when this store does not hold that node at that place);
+//! `files` holds the digests of the root files of that state.
 //! `export --archive NEW --since OLD` reads only OLD's manifest and writes the nodes written
 //! from OLD's `until` to its own, the index files of the types that gained nodes (whole), and
 //! the root files whose digests differ from OLD's; `since` is OLD's `until`. So extracting a
@@ -141,6 +143,10 @@ pub struct Manifest {
     pub since: Option<u64>,
     /// The write mark the archive ends at.
     pub until: u64,
+    /// The last node written before `until`, `[seq, "ID"]`: `--since` checks that the store
+    /// holds it at that place, so that an archive of another store is refused.
+    #[serde(default)]
+    pub last: Option<(u64, String)>,
     /// BLAKE3 (hex) of each root file of the archived state, by name.
     pub files: BTreeMap<String, String>,
 }
@@ -310,7 +316,21 @@ pub fn export_archive<W: Write + Send>(
                 ),
             });
         }
-        Some(m) => m.until,
+        Some(m) => {
+            // The earlier archive must come from this store's own history.
+            let here = store.last_written_before(m.until)?;
+            let theirs = m.last.as_ref();
+            if here.map(|(seq, id)| (seq, id.to_wire())).as_ref() != theirs {
+                return Err(ArchiveError::Refused {
+                    archive: label.to_string(),
+                    message: format!(
+                        "the earlier archive's last node ({}) is not this store's node at that place; it is not an earlier archive of this store",
+                        theirs.map_or_else(|| "none".to_string(), |(s, id)| format!("{id} at {s}"))
+                    ),
+                });
+            }
+            m.until
+        }
         None => 0,
     };
     let manifest = Manifest {
@@ -318,6 +338,9 @@ pub fn export_archive<W: Write + Send>(
         version: VERSION,
         since: since.map(|m| m.until),
         until,
+        last: store
+            .last_written_before(until)?
+            .map(|(seq, id)| (seq, id.to_wire())),
         files,
     };
     let write = io_err("write", label);
@@ -857,6 +880,7 @@ mod tests {
             version: VERSION,
             since: Some(3),
             until: 9,
+            last: Some((8, "CTS5P6RD8HMCS".into())),
             files: BTreeMap::from([("threads.yaml".to_string(), "ab".to_string())]),
         };
         let text = serde_json::to_vec(&m).unwrap();

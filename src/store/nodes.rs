@@ -703,6 +703,38 @@ impl Store {
         })
     }
 
+    /// The last node written before the write mark `mark`: its sequence number and id (`None`
+    /// when there is none). Read from the payload record holding it, in one lookup: a cheap
+    /// fingerprint of the store's write history up to `mark`.
+    ///
+    /// # Errors
+    /// A redb failure, or a payload record that does not parse.
+    pub fn last_written_before(&self, mark: u64) -> Result<Option<(u64, NodeId)>> {
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let payloads = match tx.open_table(PAYLOADS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let Some(r) = payloads.range(..mark)?.next_back() else {
+                return Ok(None);
+            };
+            let (k, v) = r?;
+            let mut last = None;
+            for e in entries(k.value(), v.value()) {
+                let (seq, id, _) = e.map_err(|first| StoreError::CorruptRecord {
+                    what: "payloads",
+                    message: format!("the record at {first} does not parse"),
+                })?;
+                if seq < mark {
+                    last = Some((seq, id));
+                }
+            }
+            Ok(last)
+        })
+    }
+
     /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order), restricted to the
     /// nodes whose sequence number is in `from..until` (two [`write_mark`](Self::write_mark)s).
     /// The payload records before `from` are not read.

@@ -517,4 +517,28 @@ fn since_needs_an_archive_with_a_manifest() {
     ]);
     assert_ne!(r.code, 0);
     assert!(r.stderr.contains("not an earlier archive"), "{}", r.stderr);
+    // One of another store that ends before this one's last write: refused too.
+    let other = TestEnv::fixed();
+    let t = other.start(&p(&example("debate.yaml")), "another store");
+    other.ok(&["thread", "step", &t, "--agent", &agent]);
+    other.ok(&["export", "--archive", &p(&w.join("other.tar"))]);
+    let r = big.run(&[
+        "export",
+        "--archive",
+        &new,
+        "--since",
+        &p(&w.join("other.tar")),
+    ]);
+    assert_ne!(r.code, 0);
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains("not an earlier archive"), "{}", r.stderr);
+    assert!(!w.join("new.tar").exists());
+    // Its own archive is.
+    big.ok(&[
+        "export",
+        "--archive",
+        &new,
+        "--since",
+        &p(&w.join("big.tar")),
+    ]);
 }
