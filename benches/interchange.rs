@@ -1,5 +1,6 @@
-//! Export and import throughput of the directory layout, beside the file-system baseline
-//! (`cp -r`, `tar cf`, `tar xf`) of the same layout, timed the same way in the same run.
+//! Export and import throughput of the directory layout and of one archive of it, beside the
+//! file-system baseline (`cp -r`, `tar cf`, `tar xf`) of the same layout, timed the same way in
+//! the same run.
 //!
 //! ```text
 //! cargo bench --bench interchange                      # 100k nodes
@@ -7,6 +8,7 @@
 //! UWF_BENCH_DIR=/path cargo bench --bench interchange  # keep (and reuse) stores and layouts
 //! UWF_BENCH_PREPARE_ONLY=1                             # build the fixtures, time nothing
 //! UWF_BENCH_SETTLE=61                                  # seconds to wait after deleting outputs
+//! UWF_BENCH_OPS='archive export,tar cf'                # only these operations (names below)
 //! ```
 //!
 //! The data is fixed-seed and thread-like: per thread one StartNode, then StepNodes each
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use uwf::cas::bootstrap::ids;
 use uwf::cas::value::Map;
 use uwf::cas::{NodeId, Value};
+use uwf::interchange::archive;
 use uwf::interchange::transfer::{self, ImportOptions};
 use uwf::store::{HistoryEntry, Prepared, Store, StoreError, ThreadRecord};
 
@@ -429,7 +432,36 @@ fn output_prefix(op: &str) -> Option<&'static str> {
     }
 }
 
-const OPS: [&str; 5] = ["uwf export", "uwf import", "cp -r", "tar cf", "tar xf"];
+const OPS: [&str; 8] = [
+    "uwf export",
+    "uwf import",
+    "archive export",
+    "archive export zst",
+    "archive import zst",
+    "cp -r",
+    "tar cf",
+    "tar xf",
+];
+
+/// The operations to time: [`OPS`], or those `UWF_BENCH_OPS` names (comma-separated).
+fn ops() -> Vec<&'static str> {
+    match std::env::var("UWF_BENCH_OPS") {
+        Ok(v) => OPS
+            .into_iter()
+            .filter(|op| v.split(',').any(|w| w.trim() == *op))
+            .collect(),
+        Err(_) => OPS.to_vec(),
+    }
+}
+
+/// Writes the archive of the fixture's store to `out` (zstd when it ends in `.zst`).
+fn export_archive(f: &Fixture, out: &Path) {
+    let s = Store::open_read_only(&f.store()).expect("store");
+    let file = fs::File::create(out).expect("archive file");
+    let zst = out.extension().is_some_and(|e| e == "zst");
+    let label = out.display().to_string();
+    archive::export_archive(&s, file, &label, zst, None, &quiet).expect("archive export");
+}
 
 /// One timed run of `op` on `f`; the setup is not timed. The operations that create the
 /// layout's files write into a new directory each run (`run` numbers it): nothing is deleted
@@ -468,6 +500,40 @@ fn once(op: &str, f: &Fixture, run_no: usize) -> Duration {
             let d = t.elapsed();
             // The bootstrap schemas of an empty store are "present".
             assert_eq!(r.nodes.imported + r.nodes.present, f.nodes);
+            d
+        }
+        "archive export" | "archive export zst" => {
+            let out = f.scratch(if op.ends_with("zst") {
+                "archive.tar.zst"
+            } else {
+                "archive.tar"
+            });
+            clear(&out);
+            let t = Instant::now();
+            export_archive(f, &out);
+            t.elapsed()
+        }
+        "archive import zst" => {
+            let a = f.scratch("archive.tar.zst");
+            if !a.exists() {
+                export_archive(f, &a);
+            }
+            let db = f.scratch("imported.redb");
+            clear(&db);
+            let s = Store::open(&db).expect("empty store");
+            let t = Instant::now();
+            let checked = archive::check_archive(
+                archive::Source::File(&a),
+                &f.root,
+                ImportOptions::default().max_file_size,
+            )
+            .expect("archive check");
+            let r = archive::import_archive(&s, &checked, ImportOptions::default(), &quiet)
+                .expect("archive import");
+            drop(s);
+            let d = t.elapsed();
+            assert_eq!(r.nodes.imported + r.nodes.present, f.nodes);
+            assert!(r.problems.is_empty(), "{:?}", r.problems);
             d
         }
         "cp -r" => {
@@ -546,7 +612,13 @@ impl Results {
                 );
             }
             out += "\n| ratio (time) | cp -r | tar cf | tar xf |\n|---|---:|---:|---:|\n";
-            for op in ["uwf export", "uwf import"] {
+            for op in [
+                "uwf export",
+                "uwf import",
+                "archive export",
+                "archive export zst",
+                "archive import zst",
+            ] {
                 let Some((u, _)) = med.get(op) else { continue };
                 out += &format!("| {op} |");
                 for b in ["cp -r", "tar cf", "tar xf"] {
@@ -594,7 +666,7 @@ fn main() {
                 .warm_up_time(Duration::from_millis(1))
                 .measurement_time(Duration::from_secs(1))
                 .throughput(Throughput::Elements(f.nodes));
-            for op in OPS {
+            for op in ops() {
                 clear_outputs(&f, op);
                 let mut run_no = 0;
                 g.bench_function(op, |b| {
@@ -618,7 +690,7 @@ fn main() {
                 .ok()
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(3);
-            for op in OPS {
+            for op in ops() {
                 clear_outputs(&f, op);
                 for run_no in 1..=runs {
                     let d = once(op, &f, run_no);
@@ -628,7 +700,12 @@ fn main() {
                 clear_outputs(&f, op);
             }
         }
-        for p in ["layout.tar", "imported.redb"] {
+        for p in [
+            "layout.tar",
+            "imported.redb",
+            "archive.tar",
+            "archive.tar.zst",
+        ] {
             clear(&f.scratch(p));
         }
     }

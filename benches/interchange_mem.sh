@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Peak memory (max RSS) of the release `uwf export` and `uwf import` processes, and the size
+# Peak memory (max RSS) of the release `uwf export` and `uwf import` processes (of a directory
+# and of a .tar.zst archive), and the size
 # of uwf.redb beside the disk usage of the exported layout, at 100k nodes (and 1M with
 # UWF_BENCH_1M=1).
 #
@@ -50,6 +51,12 @@ for s in $sizes; do
     echo "== $s nodes"
     echo "uwf export: $(UWF_HOME=$root measure "$uwf" export "$root/mem-export")"
     echo "uwf import: $(UWF_HOME=$root/mem-import measure "$uwf" import "$root/layout")"
+    rm -rf "$root/mem-import" "$root/mem.tar.zst"
+    mkdir -p "$root/mem-import"
+    echo "uwf export --archive .tar.zst: $(UWF_HOME=$root measure "$uwf" export --archive "$root/mem.tar.zst")"
+    echo "uwf import .tar.zst: $(UWF_HOME=$root/mem-import measure "$uwf" import "$root/mem.tar.zst")"
+    echo "archive: $(stat -c %s "$root/mem.tar.zst") bytes"
+    rm -f "$root/mem.tar.zst"
     echo "uwf.redb (generated store):  $(stat -c %s "$root/uwf.redb") bytes"
     echo "uwf.redb (after the import): $(stat -c %s "$root/mem-import/uwf.redb") bytes"
     echo "layout du -sb: $(du -sb "$root/layout" | cut -f1) bytes (apparent size)"

@@ -3,6 +3,7 @@
 use super::cas::Bar;
 use super::output::print_as;
 use super::{CliError, CliResult, Env};
+use crate::interchange::archive::{self, ArchiveError};
 use crate::interchange::config::redact;
 use crate::interchange::export_files::write_atomic;
 use crate::interchange::transfer::{self, Counts, ImportOptions, ImportReport};
@@ -142,8 +143,136 @@ fn masked_config(env: &Env) -> CliResult<Option<String>> {
     Ok(Some(stringify_value(&redact(&c.doc))))
 }
 
-/// `uwf import DIR [--cas DIR]…`.
+/// `uwf export --archive FILE [--since OLD]`.
+pub(crate) fn export_archive(env: &Env, file: &Path, since: Option<&Path>) -> CliResult {
+    let since = since
+        .map(archive::read_manifest)
+        .transpose()
+        .map_err(archive_error)?;
+    let s = env.open_ro()?;
+    let bar = Bar::new(env, "export");
+    let progress = |_: &str, d, t| bar.set(d, t);
+    let compress = file.extension().is_some_and(|e| e == "zst");
+    let r = if file == Path::new("-") {
+        let out = std::io::stdout();
+        match archive::export_archive(&s, out, "-", compress, since.as_ref(), &progress) {
+            // A closed pipe ends quietly.
+            Err(ArchiveError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::BrokenPipe =>
+            {
+                return Err(CliError {
+                    quiet: true,
+                    ..CliError::new("")
+                });
+            }
+            r => r,
+        }
+    } else {
+        // Written beside the target and renamed over it once complete.
+        let tmp = file.with_file_name(format!(
+            ".{}.{}.tmp",
+            file.file_name()
+                .map_or_else(|| "archive".into(), |n| n.to_string_lossy()),
+            std::process::id()
+        ));
+        let out = std::fs::File::create(&tmp)
+            .map_err(|e| CliError::new(format!("cannot write {}: {e}", tmp.display())))?;
+        let label = file.display().to_string();
+        let r = archive::export_archive(&s, out, &label, compress, since.as_ref(), &progress)
+            .and_then(|r| {
+                std::fs::rename(&tmp, file).map_err(|e| ArchiveError::Io {
+                    action: "rename",
+                    path: tmp.display().to_string(),
+                    source: e,
+                })?;
+                Ok(r)
+            });
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
+    .map_err(archive_error)?;
+    bar.finish();
+    if file == Path::new("-") {
+        return Ok(());
+    }
+    let m = r.manifest.as_ref().expect("an export writes a manifest");
+    let out = ArchiveExported {
+        archive: file.display().to_string(),
+        nodes: r.nodes,
+        since: m.since,
+        until: m.until,
+        index_files: r.index_files,
+        root_files: r.root_files,
+        threads: r.state.threads,
+        registry: r.state.registry,
+        history: r.state.history,
+        uwf_only: r.state.uwf_only,
+    };
+    print_as(env.format, &out)
+}
+
+/// `export --archive FILE`: what the archive holds.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ArchiveExported {
+    archive: String,
+    nodes: u64,
+    since: Option<u64>,
+    until: u64,
+    index_files: u64,
+    root_files: u64,
+    threads: u64,
+    registry: u64,
+    history: u64,
+    uwf_only: u64,
+}
+
+fn archive_error(e: ArchiveError) -> CliError {
+    match e {
+        ArchiveError::Transfer(t) => transfer_error(t),
+        e => CliError::new(e.to_string()),
+    }
+}
+
+/// `uwf import FILE|-`: an archive, checked whole before anything is stored.
+fn import_archive(env: &Env, file: &Path, overwrite: bool, cas: &[PathBuf]) -> CliResult {
+    if !cas.is_empty() {
+        return Err(CliError::new(
+            "import: --cas applies to a directory, not to an archive",
+        ));
+    }
+    let source = if file == Path::new("-") {
+        archive::Source::Stdin
+    } else {
+        archive::Source::File(file)
+    };
+    let spool = if env.root.is_dir() {
+        env.root.clone()
+    } else {
+        std::env::temp_dir()
+    };
+    let opts = ImportOptions {
+        overwrite,
+        now_ms: env.now_ms,
+        ..ImportOptions::default()
+    };
+    let checked =
+        archive::check_archive(source, &spool, opts.max_file_size).map_err(archive_error)?;
+    let s = env.open_rw()?;
+    let bar = Bar::spinner(env, "import");
+    let r = archive::import_archive(&s, &checked, opts, &|_, d, t| bar.set(d, t))
+        .map_err(archive_error)?;
+    bar.finish();
+    finish_import(env, &r)
+}
+
+/// `uwf import DIR [--cas DIR]…`, or an archive file (see [`import_archive`]).
 pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) -> CliResult {
+    if dir == Path::new("-") || dir.is_file() {
+        return import_archive(env, dir, overwrite, cas);
+    }
     for d in std::iter::once(dir).chain(cas.iter().map(PathBuf::as_path)) {
         if !d.is_dir() {
             return Err(CliError::new(format!(
@@ -154,13 +283,18 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) ->
     }
     let s = env.open_rw()?;
     let r = run_import(env, &s, dir, cas, overwrite)?;
+    finish_import(env, &r)
+}
+
+/// Prints an import's report, its problems and conflicts on stderr.
+fn finish_import(env: &Env, r: &ImportReport) -> CliResult {
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
     }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    print_as(env.format, &Imported::from(&r))?;
+    print_as(env.format, &Imported::from(r))?;
     if r.problems.is_empty() {
         Ok(())
     } else {

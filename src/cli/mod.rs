@@ -258,15 +258,24 @@ enum Command {
     /// Write the store as the TypeScript tool's file layout (cas/, threads.yaml, …).
     Export {
         /// Target directory (may be the storage root itself).
-        dir: PathBuf,
+        #[arg(required_unless_present = "archive", conflicts_with = "archive")]
+        dir: Option<PathBuf>,
         /// Also write config.yaml with every secret value (keys named like key, token, secret,
         /// password) replaced by a placeholder; .env is never copied.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "archive")]
         with_config: bool,
+        /// Write the layout as one tar archive instead (- for stdout); zstd-compressed when the
+        /// name ends in .zst.
+        #[arg(long, value_name = "FILE")]
+        archive: Option<PathBuf>,
+        /// With --archive: only what changed after this earlier archive of the store.
+        #[arg(long, value_name = "OLD", requires = "archive")]
+        since: Option<PathBuf>,
     },
     /// Read a file layout (cas/<ID>.bin or cas/nodes/<ID>.bin, threads, registry, history).
     Import {
-        /// Source directory.
+        /// Source directory, or an archive of `uwf export --archive` (tar or zstd tar; - for
+        /// stdin).
         dir: PathBuf,
         /// Replace thread heads and workflow names that exist with other values.
         #[arg(long)]
@@ -539,7 +548,19 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         let r = match cli.command {
             Command::Cas(c) => cas::run(c, &env),
             Command::Workflow(c) => workflow::run(c, &env),
-            Command::Export { dir, with_config } => interchange::export(&env, &dir, with_config),
+            Command::Export {
+                dir,
+                with_config,
+                archive,
+                since,
+            } => match (archive, dir) {
+                (Some(a), _) => interchange::export_archive(&env, &a, since.as_deref()),
+                (None, dir) => interchange::export(
+                    &env,
+                    &dir.expect("clap requires DIR without --archive"),
+                    with_config,
+                ),
+            },
             Command::Import {
                 dir,
                 overwrite,

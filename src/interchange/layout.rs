@@ -89,6 +89,81 @@ pub(crate) fn join_component(dir: &Path, name: &str) -> Result<PathBuf, ScanProb
     }
 }
 
+/// The root files of the layout, in the order an archive holds them: the TypeScript tool's,
+/// then uwf's own (`uwf.jsonl`).
+pub const ROOT_FILES: [&str; 5] = [
+    THREADS_FILE,
+    WORKFLOWS_FILE,
+    REGISTRY_FILE,
+    HISTORY_FILE,
+    super::extra::UWF_FILE,
+];
+
+/// What a relative path of the layout stands for (see [`classify_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayoutPath {
+    /// A directory of the layout: `cas`, `cas/nodes` or `cas/_index`.
+    Dir,
+    /// A node file.
+    Node(NodeId, Layout),
+    /// An index file `cas/_index/<TYPE>` or `cas/_index/_meta` (rebuilt on import, not read).
+    Index,
+    /// One of [`ROOT_FILES`].
+    Root(&'static str),
+}
+
+/// Why a relative path is not one of the layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathRefusal {
+    /// Absolute, or with a `..` component: it could point outside the target directory.
+    Unsafe,
+    /// Safe, but not a path the layout has.
+    NotInLayout,
+}
+
+/// Classifies a relative, `/`-separated path of the layout (as a tar member names it): a
+/// leading `./` and one trailing `/` are allowed, empty and `.` components are not (`./`
+/// itself is the root directory).
+///
+/// # Errors
+/// [`PathRefusal::Unsafe`] for an absolute path or a `..` component, else
+/// [`PathRefusal::NotInLayout`] for anything but a directory, node file, index file or root
+/// file of the layout.
+pub fn classify_path(path: &str) -> Result<LayoutPath, PathRefusal> {
+    if path.starts_with('/') || path.split(['/', '\\']).any(|c| c == "..") {
+        return Err(PathRefusal::Unsafe);
+    }
+    if path == "." || path == "./" {
+        // The root itself, as `tar cf - -C DIR .` names it.
+        return Ok(LayoutPath::Dir);
+    }
+    let rel = path.strip_prefix("./").unwrap_or(path);
+    let rel = rel.strip_suffix('/').unwrap_or(rel);
+    let parts: Vec<&str> = rel.split('/').collect();
+    if parts.iter().any(|c| c.is_empty() || *c == ".") {
+        return Err(PathRefusal::NotInLayout);
+    }
+    let index_name =
+        |n: &str| n == META_INDEX || (n.len() == ID_LEN && NodeId::parse_strict(n).is_some());
+    let node = |n: &str, layout| {
+        parse_node_file_name(OsStr::new(n))
+            .map(|id| LayoutPath::Node(id, layout))
+            .ok_or(PathRefusal::NotInLayout)
+    };
+    match parts.as_slice() {
+        [CAS_DIR] | [CAS_DIR, NODES_DIR | INDEX_DIR] => Ok(LayoutPath::Dir),
+        [CAS_DIR, INDEX_DIR, n] if index_name(n) => Ok(LayoutPath::Index),
+        [CAS_DIR, NODES_DIR, n] => node(n, Layout::Nodes),
+        [CAS_DIR, n] => node(n, Layout::Flat),
+        [n] => ROOT_FILES
+            .iter()
+            .find(|f| **f == *n)
+            .map(|f| LayoutPath::Root(f))
+            .ok_or(PathRefusal::NotInLayout),
+        _ => Err(PathRefusal::NotInLayout),
+    }
+}
+
 /// Which layout a node file was found in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
@@ -595,6 +670,37 @@ mod tests {
             "ZTS5P6RD8HMCS.bin",
         ] {
             assert_eq!(parse_node_file_name(OsStr::new(bad)), None, "{bad}");
+        }
+        let id = NodeId::parse("CTS5P6RD8HMCS").unwrap();
+        for (p, want) in [
+            ("cas", Ok(LayoutPath::Dir)),
+            ("./cas/", Ok(LayoutPath::Dir)),
+            ("./", Ok(LayoutPath::Dir)),
+            ("cas/nodes/", Ok(LayoutPath::Dir)),
+            (
+                "cas/CTS5P6RD8HMCS.bin",
+                Ok(LayoutPath::Node(id, Layout::Flat)),
+            ),
+            (
+                "cas/nodes/CTS5P6RD8HMCS.bin",
+                Ok(LayoutPath::Node(id, Layout::Nodes)),
+            ),
+            ("cas/_index/CTS5P6RD8HMCS", Ok(LayoutPath::Index)),
+            ("cas/_index/_meta", Ok(LayoutPath::Index)),
+            ("threads.yaml", Ok(LayoutPath::Root(THREADS_FILE))),
+            ("uwf.jsonl", Ok(LayoutPath::Root("uwf.jsonl"))),
+            ("/threads.yaml", Err(PathRefusal::Unsafe)),
+            ("cas/../threads.yaml", Err(PathRefusal::Unsafe)),
+            ("..", Err(PathRefusal::Unsafe)),
+            ("cas//CTS5P6RD8HMCS.bin", Err(PathRefusal::NotInLayout)),
+            ("cas/x.bin", Err(PathRefusal::NotInLayout)),
+            ("cas/CTS5P6RD8HMCS.tmp", Err(PathRefusal::NotInLayout)),
+            ("cas/_index/x", Err(PathRefusal::NotInLayout)),
+            ("etc/passwd", Err(PathRefusal::NotInLayout)),
+            ("config.yaml", Err(PathRefusal::NotInLayout)),
+            ("", Err(PathRefusal::NotInLayout)),
+        ] {
+            assert_eq!(classify_path(p), want, "{p}");
         }
         let d = Path::new("/x");
         assert!(join_component(d, "a").is_ok());

@@ -181,7 +181,7 @@ pub fn export(
 /// Writes `threads.yaml`, `workflows.yaml`, `registry.yaml` and `history.jsonl` with what the
 /// TypeScript tool can read (workflows of its Workflow schema and their threads), and
 /// `uwf.jsonl` with the rest and the registry history (see [`super::extra`]).
-fn write_root_files(
+pub(crate) fn write_root_files(
     store: &Store,
     dir: &Path,
     report: &mut ExportReport,
@@ -416,11 +416,22 @@ pub(crate) fn import_with_cas(
         r.problems.extend(n.problems);
         r.warnings.extend(n.warnings);
     }
-    let extra = read_extra(dir, &mut r)?;
-    import_threads(store, dir, opts, &extra, &mut r)?;
-    import_registry(store, dir, opts, &extra, &mut r)?;
-    import_history(store, dir, extra, &mut r)?;
+    import_root_files(store, dir, opts, &mut r)?;
     Ok(r)
+}
+
+/// The root-file part of [`import`]: `threads.yaml`, `workflows.yaml`, `registry.yaml`,
+/// `history.jsonl` and `uwf.jsonl` under `dir`, read after the nodes they name.
+pub(crate) fn import_root_files(
+    store: &Store,
+    dir: &Path,
+    opts: ImportOptions,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let extra = read_extra(dir, r)?;
+    import_threads(store, dir, opts, &extra, r)?;
+    import_registry(store, dir, opts, &extra, r)?;
+    import_history(store, dir, extra, r)
 }
 
 /// Imports the node files under `dir` that are not in the store (checked as [`import`]
@@ -446,8 +457,47 @@ fn import_nodes(
     progress: Progress<'_>,
     only_new: bool,
 ) -> Result<ImportReport, TransferError> {
-    let mut r = ImportReport::default();
     let schemas = schema_hint(cas);
+    run_node_import(store, Some(cas), opts, progress, |take| {
+        read_all(store, cas, &schemas, opts, only_new, take)
+    })
+}
+
+/// Imports the nodes `feed` hands over (read and checked, as [`import`] reads node files),
+/// with the checks and batching of a directory import. Nodes that must wait for their schema
+/// are kept in memory, to be put once every node has been handed over.
+///
+/// # Errors
+/// A store failure, or the first error of `feed` (bad nodes are reported in the result).
+pub(crate) fn import_node_items(
+    store: &Store,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+    feed: impl FnOnce(
+        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
+    ) -> Result<(), TransferError>,
+) -> Result<ImportReport, TransferError> {
+    run_node_import(store, None, opts, progress, feed)
+}
+
+/// A node waiting for its schema: a file of `cas` read again later, or the node itself.
+enum Deferred {
+    File(NodeId, Layout),
+    Held(Box<super::layout::ScannedNode>),
+}
+
+/// The node import over the items of `feed`; `cas` is where deferred node files are read
+/// again (`None`: deferred nodes are held in memory).
+fn run_node_import(
+    store: &Store,
+    cas: Option<&Path>,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+    feed: impl FnOnce(
+        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
+    ) -> Result<(), TransferError>,
+) -> Result<ImportReport, TransferError> {
+    let mut r = ImportReport::default();
     // Batches are committed on a second thread while the next one is read and prepared: at
     // most one batch waits for it and one is being committed.
     let (to_commit, batches) = std::sync::mpsc::sync_channel::<Vec<(Prepared, u64)>>(1);
@@ -472,11 +522,11 @@ fn import_nodes(
             acks,
             in_flight: 0,
             deferred: Vec::new(),
+            hold: cas.is_none(),
             seen: 0,
             pending_schemas: HashSet::new(),
         };
-        let read =
-            read_all(store, cas, &schemas, opts, only_new, &mut nodes).and_then(|()| nodes.flush());
+        let read = feed(&mut |item| nodes.take(item)).and_then(|()| nodes.flush());
         // Closing the queue lets the committer finish what it was given and return.
         nodes.to_commit = None;
         let committed = committer.join().expect("the committer does not panic");
@@ -498,12 +548,15 @@ fn import_nodes(
         rounds += 1;
         let before = deferred.len();
         let mut still = Vec::new();
-        for (id, layout) in deferred {
-            let Some(n) = read_or_skip(cas, layout, id, &opts, &mut r) else {
+        for d in deferred {
+            let Some(n) = reread(cas, d, &opts, &mut r) else {
                 continue;
             };
             if !store.is_schema(n.type_id)? {
-                still.push((id, layout));
+                still.push(match cas {
+                    Some(_) => Deferred::File(n.id, n.layout),
+                    None => Deferred::Held(Box::new(n)),
+                });
                 continue;
             }
             let p = store.prepare_imported(n.id, n.type_id, n.payload_cbor, n.digest)?;
@@ -521,15 +574,15 @@ fn import_nodes(
     // The TypeScript tool keeps nodes of any type: so does the import, with no references,
     // and says so.
     let mut untyped = 0u64;
-    for (id, layout) in deferred {
-        let Some(n) = read_or_skip(cas, layout, id, &opts, &mut r) else {
+    for d in deferred {
+        let Some(n) = reread(cas, d, &opts, &mut r) else {
             continue;
         };
         untyped += 1;
         if r.warnings.len() < UNTYPED_WARNINGS {
             r.warnings.push(format!(
                 "kept {}: its type {} is not a schema in the store or the import (stored unvalidated, no references)",
-                node_path_in(cas, layout, id).display(),
+                n.path.display(),
                 n.type_id
             ));
         }
@@ -559,7 +612,7 @@ fn read_all(
     schemas: &HashSet<NodeId>,
     opts: ImportOptions,
     only_new: bool,
-    nodes: &mut NodeImport<'_, '_>,
+    take: &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
 ) -> Result<(), TransferError> {
     let mut lister = Lister::of_cas(cas);
     loop {
@@ -572,7 +625,7 @@ fn read_all(
                         break;
                     }
                 }
-                Listed::Item(item) => nodes.take(item)?,
+                Listed::Item(item) => take(item)?,
             }
         }
         if run.is_empty() {
@@ -590,7 +643,7 @@ fn read_all(
             run = kept;
         }
         run.sort_unstable_by_key(|&(id, _)| (!schemas.contains(&id), id.0));
-        read_in_order(cas, &run, opts.max_file_size, |item| nodes.take(item))?;
+        read_in_order(cas, &run, opts.max_file_size, &mut *take)?;
     }
 }
 
@@ -692,7 +745,9 @@ struct NodeImport<'a, 'p> {
     /// Batches handed over and not yet committed.
     in_flight: usize,
     /// Nodes whose type is not (yet) a stored schema: their schema may come later.
-    deferred: Vec<(NodeId, Layout)>,
+    deferred: Vec<Deferred>,
+    /// Whether deferred nodes are held in memory (they have no file to be read again from).
+    hold: bool,
     seen: u64,
     /// Schema nodes not yet committed (a node typed by one waits for their commit).
     pending_schemas: HashSet<NodeId>,
@@ -753,7 +808,11 @@ impl NodeImport<'_, '_> {
         let store = self.store;
         let type_known = n.self_typed || n.type_id == META || store.is_schema(n.type_id)?;
         if !type_known {
-            self.deferred.push((n.id, n.layout));
+            self.deferred.push(if self.hold {
+                Deferred::Held(n)
+            } else {
+                Deferred::File(n.id, n.layout)
+            });
             return Ok(());
         }
         if n.type_id == META {
@@ -804,6 +863,25 @@ fn flush(
     }
     batch.clear();
     Ok(())
+}
+
+/// A deferred node: held, or read again from its file under `cas`.
+fn reread(
+    cas: Option<&Path>,
+    d: Deferred,
+    opts: &ImportOptions,
+    r: &mut ImportReport,
+) -> Option<super::layout::ScannedNode> {
+    match (d, cas) {
+        (Deferred::Held(n), _) => Some(*n),
+        (Deferred::File(id, layout), Some(cas)) => read_or_skip(cas, layout, id, opts, r),
+        (Deferred::File(id, _), None) => {
+            r.nodes.skipped += 1;
+            r.problems
+                .push(format!("skipped node {id}: no file to read it from"));
+            None
+        }
+    }
 }
 
 /// Reads a listed node file; a file that cannot be used is counted as skipped and reported.
@@ -1320,7 +1398,7 @@ impl HistoryImport<'_> {
 }
 
 /// Whether the chain ending at `head` passes through `ancestor`: `head` itself, or a step whose
-/// `prev` links lead back to it.
+/// `prev` links (and the first step's `start`) lead back to it.
 fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, StoreError> {
     let snap = store.snapshot()?;
     let mut at = head;
@@ -1338,6 +1416,10 @@ fn continues(store: &Store, head: NodeId, ancestor: NodeId) -> Result<bool, Stor
             Ok(StepNode {
                 prev: Some(prev), ..
             }) => at = prev,
+            // The first step follows the StartNode.
+            Ok(StepNode {
+                prev: None, start, ..
+            }) => at = start,
             _ => return Ok(false),
         }
     }

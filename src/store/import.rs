@@ -2,9 +2,10 @@
 //! type is a stored schema.
 
 use super::nodes::{Prepared, refs_in};
-use super::{Result, Store, StoreError};
+use super::{Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
+use redb::ReadableTable;
 
 impl Store {
     /// Prepares a node read from outside (an import) whose id and BLAKE3 `digest` the caller
@@ -68,5 +69,22 @@ impl Store {
             Err(StoreError::UnknownType(_)) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// Visits the type index: every (type, id) in type order, then write order.
+    ///
+    /// # Errors
+    /// A redb failure, or the first error of `f`.
+    pub(crate) fn for_each_indexed<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let tx = self.begin_read()?;
+        let t = tx.open_table(TYPE_INDEX).map_err(StoreError::from)?;
+        for e in t.iter().map_err(StoreError::from)? {
+            let (k, v) = e.map_err(StoreError::from)?;
+            f(NodeId(k.value().0), NodeId(v.value()))?;
+        }
+        Ok(())
     }
 }

@@ -679,14 +679,86 @@ impl Store {
         &self,
         f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        super::catching_damage(&self.path, || self.for_each_in_windows(SEQ_WINDOW, f))
+        super::catching_damage(&self.path, || {
+            self.for_each_in_windows(SEQ_WINDOW, 0, u64::MAX, f)
+        })
+    }
+
+    /// The write sequence's high-water mark: every node stored so far has a smaller sequence
+    /// number, every node stored later one at least as large. Sequence numbers only grow, so
+    /// the nodes written between two marks are those of
+    /// [`for_each_node_written_between`](Self::for_each_node_written_between).
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn write_mark(&self) -> Result<u64> {
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let mt = match tx.open_table(META_TABLE) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(mt.get("next_seq")?.map_or(0, |v| v.value()))
+        })
+    }
+
+    /// The last node written before the write mark `mark`: its sequence number and id (`None`
+    /// when there is none). Read from the payload record holding it, in one lookup: a cheap
+    /// fingerprint of the store's write history up to `mark`.
+    ///
+    /// # Errors
+    /// A redb failure, or a payload record that does not parse.
+    pub fn last_written_before(&self, mark: u64) -> Result<Option<(u64, NodeId)>> {
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let payloads = match tx.open_table(PAYLOADS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            let Some(r) = payloads.range(..mark)?.next_back() else {
+                return Ok(None);
+            };
+            let (k, v) = r?;
+            let mut last = None;
+            for e in entries(k.value(), v.value()) {
+                let (seq, id, _) = e.map_err(|first| StoreError::CorruptRecord {
+                    what: "payloads",
+                    message: format!("the record at {first} does not parse"),
+                })?;
+                if seq < mark {
+                    last = Some((seq, id));
+                }
+            }
+            Ok(last)
+        })
+    }
+
+    /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order), restricted to the
+    /// nodes whose sequence number is in `from..until` (two [`write_mark`](Self::write_mark)s).
+    /// The payload records before `from` are not read.
+    ///
+    /// # Errors
+    /// As [`for_each_node_in_write_order`](Self::for_each_node_in_write_order).
+    pub fn for_each_node_written_between<E: From<StoreError>>(
+        &self,
+        from: u64,
+        until: u64,
+        f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        super::catching_damage(&self.path, || {
+            self.for_each_in_windows(SEQ_WINDOW, from, until, f)
+        })
     }
 
     /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order) with passes of
-    /// `window` sequence numbers.
+    /// `window` sequence numbers, from `from` up to (not including) `until`.
     fn for_each_in_windows<E: From<StoreError>>(
         &self,
         window_len: u64,
+        from: u64,
+        until: u64,
         mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         /// A node of the current window.
@@ -706,9 +778,9 @@ impl Store {
         let payloads = tx.open_table(PAYLOADS).map_err(self.located())?;
         let total = nodes.len().map_err(self.located())?;
         let mut window: Vec<Slot> = Vec::with_capacity(total.min(window_len) as usize);
-        let mut lo = 0u64;
+        let mut lo = from;
         loop {
-            let hi = lo.saturating_add(window_len);
+            let hi = lo.saturating_add(window_len).min(until);
             // The first sequence number of the next pass: the least one past this window.
             let mut next: Option<u64> = None;
             window.clear();
@@ -754,8 +826,8 @@ impl Store {
                 Walked::Caller(e) => e,
             })?;
             match next {
-                Some(n) => lo = n,
-                None => return Ok(()),
+                Some(n) if n < until => lo = n,
+                _ => return Ok(()),
             }
         }
     }
@@ -960,7 +1032,7 @@ mod tests {
 
     fn in_windows(s: &Store, window: u64) -> Result<Vec<StoredNode>> {
         let mut seen = Vec::new();
-        s.for_each_in_windows::<StoreError>(window, |n| {
+        s.for_each_in_windows::<StoreError>(window, 0, u64::MAX, |n| {
             seen.push(n);
             Ok(())
         })?;

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
 
 mod agent;
+mod archive;
 mod background;
 mod cas_cli;
 mod cli_snapshots;

@@ -12,7 +12,7 @@ use uwf::store::{HistoryEntry, Store, ThreadRecord};
 use uwf::thread::ThreadId;
 
 /// Every file under `dir` with its BLAKE3, by relative path.
-fn tree(dir: &Path) -> BTreeMap<String, String> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
