@@ -37,7 +37,7 @@
 //! An import reads the archive twice (standard input is first copied to a file beside the
 //! store): the first pass checks every member and changes nothing: its path must be one of the
 //! layout ([`layout::classify_path`]: no absolute path, no `..`), a link is refused, a node
-//! file must hold the node its name says ([`layout::check_node_bytes`]), a root file must have
+//! file must hold the node its name says (`layout::check_node_bytes`), a root file must have
 //! the manifest's digest, and the stream must end with tar's end-of-archive block and a
 //! complete zstd frame. Any of these stops the import with one line before anything is stored.
 //! The second pass imports through the directory import's own path

@@ -735,12 +735,12 @@ impl Store {
         })
     }
 
-    /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order), restricted to the
+    /// `for_each_node_in_write_order`, restricted to the
     /// nodes whose sequence number is in `from..until` (two [`write_mark`](Self::write_mark)s).
     /// The payload records before `from` are not read.
     ///
     /// # Errors
-    /// As [`for_each_node_in_write_order`](Self::for_each_node_in_write_order).
+    /// As `for_each_node_in_write_order`.
     pub fn for_each_node_written_between<E: From<StoreError>>(
         &self,
         from: u64,
@@ -752,7 +752,7 @@ impl Store {
         })
     }
 
-    /// [`for_each_node_in_write_order`](Self::for_each_node_in_write_order) with passes of
+    /// `for_each_node_in_write_order` with passes of
     /// `window` sequence numbers, from `from` up to (not including) `until`.
     fn for_each_in_windows<E: From<StoreError>>(
         &self,
