@@ -16,6 +16,7 @@
 //! {"kind":"registry","name":"solve-issue","workflow":"48YZ260G6XFJ6","time":1767225600000}
 //! {"kind":"thread","thread":"06…","workflow":"48YZ260G6XFJ6","head":"…","updatedAt":…,"status":"active"}
 //! {"kind":"history","thread":"06…","workflow":"…","head":"…","completedAt":…,"reason":"completed"}
+//! {"kind":"state","thread":"06…","phase":"paused","maxRounds":null,"failures":0,"lastError":null}
 //! ```
 //!
 //! - `workflow`: a registry name whose workflow the TypeScript tool cannot read (the others are
@@ -27,6 +28,9 @@
 //!   paused or queued) are carried here under their own names.
 //! - `history`: a finished thread whose workflow the TypeScript tool cannot read; `reason` is
 //!   `completed`, `cancelled` or a uwf-only outcome (such as `failed` or `dropped`).
+//! - `state`: a thread's state besides its head, for every thread that has one: `phase`
+//!   `ready`, `queued` or `paused`, its round limit, its consecutive failed steps and the last
+//!   error `{"time","agent","message"}` (kept for a failed thread).
 //! - `outcome` (reserved): the real outcome of a thread that `history.jsonl` lists as
 //!   `cancelled` because the TypeScript tool has no word for it:
 //!   `{"kind":"outcome","thread","head","completedAt","reason","message"}`.
@@ -95,6 +99,19 @@ pub(crate) enum Extra {
         completed_at: u64,
         /// How it finished.
         reason: String,
+    },
+    /// A thread's state besides its head.
+    State {
+        /// The thread id.
+        thread: String,
+        /// `ready`, `queued` or `paused`.
+        phase: String,
+        /// The round limit.
+        max_rounds: Option<u64>,
+        /// Consecutive failed steps.
+        failures: u64,
+        /// The last failed step: time, agent, message.
+        last_error: Option<(u64, String, String)>,
     },
 }
 
@@ -166,6 +183,32 @@ impl Extra {
                 field(&mut s, "head", head);
                 number(&mut s, "completedAt", *completed_at);
                 field(&mut s, "reason", reason);
+            }
+            Extra::State {
+                thread,
+                phase,
+                max_rounds,
+                failures,
+                last_error,
+            } => {
+                s.push_str("{\"kind\":\"state\"");
+                field(&mut s, "thread", thread);
+                field(&mut s, "phase", phase);
+                match max_rounds {
+                    Some(n) => number(&mut s, "maxRounds", *n),
+                    None => s.push_str(",\"maxRounds\":null"),
+                }
+                number(&mut s, "failures", *failures);
+                match last_error {
+                    Some((time, agent, message)) => {
+                        s.push_str(",\"lastError\":{\"time\":");
+                        s.push_str(&js_number_string(*time as f64));
+                        field(&mut s, "agent", agent);
+                        field(&mut s, "message", message);
+                        s.push('}');
+                    }
+                    None => s.push_str(",\"lastError\":null"),
+                }
             }
         }
         s.push_str("}\n");
@@ -243,6 +286,37 @@ impl Extra {
                 completed_at: time("completedAt")?,
                 reason: text("reason")?,
             },
+            "state" => {
+                let phase = text("phase")?;
+                if !matches!(phase.as_str(), "ready" | "queued" | "paused") {
+                    return Err(format!("thread phase \"{phase}\" is not known to this uwf"));
+                }
+                let last_error = match v.get("lastError") {
+                    None | Some(Value::Null) => None,
+                    Some(e @ Value::Object(_)) => {
+                        let t = e.get("time").and_then(Value::as_f64).filter(|n| {
+                            n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(n)
+                        });
+                        match (t, e.get("agent"), e.get("message")) {
+                            (Some(t), Some(Value::String(a)), Some(Value::String(m))) => {
+                                Some((t as u64, a.clone(), m.clone()))
+                            }
+                            _ => return Err("\"lastError\" needs time, agent and message".into()),
+                        }
+                    }
+                    Some(_) => return Err("\"lastError\" is not an object or null".into()),
+                };
+                Extra::State {
+                    thread: text("thread")?,
+                    phase,
+                    max_rounds: match v.get("maxRounds") {
+                        None | Some(Value::Null) => None,
+                        Some(_) => Some(time("maxRounds")?),
+                    },
+                    failures: time("failures")?,
+                    last_error,
+                }
+            }
             other => return Err(format!("kind \"{other}\" is not known to this uwf")),
         })
     }
@@ -278,6 +352,20 @@ mod tests {
                 head: "77PZAJHZM536J".into(),
                 completed_at: 9_007_199_254_740_991,
                 reason: "cancelled".into(),
+            },
+            Extra::State {
+                thread: "06H0AAKR0Y77DFRXGJMVWRNVA8".into(),
+                phase: "paused".into(),
+                max_rounds: Some(10),
+                failures: 2,
+                last_error: Some((7, "./agent.sh".into(), "agent \"x\" failed".into())),
+            },
+            Extra::State {
+                thread: "06H0AAKR0Y77DFRXGJMVWRNVA9".into(),
+                phase: "queued".into(),
+                max_rounds: None,
+                failures: 0,
+                last_error: None,
             },
         ];
         for e in all {

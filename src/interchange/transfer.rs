@@ -294,6 +294,23 @@ pub(crate) fn write_root_files(
         }
     })?;
     hist.commit()?;
+    for (t, st) in store.thread_states()? {
+        put_extra(
+            Extra::State {
+                thread: t.as_str().to_string(),
+                phase: match st.phase {
+                    crate::store::Phase::Ready => "ready",
+                    crate::store::Phase::Queued => "queued",
+                    crate::store::Phase::Paused => "paused",
+                }
+                .to_string(),
+                max_rounds: st.max_rounds.map(u64::from),
+                failures: u64::from(st.failures),
+                last_error: st.last_error.map(|e| (e.time_ms, e.agent, e.message)),
+            },
+            &mut n_extra,
+        )?;
+    }
     report.uwf_only = n_extra;
     extra.commit()?;
     Ok(())
@@ -428,10 +445,47 @@ pub(crate) fn import_root_files(
     opts: ImportOptions,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
-    let extra = read_extra(dir, r)?;
+    let mut extra = read_extra(dir, r)?;
+    let states = std::mem::take(&mut extra.states);
     import_threads(store, dir, opts, &extra, r)?;
     import_registry(store, dir, opts, &extra, r)?;
-    import_history(store, dir, extra, r)
+    import_history(store, dir, extra, r)?;
+    import_states(store, states, r)
+}
+
+/// Sets the imported threads' states (queued, paused, round limit, failures) on the threads
+/// the store now holds; a state of an unknown thread is reported and skipped.
+fn import_states(
+    store: &Store,
+    states: Vec<(String, crate::store::ThreadState)>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    if states.is_empty() {
+        return Ok(());
+    }
+    let mut known = Vec::new();
+    for (t, st) in states {
+        let Some(key) = thread_key(&t) else {
+            r.problems.push(format!(
+                "skipped the state of {t} in {UWF_FILE}: not a thread id"
+            ));
+            continue;
+        };
+        if store.thread(&key)?.is_none() && store.history_of(&key)?.is_none() {
+            r.problems.push(format!(
+                "skipped the state of {t} in {UWF_FILE}: no such thread"
+            ));
+            continue;
+        }
+        known.push((key, st));
+    }
+    store.write(|w| {
+        for (t, st) in &known {
+            w.set_thread_state(t, st)?;
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// Imports the node files under `dir` that are not in the store (checked as [`import`]
@@ -973,6 +1027,8 @@ struct ExtraRead {
     versions: indexmap::IndexMap<String, Vec<(String, u64)>>,
     /// Finished threads.
     history: Vec<HistoryEntry>,
+    /// Threads' states besides their heads.
+    states: Vec<(String, crate::store::ThreadState)>,
 }
 
 /// Reads `uwf.jsonl` when present, reporting lines it skips.
@@ -1041,6 +1097,31 @@ fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, TransferErr
                 completed_at,
                 reason: FinishReason::parse(&reason),
             }),
+            Ok(Extra::State {
+                thread,
+                phase,
+                max_rounds,
+                failures,
+                last_error,
+            }) => out.states.push((
+                thread,
+                crate::store::ThreadState {
+                    phase: match phase.as_str() {
+                        "queued" => crate::store::Phase::Queued,
+                        "paused" => crate::store::Phase::Paused,
+                        _ => crate::store::Phase::Ready,
+                    },
+                    max_rounds: max_rounds.map(|n| n.min(u64::from(u32::MAX)) as u32),
+                    failures: failures.min(u64::from(u32::MAX)) as u32,
+                    last_error: last_error.map(|(time_ms, agent, message)| {
+                        crate::store::StepFailure {
+                            time_ms,
+                            agent,
+                            message,
+                        }
+                    }),
+                },
+            )),
         }
     }
     Ok(out)

@@ -457,3 +457,57 @@ fn thread_rm_and_workflow_remove() {
     let r = l.env.run(&["workflow", "history", "line"]);
     assert!(!r.stdout.contains("\"hash\""), "{}", r.stdout);
 }
+
+#[test]
+fn thread_states_survive_export_and_import() {
+    let l = Line::new("workflows:\n  line: {concurrency: 1}\nmaxRetries: 1\n", "0");
+    let bad = l.env.agent("bad.sh", "echo 'broken agent' >&2\nexit 3");
+    let failed = thread_of(&l.start(&["--max-rounds", "7"]));
+    let queued = thread_of(&l.start(&[]));
+    assert_eq!(l.status(&queued), "queued");
+    l.env.fails(
+        &["thread", "step", &failed, "--agent", &p(&bad)],
+        "failed after 1 failed steps",
+    );
+    assert_eq!(l.status(&failed), "failed");
+    // Failing made room: the queued one started; pause it.
+    assert_eq!(l.status(&queued), "idle");
+    l.env.ok(&["thread", "pause", &queued]);
+    let limited = thread_of(&l.start(&["--max-rounds", "1"]));
+    let export = l.env.root().join("backup");
+    l.env.ok(&["export", &p(&export)]);
+    let jsonl = std::fs::read_to_string(export.join("uwf.jsonl")).unwrap();
+    assert!(jsonl.contains("\"kind\":\"state\""), "{jsonl}");
+    assert!(jsonl.contains("\"maxRounds\":1"), "{jsonl}");
+
+    let other = TestEnv::new();
+    other.ok(&["import", &p(&export)]);
+    let show = |t: &str| other.show(t);
+    assert_eq!(show(&failed).get("status"), Some(&Value::str("failed")));
+    assert!(
+        show(&failed)
+            .get("lastError")
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap()
+            .contains("broken agent")
+    );
+    assert_eq!(show(&queued).get("status"), Some(&Value::str("paused")));
+    assert_eq!(show(&limited).get("status"), Some(&Value::str("queued")));
+    // The paused thread, resumed in the new store, runs to its end.
+    other.ok(&["thread", "resume", &queued]);
+    let agent = p(&l.env.root().join("agent.sh"));
+    let r = other.run(&[
+        "run",
+        "--until-idle",
+        "--agent",
+        &agent,
+        "--thread",
+        &queued,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        other.show(&queued).get("status"),
+        Some(&Value::str("completed"))
+    );
+}
