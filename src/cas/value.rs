@@ -321,8 +321,9 @@ impl Serialize for Value {
                 seq.end()
             }
             Value::Object(m) => {
+                // A JavaScript object's property order, as `to_json` writes it.
                 let mut map = s.serialize_map(Some(m.len()))?;
-                for (k, x) in m {
+                for (k, x) in js_entries(m) {
                     map.serialize_entry(k, x)?;
                 }
                 map.end()

@@ -56,7 +56,80 @@ pub(crate) fn write_stdout(b: &[u8]) -> CliResult {
 /// # Errors
 /// An I/O error other than a broken pipe.
 pub(crate) fn print_as<T: Serialize>(format: Format, v: &T) -> CliResult {
-    print(format, &to_value(v))
+    match format {
+        // Straight to text: the same bytes as through `Value`, without building the tree.
+        Format::Json => {
+            let mut buf = Vec::with_capacity(256);
+            let mut ser = serde_json::Serializer::with_formatter(&mut buf, JsFormatter);
+            v.serialize(&mut ser)
+                .map_err(|e| CliError::of(crate::ErrorKind::Internal, e.to_string()))?;
+            buf.push(b'\n');
+            write_stdout(&buf)
+        }
+        Format::Yaml => print(format, &to_value(v)),
+    }
+}
+
+/// `JSON.stringify`'s spelling for serde_json: every number as a JavaScript double
+/// ([`crate::cas::value::write_js_number`]), the escapes of [`Value::to_json`].
+struct JsFormatter;
+
+impl JsFormatter {
+    fn number<W: ?Sized + Write>(w: &mut W, n: f64) -> std::io::Result<()> {
+        let mut s = String::new();
+        crate::cas::value::write_js_number(n, &mut s);
+        w.write_all(s.as_bytes())
+    }
+}
+
+impl serde_json::ser::Formatter for JsFormatter {
+    fn write_f64<W: ?Sized + Write>(&mut self, w: &mut W, v: f64) -> std::io::Result<()> {
+        Self::number(w, v)
+    }
+    fn write_f32<W: ?Sized + Write>(&mut self, w: &mut W, v: f32) -> std::io::Result<()> {
+        Self::number(w, f64::from(v))
+    }
+    fn write_u64<W: ?Sized + Write>(&mut self, w: &mut W, v: u64) -> std::io::Result<()> {
+        Self::number(w, v as f64)
+    }
+    fn write_i64<W: ?Sized + Write>(&mut self, w: &mut W, v: i64) -> std::io::Result<()> {
+        Self::number(w, v as f64)
+    }
+    fn write_u128<W: ?Sized + Write>(&mut self, w: &mut W, v: u128) -> std::io::Result<()> {
+        Self::number(w, v as f64)
+    }
+    fn write_i128<W: ?Sized + Write>(&mut self, w: &mut W, v: i128) -> std::io::Result<()> {
+        Self::number(w, v as f64)
+    }
+    fn write_char_escape<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        e: serde_json::ser::CharEscape,
+    ) -> std::io::Result<()> {
+        use serde_json::ser::CharEscape;
+        let s = match e {
+            CharEscape::Quote => "\\\"",
+            CharEscape::ReverseSolidus => "\\\\",
+            CharEscape::Solidus => "/",
+            CharEscape::Backspace => "\\b",
+            CharEscape::FormFeed => "\\f",
+            CharEscape::LineFeed => "\\n",
+            CharEscape::CarriageReturn => "\\r",
+            CharEscape::Tab => "\\t",
+            CharEscape::AsciiControl(b) => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                return w.write_all(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 15) as usize],
+                ]);
+            }
+        };
+        w.write_all(s.as_bytes())
+    }
 }
 
 /// `v` as a [`Value`]: fields in declaration order, numbers as doubles.
