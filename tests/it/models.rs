@@ -43,6 +43,14 @@ fn submit(env: &TestEnv, t: &str, raw: &str) -> Run {
     env.run_stdin(&["agent", "submit", t, "against"], raw)
 }
 
+/// The payload of node `id`.
+fn payload(env: &TestEnv, id: &str) -> Value {
+    json(&env.ok(&["cas", "get", id]))
+        .get("payload")
+        .unwrap()
+        .clone()
+}
+
 fn output_of(env: &TestEnv, step: &str) -> Value {
     let node = json(&env.ok(&["cas", "get", step]));
     let out = node
@@ -51,10 +59,7 @@ fn output_of(env: &TestEnv, step: &str) -> Value {
         .and_then(Value::as_str)
         .unwrap()
         .to_string();
-    json(&env.ok(&["cas", "get", &out]))
-        .get("payload")
-        .unwrap()
-        .clone()
+    payload(env, &out)
 }
 
 #[test]
@@ -246,16 +251,10 @@ fn the_llm_agent_runs_the_debate_to_its_end() {
         .and_then(Value::as_str)
         .unwrap()
         .to_string();
-    let node = json(&env.ok(&["cas", "get", &first]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let node = payload(&env, &first);
     assert_eq!(node.get("agent"), Some(&Value::str("uwf-llm")));
     let detail = node.get("detail").and_then(Value::as_str).unwrap();
-    let d = json(&env.ok(&["cas", "get", detail]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let d = payload(&env, detail);
     assert_eq!(d.get("turnCount"), Some(&Value::Number(2.0)));
     assert_eq!(d.get("model"), Some(&Value::str("fake-1")));
     assert_eq!(
@@ -366,10 +365,7 @@ fn the_hermes_preset_resumes_a_roles_session() {
     assert_eq!(api.requests(), 0);
     // Each step's detail is the TypeScript tool's hermes detail; `step read` shows its turn.
     let head = env.head(&t);
-    let node = json(&env.ok(&["cas", "get", &head]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let node = payload(&env, &head);
     let detail = node.get("detail").and_then(Value::as_str).unwrap();
     let d = json(&env.ok(&["cas", "get", detail]));
     assert_eq!(d.get("type"), Some(&Value::str("6AT9BBJ2Y42ZV")));
@@ -400,10 +396,7 @@ fn the_claude_code_preset_keeps_session_usage_and_cost() {
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let head = env.head(&t);
-    let node = json(&env.ok(&["cas", "get", &head]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let node = payload(&env, &head);
     assert_eq!(node.get("agent"), Some(&Value::str("uwf-claude-code")));
     // The prompt the program was given is kept.
     let prompt = node.get("assembledPrompt").and_then(Value::as_str).unwrap();
@@ -505,10 +498,7 @@ fn a_generic_program_gets_the_prompt_as_an_argument_or_on_stdin() {
         text.starts_with("## Deliverable Format")
             && text.contains("## Task\nIs Rust better than Go?")
     );
-    let node = json(&env.ok(&["cas", "get", &env.head(&t)]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let node = payload(&env, &env.head(&t));
     assert_eq!(node.get("agent"), Some(&Value::str("uwf-command")));
     // Without {prompt}, the prompt arrives on stdin.
     let agent = format!("uwf agent command -- {}", prog.display());
@@ -757,10 +747,7 @@ fn the_cursor_preset_resumes_its_session() {
         "cursor-agent -p --output-format json --resume cur-1"
     );
     let head = env.head(&t);
-    let node = json(&env.ok(&["cas", "get", &head]))
-        .get("payload")
-        .unwrap()
-        .clone();
+    let node = payload(&env, &head);
     assert_eq!(node.get("agent"), Some(&Value::str("uwf-cursor")));
     let d = json(&env.ok(&[
         "cas",
