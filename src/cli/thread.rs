@@ -296,6 +296,16 @@ struct State<'a> {
     background: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_error: Option<LastError<'a>>,
+    /// The process running a step now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    running: Option<Running>,
+}
+
+/// `running`: the process that holds the thread's step lease.
+#[derive(Serialize)]
+struct Running {
+    pid: u32,
+    since: u64,
 }
 
 /// The last failed step of a thread (only when it has one).
@@ -321,6 +331,7 @@ impl<'a> From<&'a StepOutput> for State<'a> {
                 agent: &e.agent,
                 message: &e.message,
             }),
+            running: o.running.map(|(pid, since)| Running { pid, since }),
         }
     }
 }

@@ -404,6 +404,7 @@ fn step_inner(
                 current_role: None,
                 done: true,
                 last_error: None,
+                running: None,
             },
             notes: Vec::new(),
         });
@@ -764,6 +765,7 @@ fn conclude(
         current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
         done,
         last_error: None,
+        running: None,
     })
 }
 

@@ -68,6 +68,9 @@ pub struct StepOutput {
     pub done: bool,
     /// The last failed step, if any (`lastError`, printed only when there is one).
     pub last_error: Option<crate::store::StepFailure>,
+    /// The process running a step of the thread, and since when (`running`, printed only
+    /// then).
+    pub running: Option<(u32, u64)>,
 }
 
 /// What `thread start` needs.
@@ -308,10 +311,14 @@ fn current_role_cached(
     (!d.is_end()).then_some(d.role)
 }
 
-fn active_status(store: &Store, thread: &ThreadId) -> Result<Status> {
+/// The status of an active thread, and the lease of the process running its step if one is.
+fn active_status(
+    store: &Store,
+    thread: &ThreadId,
+) -> Result<(Status, Option<crate::store::Lease>)> {
     Ok(match store.lease(thread)? {
-        Some(l) if lease_is_live(&l) => Status::Running,
-        _ => phase_status(store.thread_state(thread)?.phase),
+        Some(l) if lease_is_live(&l) => (Status::Running, Some(l)),
+        _ => (phase_status(store.thread_state(thread)?.phase), None),
     })
 }
 
@@ -345,11 +352,13 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
         Found::Active(r) => {
             let snap = store.snapshot()?;
             let chain = chain_in(&snap, r.head)?;
+            let (status, lease) = active_status(store, thread)?;
             Ok(StepOutput {
                 workflow: chain.workflow_id()?.to_wire(),
                 thread: thread.clone(),
                 head: r.head.to_wire(),
-                status: active_status(store, thread)?,
+                status,
+                running: lease.map(|l| (l.pid, l.since_ms)),
                 current_role: current_role(&snap, &chain),
                 done: false,
                 last_error: store.thread_state(thread)?.last_error,
@@ -362,6 +371,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             status: h.reason.status(),
             current_role: None,
             done: true,
+            running: None,
             last_error: if h.reason == crate::workflow::FinishReason::Failed {
                 store.thread_state(thread)?.last_error
             } else {

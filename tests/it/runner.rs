@@ -432,6 +432,13 @@ fn thread_rm_and_workflow_remove() {
         .spawn()
         .unwrap();
     wait_for("the step to run", || l.status(&active) == "running");
+    // `thread show` names the process running the step, and since when.
+    let running = l.env.show(&active).get("running").cloned().unwrap();
+    assert_eq!(
+        running.get("pid").and_then(Value::as_f64),
+        Some(f64::from(step.id()))
+    );
+    assert!(running.get("since").and_then(Value::as_f64).unwrap() > 0.0);
     l.env
         .fails(&["thread", "rm", &active, "--force"], "has a step running");
     signal(&step, libc::SIGTERM);
