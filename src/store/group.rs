@@ -28,6 +28,17 @@ struct State {
     leading: bool,
 }
 
+/// Clears the leader flag when a leader unwinds.
+struct Resign<'a>(&'a Group);
+
+impl Drop for Resign<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.0.state.lock() {
+            s.leading = false;
+        }
+    }
+}
+
 impl Store {
     /// Runs `f` in a write transaction that may be shared with other threads' grouped writes
     /// and commits it; returns what `f` returned.
@@ -47,6 +58,8 @@ impl Store {
             !std::mem::replace(&mut s.leading, true)
         };
         if lead {
+            // Should a closure panic, the next caller leads: the flag does not stay set.
+            let resign = Resign(&self.group);
             loop {
                 let batch = {
                     let mut s = self.group.state.lock().expect("group lock");
@@ -58,6 +71,7 @@ impl Store {
                 };
                 self.run_group(batch);
             }
+            std::mem::forget(resign);
         }
         let out = rx
             .recv()
@@ -156,6 +170,31 @@ mod tests {
             let i: usize = t.as_str()[22..].parse().unwrap();
             assert_eq!(s.failures, i as u32 + 1);
         }
+    }
+
+    #[test]
+    fn a_panicking_write_does_not_stop_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("uwf.redb")).unwrap());
+        let s2 = store.clone();
+        let r = std::thread::spawn(move || {
+            s2.write_grouped(|_| -> Result<()> { panic!("a bug in a closure") })
+        })
+        .join();
+        // The store turns the panic into an error (or the thread unwinds): either way it fails.
+        assert!(!matches!(r, Ok(Ok(()))));
+        store
+            .write_grouped(|w| {
+                w.set_thread_state(
+                    &id(3),
+                    &ThreadState {
+                        failures: 3,
+                        ..ThreadState::default()
+                    },
+                )
+            })
+            .unwrap();
+        assert_eq!(store.thread_states().unwrap().len(), 1);
     }
 
     #[test]
