@@ -166,7 +166,7 @@ fn agent_cwd() -> PathBuf {
 fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliResult {
     let t = thread_id(thread)?;
     let config = Config::load(&env.root)?;
-    let models = env.models(&config, no_llm(false));
+    let (models, vars) = env.agent_setup(&config, no_llm(false));
     let timeout = match var("UWF_TIMEOUT").and_then(|s| s.parse::<f64>().ok()) {
         Some(s) if s > 0.0 && s < 1e9 => Duration::from_secs_f64(s),
         _ => config
@@ -185,7 +185,6 @@ fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliRes
     let interrupt = Interrupt::new()?;
     interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
     let cwd = agent_cwd();
-    let vars = env.dotenv();
     let turn = builtin::Turn {
         store: &store,
         root: &env.root,
@@ -219,7 +218,7 @@ fn submit(
         .and_then(|v| v.parse().ok())
         .unwrap_or(env.now_ms);
     let config = Config::load(&env.root)?;
-    let models = env.models(&config, no_llm);
+    let (models, _) = env.agent_setup(&config, no_llm);
     let fallback = models.extract();
     let s = env.open_rw()?;
     let id = thread::submit(

@@ -406,6 +406,15 @@ impl Env {
         self.fixed_now.unwrap_or_else(system_now_ms)
     }
 
+    /// The clock as a value other threads can read: the fixed time in tests, else the
+    /// system clock.
+    pub(crate) fn shared_clock(&self) -> std::sync::Arc<dyn Fn() -> u64 + Send + Sync> {
+        match self.fixed_now {
+            Some(t) => std::sync::Arc::new(move || t),
+            None => std::sync::Arc::new(system_now_ms),
+        }
+    }
+
     /// A new thread id for the time of the command: random bits from the system, or from the
     /// fixed seed in tests (each id of a process from the next number).
     pub(crate) fn new_thread_id(&self) -> ThreadId {
@@ -435,10 +444,31 @@ impl Env {
             .collect()
     }
 
-    /// The models of `config`, their keys looked up in the environment, then in `.env`.
+    /// What agents run with, from one read of `.env`: the models of `config` (keys looked up
+    /// in the environment, then in `.env`) and the variables added to an agent's environment
+    /// (`.env`, and `UWF_NO_LLM=1` with `no_llm`, which also turns model extraction off).
+    pub(crate) fn agent_setup(
+        &self,
+        config: &crate::thread::Config,
+        no_llm: bool,
+    ) -> (crate::builtin::Models, Vec<(String, String)>) {
+        let mut vars = self.dotenv();
+        let models = self.models(config, no_llm, &vars);
+        if no_llm {
+            vars.push(("UWF_NO_LLM".into(), "1".into()));
+        }
+        (models, vars)
+    }
+
+    /// The models of `config`, their keys looked up in the environment, then in `dotenv`.
     /// `no_llm` turns model extraction off.
-    pub fn models(&self, config: &crate::thread::Config, no_llm: bool) -> crate::builtin::Models {
-        let dotenv: std::collections::HashMap<String, String> = self.dotenv().into_iter().collect();
+    fn models(
+        &self,
+        config: &crate::thread::Config,
+        no_llm: bool,
+        dotenv: &[(String, String)],
+    ) -> crate::builtin::Models {
+        let dotenv: std::collections::HashMap<String, String> = dotenv.iter().cloned().collect();
         let vars: crate::builtin::Vars = std::sync::Arc::new(move |k: &str| {
             std::env::var(k)
                 .ok()

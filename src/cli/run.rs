@@ -68,10 +68,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     for t in &a.threads {
         threads.push(thread::ThreadId::parse(t).map_err(CliError::new)?);
     }
-    let mut e = env.dotenv();
-    if a.no_llm {
-        e.push(("UWF_NO_LLM".into(), "1".into()));
-    }
+    let (models, agent_env) = env.agent_setup(&config, a.no_llm);
     let opts = RunOptions {
         root: env.root.clone(),
         jobs: a.jobs.max(1),
@@ -85,11 +82,11 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
             .map(|t| seconds("--timeout", t))
             .transpose()?
             .filter(|d| !d.is_zero()),
-        env: e,
+        env: agent_env,
         fallback_cwd: std::env::current_dir()?,
         self_exe: std::env::current_exe().ok(),
     };
-    let models = Arc::new(env.models(&config, a.no_llm));
+    let models = Arc::new(models);
     let stop = Arc::new(Stop::new()?);
     // Ctrl-C or SIGTERM: the first stops new steps, the second kills the running ones.
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;
@@ -100,17 +97,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
             s2.request(sig);
         }
     });
-    let fixed = env.clock();
-    let fixed_clock = std::env::var_os("UWF_TEST_NOW_MS").is_some();
-    let now: Arc<dyn Fn() -> u64 + Send + Sync> = if fixed_clock {
-        Arc::new(move || fixed)
-    } else {
-        Arc::new(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64)
-        })
-    };
+    let now = env.shared_clock();
     let lines = env.explicit_format == Some(Format::Json);
     let tty = env.stderr_tty;
     let mut last_progress = std::time::Instant::now();

@@ -189,7 +189,6 @@ fn from_flags(a: SetupArgs) -> CliResult<Answers> {
     };
     let model = a.model.ok_or_else(|| usage("uwf setup needs --model"))?;
     let agent = a.agent.unwrap_or_else(|| "hermes".into());
-    let agent = agent.strip_prefix("uwf-").unwrap_or(&agent).to_string();
     Ok(Answers {
         provider,
         base_url,
@@ -257,7 +256,6 @@ fn interactive(existing: &Value) -> CliResult<Answers> {
         "Default agent (llm is built in; hermes, claude-code)",
         "llm",
     )?;
-    let agent = agent.strip_prefix("uwf-").unwrap_or(&agent).to_string();
     Ok(Answers {
         provider,
         base_url,
@@ -270,7 +268,7 @@ fn interactive(existing: &Value) -> CliResult<Answers> {
 /// `uwf setup`.
 pub(crate) fn setup(env: &Env, a: SetupArgs) -> CliResult {
     let existing = load_doc(env)?;
-    let answers = if a.any() {
+    let mut answers = if a.any() {
         from_flags(a)?
     } else if std::io::stdin().is_terminal() {
         interactive(&existing)?
@@ -280,6 +278,10 @@ pub(crate) fn setup(env: &Env, a: SetupArgs) -> CliResult {
             "uwf setup asks on a terminal; elsewhere give --provider, --api-key (or --api-key-env) and --model",
         ));
     };
+    // An agent is named by its alias: `uwf-hermes` is `hermes`.
+    if let Some(alias) = answers.agent.strip_prefix("uwf-") {
+        answers.agent = alias.to_string();
+    }
     let doc = merged(&existing, &answers);
     let path = write_doc(env, &doc)?;
     let mut out = Map::new();

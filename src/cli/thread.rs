@@ -947,7 +947,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
     // Agents run one at a time here: what one leaves behind can be found and killed.
     engine::adopt_orphans();
-    let models = env.models(&config, a.no_llm);
+    let (models, agent_env) = env.agent_setup(&config, a.no_llm);
     let opts = StepOptions {
         store: &store,
         root: &env.root,
@@ -957,13 +957,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         models: &models,
         max_retries: config.max_retries()?,
         timeout,
-        env: {
-            let mut e = env.dotenv();
-            if a.no_llm {
-                e.push(("UWF_NO_LLM".into(), "1".into()));
-            }
-            e
-        },
+        env: agent_env,
         fallback_cwd: std::env::current_dir()?,
         pid: std::process::id(),
         now: &|| env.clock(),

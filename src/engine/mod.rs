@@ -824,19 +824,8 @@ fn commit(
                 _ => {}
             }
         }
-        let state = w.thread_state(thread)?;
         if done {
             w.remove_thread_state(thread)?;
-        } else if state.failures > 0 {
-            w.set_thread_state(
-                thread,
-                &crate::store::ThreadState {
-                    failures: 0,
-                    ..state
-                },
-            )?;
-        }
-        if done {
             w.remove_thread(thread)?;
             w.append_history(&HistoryEntry {
                 thread: thread.to_string(),
@@ -846,6 +835,17 @@ fn commit(
                 reason: FinishReason::Completed,
             })?;
         } else {
+            // A step that went through ends the run of failures.
+            let state = w.thread_state(thread)?;
+            if state.failures > 0 {
+                w.set_thread_state(
+                    thread,
+                    &crate::store::ThreadState {
+                        failures: 0,
+                        ..state
+                    },
+                )?;
+            }
             rec.head = new;
             rec.workflow = Some(rec.workflow.unwrap_or(wf));
             rec.updated_ms = now_ms;

@@ -451,21 +451,11 @@ pub fn record_failure(
     })?)
 }
 
-/// Archives `thread` as failed with `message` (its round limit, say).
+/// Archives `thread` as failed with `failure` (its round limit, say): a failure that fails it
+/// whatever its count.
 ///
 /// # Errors
 /// Store failures.
 pub fn fail(store: &Store, thread: &ThreadId, failure: StepFailure) -> Result<()> {
-    store.write(|w| {
-        let Some(rec) = w.thread(thread)? else {
-            return Ok(());
-        };
-        let mut s = w.thread_state(thread)?;
-        let now = failure.time_ms;
-        s.last_error = Some(failure);
-        w.set_thread_state(thread, &s)?;
-        let wf = rec.workflow.unwrap_or(rec.head);
-        archive(w, thread, &rec, wf, FinishReason::Failed, now)
-    })?;
-    Ok(())
+    record_failure(store, thread, failure, 1).map(drop)
 }
