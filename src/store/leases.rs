@@ -7,7 +7,7 @@
 //!
 //! A lease is the MessagePack array `[pid, since_ms, boot_id, start_ticks]` (`records.rs`).
 
-use super::records::{dec, enc};
+use super::records::{Record, dec, enc};
 use super::{Result, Store, Writer};
 use crate::workflow::ThreadId;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -56,21 +56,44 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
+        self.thread_records(LEASES)
+    }
+}
+
+impl Store {
+    /// Every record of a table keyed by thread id, in thread id order; none when the table
+    /// does not exist yet.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub(crate) fn thread_records<T: Record>(
+        &self,
+        table: TableDefinition<&str, &[u8]>,
+    ) -> Result<Vec<(ThreadId, T)>> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let t = match tx.open_table(LEASES) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut out = Vec::new();
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
+            match tx.open_table(table) {
+                Ok(t) => all_records(&t),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(Vec::new()),
+                Err(e) => Err(e.into()),
             }
-            Ok(out)
         })
     }
+}
+
+/// Every record of `t`, a table keyed by thread id, in thread id order.
+///
+/// # Errors
+/// A redb failure or a corrupt record.
+pub(crate) fn all_records<T: Record>(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+) -> Result<Vec<(ThreadId, T)>> {
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
+    }
+    Ok(out)
 }
 
 impl Writer<'_> {

@@ -106,20 +106,7 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = match tx.open_table(THREAD_STATE) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut out = Vec::new();
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
-            }
-            Ok(out)
-        })
+        self.thread_records(THREAD_STATE)
     }
 }
 
@@ -141,13 +128,7 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        let t = self.tx.open_table(THREAD_STATE)?;
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
-        }
-        Ok(out)
+        super::leases::all_records(&self.tx.open_table(THREAD_STATE)?)
     }
 
     /// Sets the state of thread `id`; the default state removes its row.
