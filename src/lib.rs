@@ -17,6 +17,7 @@ mod error;
 pub mod fuzzing;
 pub mod interchange;
 pub mod llm;
+pub(crate) mod logs;
 pub(crate) mod runner;
 pub mod store;
 pub mod thread;

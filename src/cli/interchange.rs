@@ -123,6 +123,13 @@ pub(crate) fn export(env: &Env, dir: &Path, with_config: bool) -> CliResult {
         };
         out.config = Some(written);
     }
+    tracing::info!(
+        tag = "R0ZND62D",
+        dir = %out.dir,
+        nodes = out.nodes,
+        threads = out.threads,
+        "export"
+    );
     print_as(env.format, &out)
 }
 
@@ -210,6 +217,13 @@ pub(crate) fn export_archive(env: &Env, file: &Path, since: Option<&Path>) -> Cl
         history: r.state.history,
         uwf_only: r.state.uwf_only,
     };
+    tracing::info!(
+        tag = "6JMMWJKM",
+        archive = %out.archive,
+        nodes = out.nodes,
+        since = ?out.since,
+        "export archive"
+    );
     print_as(env.format, &out)
 }
 
@@ -288,6 +302,15 @@ pub(crate) fn import(env: &Env, dir: &Path, overwrite: bool, cas: &[PathBuf]) ->
 
 /// Prints an import's report, its problems and conflicts on stderr.
 fn finish_import(env: &Env, r: &ImportReport) -> CliResult {
+    tracing::info!(
+        tag = "SMHZ7Q70",
+        nodes = r.nodes.imported,
+        threads = r.threads.imported,
+        workflows = r.registry.imported,
+        history = r.history.imported,
+        problems = r.problems.len(),
+        "import"
+    );
     for p in r.problems.iter().chain(r.conflicts.iter()) {
         eprintln!("{p}");
     }

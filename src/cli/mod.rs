@@ -5,6 +5,7 @@ mod agent;
 mod background;
 mod cas;
 mod interchange;
+mod log;
 mod output;
 mod run;
 mod setup;
@@ -243,6 +244,10 @@ struct Cli {
     /// a JSON error object on stderr.
     #[arg(long, global = true, value_enum)]
     format: Option<Format>,
+    /// Print log events on stderr too: -v info, -vv debug, -vvv trace (`UWF_LOG` takes a
+    /// filter such as `debug` or `uwf::engine=trace`).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -311,6 +316,9 @@ enum Command {
         #[arg(value_enum)]
         name: skill::Skill,
     },
+    /// The structured logs of <root>/logs: list, show (--follow), clean.
+    #[command(subcommand, visible_alias = "logs")]
+    Log(log::LogCmd),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -519,6 +527,10 @@ pub fn command() -> clap::Command {
 
 /// Runs the CLI with `args`, printing to stdout/stderr; returns the exit code.
 pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     // Colour only where the stream is a terminal (clap checks that) and never with NO_COLOR.
     let color = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
         clap::ColorChoice::Never
@@ -572,6 +584,11 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
     };
+    let logged = !matches!(
+        cli.command,
+        Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
+    );
+    start_logging(&env, cli.verbose, logged, &argv);
     // The store catches the database engine's panics in its own operations; this catches
     // those of the few reads that run outside them (a table a command iterates itself).
     let r = store::catching_damage(&env.db_path(), || {
@@ -606,17 +623,74 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),
             Command::Skill { name } => skill::run(name),
+            Command::Log(c) => log::run(c, &env),
         };
         r.map_err(|e| match did_you_mean(&env, &e) {
             Some(h) => e.hint(h),
             None => e,
         })
     });
-    match r {
+    let code = match r {
         Ok(()) => 0,
         Err(e) => {
+            if !e.quiet {
+                tracing::warn!(tag = "K7RW2QX4", code = e.code(), "command failed: {}", e.message);
+            }
             e.report(cli.format == Some(Format::Json));
             e.code()
         }
+    };
+    crate::logs::close();
+    code
+}
+
+/// Sends this process's events to `<root>/logs/` (with `file`) and, with `-v` or `UWF_LOG`, to
+/// stderr; masks the values of `.env` and of variables named like secrets; logs the start.
+fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
+    use tracing_subscriber::filter::Targets;
+    let stderr = match verbose {
+        0 => std::env::var("UWF_LOG")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .and_then(|v| v.parse::<Targets>().ok()),
+        1 => Some(Targets::new().with_default(tracing::Level::INFO)),
+        2 => Some(Targets::new().with_default(tracing::Level::DEBUG)),
+        _ => Some(Targets::new().with_default(tracing::Level::TRACE)),
+    };
+    if !file && stderr.is_none() {
+        return;
     }
+    if let Ok(t) = std::fs::read_to_string(env.root.join(".env")) {
+        for (_, v) in crate::thread::config::parse_dotenv(&t) {
+            crate::logs::mask(&v);
+        }
+    }
+    for (k, v) in std::env::vars() {
+        let k = k.to_ascii_uppercase();
+        if ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+            .iter()
+            .any(|w| k.contains(w))
+        {
+            crate::logs::mask(&v);
+        }
+    }
+    let root = env.root.clone();
+    let sink = file.then(|| crate::logs::Sink {
+        dir: env.root.join(crate::logs::DIR),
+        pid: format!("{}-{}", env.now_ms, std::process::id()),
+        clock: env.shared_clock(),
+        keep_days: Box::new(move || {
+            crate::thread::Config::load(&root)
+                .ok()
+                .and_then(|c| c.doc.get("logs")?.get("keepDays")?.as_f64())
+                .map_or(30, |d| d.clamp(0.0, 1e6) as u32)
+        }),
+    });
+    crate::logs::install(sink, stderr);
+    let argv = serde_json::to_string(&crate::logs::masked_argv(argv)).unwrap_or_default();
+    tracing::info!(
+        tag = crate::logs::START_TAG,
+        "process start argv={argv} uwf={}",
+        env!("CARGO_PKG_VERSION")
+    );
 }

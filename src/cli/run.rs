@@ -116,6 +116,14 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
                 steps,
                 error,
             } => {
+                tracing::info!(
+                    tag = "EQ4DHV0S",
+                    thread = %thread,
+                    workflow = %workflow,
+                    status = %status,
+                    steps,
+                    "run: thread finished"
+                );
                 if tty {
                     eprint!("\r\x1b[K");
                 }
@@ -153,6 +161,15 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         eprint!("\r\x1b[K");
     }
     let summary = result?;
+    tracing::info!(
+        tag = "7CH0KJ3B",
+        steps = summary.total.steps,
+        completed = summary.total.completed,
+        failed = summary.total.failed,
+        errors = summary.errors,
+        stopped_by = summary.stopped_by.unwrap_or(0),
+        "run ended"
+    );
     let mut per = Map::new();
     for (name, c) in &summary.workflows {
         per.insert(name.clone(), counts(c));

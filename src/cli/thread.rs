@@ -536,12 +536,14 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             let t = thread_id(&thread)?;
             let s = env.open_rw()?;
             thread::pause(&s, &t)?;
+            tracing::info!(tag = "33T63CJ0", thread = %t, "thread paused");
             print_as(env.format, &State::from(&thread::show(&s, &t)?))
         }
         ThreadCommand::Resume { thread } => {
             let t = thread_id(&thread)?;
             let s = env.open_rw()?;
             thread::resume(&s, &t, env.now_ms)?;
+            tracing::info!(tag = "MHYYD0CX", thread = %t, "thread resumed");
             print_as(env.format, &State::from(&thread::show(&s, &t)?))
         }
         ThreadCommand::StepDetails { step } => details(env, &step),
@@ -661,7 +663,10 @@ fn cmd_rm(env: &Env, threads: &[String], force: bool) -> CliResult {
     let mut first_error = None;
     for t in &ids {
         match thread::remove(&s, t, force) {
-            Ok(()) => done.push(t),
+            Ok(()) => {
+                tracing::info!(tag = "P0XRR3QX", thread = %t, forced = force, "thread removed");
+                done.push(t)
+            }
             Err(e) if first_error.is_none() => first_error = Some(e),
             Err(_) => {}
         }

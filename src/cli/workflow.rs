@@ -143,6 +143,7 @@ pub(crate) fn run(c: WorkflowCommand, env: &Env) -> CliResult {
         WorkflowCommand::Remove { name, purge } => {
             let s = env.open_rw()?;
             registry::remove_name(&s, &name, purge)?;
+            tracing::info!(tag = "JYA2YEYE", workflow = %name, purge, "workflow removed");
             print_as(
                 env.format,
                 &Removed {

@@ -79,9 +79,16 @@ impl<'s> LeaseGuard<'s> {
                 };
                 if let Some(l) = w.lease(thread)?
                     && !is_mine(&l, me)
-                    && lease_is_live(&l)
                 {
-                    return Ok(Err(Held::Busy(l.pid)));
+                    if lease_is_live(&l) {
+                        return Ok(Err(Held::Busy(l.pid)));
+                    }
+                    tracing::warn!(
+                        tag = "NVEE459T",
+                        thread = %thread,
+                        owner = l.pid,
+                        "took over the step lease of a process that is gone"
+                    );
                 }
                 match w.thread_state(thread)?.phase {
                     Phase::Queued => return Ok(Err(Held::Queued)),

@@ -339,7 +339,21 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
             agent: agent.borrow().clone(),
             message: e.to_string(),
         };
+        tracing::warn!(
+            tag = "FR23R1AV",
+            thread = %opts.thread,
+            agent = %failure.agent,
+            error = %failure.message,
+            "step failed"
+        );
         if crate::thread::record_failure(opts.store, opts.thread, failure, opts.max_retries)? {
+            tracing::error!(
+                tag = "ZZEQKSGY",
+                thread = %opts.thread,
+                attempts = opts.max_retries,
+                "thread failed: {} failed steps in a row",
+                opts.max_retries
+            );
             return Err(StepError::FailedForGood {
                 thread: opts.thread.to_string(),
                 attempts: opts.max_retries,
@@ -360,6 +374,15 @@ fn step_inner(
         LeaseGuard::acquire(store, opts.thread, lease_of(opts.pid, (opts.now)()))?;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    tracing::info!(
+        tag = "JN8SQVEH",
+        thread = %opts.thread,
+        workflow = %m.wf_id,
+        role = %decision.role,
+        step = m.history.steps.len() + 1,
+        "moderator chose {}",
+        decision.role
+    );
     if !decision.is_end()
         && let Some(rounds) = store.thread_state(opts.thread)?.max_rounds
         && m.history.steps.len() >= rounds as usize
@@ -375,6 +398,12 @@ fn step_inner(
             },
         )?;
         guard.disarm();
+        tracing::error!(
+            tag = "EZDSG36W",
+            thread = %opts.thread,
+            rounds,
+            "thread failed: reached its round limit"
+        );
         return Err(StepError::RoundLimit {
             thread: opts.thread.to_string(),
             rounds,
@@ -485,7 +514,25 @@ fn run_agent(
             env: &opts.env,
             moderated: Some(m),
         };
-        let id = builtin.run(&turn)?;
+        tracing::info!(
+            tag = "PXBBKSGB",
+            thread = %opts.thread,
+            role = %decision.role,
+            agent = %agent.display(),
+            "agent start (in process)"
+        );
+        let started = std::time::Instant::now();
+        let id = builtin.run(&turn);
+        tracing::info!(
+            tag = "8VDW5NMT",
+            thread = %opts.thread,
+            role = %decision.role,
+            agent = %agent.display(),
+            status = if id.is_ok() { "ok" } else { "error" },
+            duration_ms = started.elapsed().as_millis() as u64,
+            "agent exit"
+        );
+        let id = id?;
         interrupted(opts.interrupt)?;
         return Ok((id, notes));
     }
@@ -530,7 +577,26 @@ fn run_agent(
         sole_child: opts.sole_child,
         ..Limits::with_timeout(timeout)
     };
+    tracing::info!(
+        tag = "8XQQT1SD",
+        thread = %opts.thread,
+        role = %decision.role,
+        agent = %command,
+        "agent start"
+    );
+    let started = std::time::Instant::now();
     let run = supervisor::run(&agent, &args, &cwd, &env, limits, opts.interrupt)?;
+    let stderr = run.stderr.text();
+    tracing::info!(
+        tag = "VA8HT6J7",
+        thread = %opts.thread,
+        role = %decision.role,
+        agent = %command,
+        status = %ending_name(&run.ending),
+        duration_ms = started.elapsed().as_millis() as u64,
+        stderr_tail = %tail(&stderr, 400),
+        "agent exit"
+    );
     match run.ending {
         Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
         Ending::TimedOut => {
@@ -591,6 +657,22 @@ fn run_agent(
         notes.extend(r.warnings.iter().map(|w| format!("note: {w}")));
     }
     Ok((id, notes))
+}
+
+/// How an agent's process ended, for the log.
+fn ending_name(e: &Ending) -> String {
+    match e {
+        Ending::Exited(c) => format!("exit {c}"),
+        Ending::Signaled(s) => format!("signal {s}"),
+        Ending::TimedOut => "timed out".into(),
+        Ending::Interrupted(s) => format!("interrupted by signal {s}"),
+    }
+}
+
+/// The last `n` characters of `s` at most.
+fn tail(s: &str, n: usize) -> &str {
+    let skip = s.chars().count().saturating_sub(n);
+    s.char_indices().nth(skip).map_or("", |(i, _)| &s[i..])
 }
 
 /// Whether an agent's stderr is the usage message of an agent of the TypeScript tool's
@@ -753,6 +835,15 @@ fn conclude(
     let next = workflow::next(&wf, &history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
     commit(store, thread, head, id, wf_id, done, now_ms, me)?;
+    tracing::info!(
+        tag = "RBZJDXFA",
+        thread = %thread,
+        workflow = %wf_id,
+        role,
+        head = %id,
+        done,
+        "head moved"
+    );
     Ok(StepOutput {
         workflow: wf_id.to_wire(),
         thread: thread.clone(),

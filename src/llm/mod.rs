@@ -12,14 +12,16 @@ use crate::cas::value::Map;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// An API key: sent in the `Authorization` header and nowhere else.
+/// An API key: sent in the `Authorization` header and nowhere else (masked in the logs).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
 
 impl Secret {
     /// Wraps a key.
     pub fn new(key: impl Into<String>) -> Secret {
-        Secret(key.into())
+        let key = key.into();
+        crate::logs::mask(&key);
+        Secret(key)
     }
 
     /// The key, for the one place that sends it.
@@ -309,6 +311,15 @@ impl Client {
             if Instant::now() + wait >= deadline {
                 return Err(with_attempts(err, attempt));
             }
+            tracing::warn!(
+                tag = "DEWG17X2",
+                provider = %provider.name,
+                model = %req.model,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                error = %err,
+                "model request failed; retrying"
+            );
             tokio::time::sleep(wait).await;
         }
     }

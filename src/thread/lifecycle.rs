@@ -290,6 +290,9 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<ThreadId>> {
             }
         }
     }
+    for t in &promoted {
+        tracing::info!(tag = "EYM4VVH1", thread = %t, "queued thread promoted");
+    }
     Ok(promoted)
 }
 

@@ -148,6 +148,13 @@ pub fn start_with(
             input.now_ms,
         )
     })?;
+    tracing::info!(
+        tag = "S9B8YM57",
+        thread = %thread,
+        workflow = %wf,
+        admission = ?admission,
+        "thread started"
+    );
     Ok((wf, admission))
 }
 
@@ -192,6 +199,7 @@ pub(crate) fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) 
             },
         )
     })?;
+    tracing::info!(tag = "VH4EJ57R", thread = %thread, workflow = %wf, from = %node, "thread forked");
     Ok(())
 }
 
@@ -286,6 +294,7 @@ pub(crate) fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> 
             reason: "finished meanwhile".into(),
         });
     }
+    tracing::info!(tag = "FDXDPAT3", thread = %thread, workflow = %wf, "thread cancelled");
     Ok(())
 }
 

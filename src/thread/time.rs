@@ -80,7 +80,7 @@ fn parse_iso(s: &str) -> Option<i64> {
     Some(ms)
 }
 
-/// Parses a `--after`/`--before` value: `<n>d`, `<n>h`, `<n>m` before `now_ms`, an ISO date or
+/// Parses a `--after`/`--before` value: `<n>d`, `<n>h`, `<n>m`, `<n>s` before `now_ms`, an ISO date or
 /// date-time (UTC unless it has an offset), or milliseconds since the epoch.
 ///
 /// # Errors
@@ -95,6 +95,7 @@ pub(crate) fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
             'd' => 86_400_000,
             'h' => 3_600_000,
             'm' => 60_000,
+            's' => 1000,
             _ => 0,
         };
         if per > 0 {
@@ -110,6 +111,17 @@ pub(crate) fn parse_time(s: &str, now_ms: u64) -> Result<u64> {
         .filter(|ms| *ms >= 0)
         .map(|ms| ms as u64)
         .ok_or_else(bad)
+}
+
+/// JavaScript's `toISOString()`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub(crate) fn format_iso(ms: u64) -> String {
+    format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000)
+}
+
+/// The UTC date of `ms`: `YYYY-MM-DD`.
+pub(crate) fn utc_date(ms: u64) -> String {
+    let (y, m, d) = civil_from_days((ms / 86_400_000) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 /// `YYYY-MM-DD HH:MM:SS` in UTC, no zone suffix: JavaScript's `toISOString()` with the `T`

@@ -1,0 +1,412 @@
+//! Structured logs: every uwf process appends its events to `<root>/logs/YYYY-MM-DD.jsonl`, one
+//! JSON object a line in the TypeScript tool's shape: `ts` (ISO), `pid` (`"<ms>-<pid>"`, the
+//! process's start and its id), `tag` (8 Crockford characters, one per call site, so a grep
+//! finds the code), `level`, `msg`, then `thread`, `workflow` and the event's other fields.
+//!
+//! Events are `tracing` events; [`install`] sets up the process's subscriber once: a layer that
+//! writes the file (info and above) and, when asked (`-v`, `UWF_LOG`), human lines on stderr.
+//! Each line reaches the file in one `write` on a descriptor opened for appending, so lines of
+//! many processes never interleave. A file is named by the UTC date of its events; the process
+//! that creates a day's file removes the files older than the retention (`logs.keepDays`).
+//! Every value registered with [`mask`] (API keys, `.env` values) is replaced by `***` in every
+//! line, in the file and on stderr.
+
+use serde_json::{Map, Value};
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::Layer;
+use tracing_subscriber::layer::{Context, SubscriberExt};
+
+/// The logs' directory under the root.
+pub(crate) const DIR: &str = "logs";
+/// The tag of a process's first line (the TypeScript tool's own).
+pub(crate) const START_TAG: &str = "W9F3RK2M";
+/// Secrets shorter than this are not masked: they would mask common words and numbers.
+const MIN_SECRET: usize = 6;
+
+/// Where a process's events go.
+pub(crate) struct Sink {
+    /// `<root>/logs`.
+    pub dir: PathBuf,
+    /// `"<ms>-<pid>"`.
+    pub pid: String,
+    /// The clock, ms since the epoch.
+    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+    /// Days a file is kept (0: for ever); asked only when a day's file is created.
+    pub keep_days: Box<dyn Fn() -> u32 + Send + Sync>,
+}
+
+/// The open file of the current day.
+struct Open {
+    sink: Sink,
+    date: String,
+    file: Option<File>,
+}
+
+static OPEN: Mutex<Option<Open>> = Mutex::new(None);
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+static INSTALLED: OnceLock<()> = OnceLock::new();
+
+/// Masks `secret` in every later line (values shorter than 6 characters are left alone).
+pub(crate) fn mask(secret: &str) {
+    let s = secret.trim();
+    if s.chars().count() < MIN_SECRET {
+        return;
+    }
+    let mut all = SECRETS.write().unwrap_or_else(|e| e.into_inner());
+    if !all.iter().any(|x| x == s) {
+        all.push(s.to_string());
+        // Longest first, so a secret that contains another is masked whole.
+        all.sort_by_key(|x| std::cmp::Reverse(x.len()));
+    }
+}
+
+/// `line` with every registered secret, and its JSON-escaped form, replaced by `***`.
+fn masked(mut line: String) -> String {
+    let all = SECRETS.read().unwrap_or_else(|e| e.into_inner());
+    for s in all.iter() {
+        if line.contains(s.as_str()) {
+            line = line.replace(s.as_str(), "***");
+        }
+        let quoted = serde_json::to_string(s).unwrap_or_default();
+        if let Some(escaped) = quoted.get(1..quoted.len().saturating_sub(1))
+            && escaped != s
+            && !escaped.is_empty()
+            && line.contains(escaped)
+        {
+            line = line.replace(escaped, "***");
+        }
+    }
+    line
+}
+
+/// Installs the process's subscriber (once) and sends its events to `sink` (replacing an
+/// earlier sink); `stderr` is the filter of the human lines on stderr, if any.
+pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::filter::Targets>) {
+    *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = sink.map(|sink| Open {
+        sink,
+        date: String::new(),
+        file: None,
+    });
+    INSTALLED.get_or_init(|| {
+        let file = FileLayer.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+        let human = stderr.map(|targets| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(|| MaskedStderr)
+                .with_target(false)
+                .with_filter(targets)
+        });
+        let subscriber = tracing_subscriber::registry().with(file).with(human);
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    });
+}
+
+/// Stops writing events (the rest of the process logs nothing).
+pub(crate) fn close() {
+    *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
+/// stderr, with secrets masked.
+struct MaskedStderr;
+
+impl Write for MaskedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let line = masked(String::from_utf8_lossy(buf).into_owned());
+        std::io::stderr().lock().write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// Writes each event as one line of the day's file.
+struct FileLayer;
+
+impl<S: Subscriber> Layer<S> for FileLayer {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let mut f = Fields::default();
+        event.record(&mut f);
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(open) = open.as_mut() else {
+            return;
+        };
+        let now = (open.sink.clock)();
+        let mut o = Map::new();
+        o.insert("ts".into(), crate::thread::time::format_iso(now).into());
+        o.insert("pid".into(), open.sink.pid.clone().into());
+        o.insert("tag".into(), f.tag.unwrap_or_default().into());
+        o.insert("level".into(), level_name(*event.metadata().level()).into());
+        o.insert("msg".into(), f.msg.into());
+        if let Some(t) = f.thread {
+            o.insert("thread".into(), t.into());
+        }
+        if let Some(w) = f.workflow {
+            o.insert("workflow".into(), w.into());
+        }
+        for (k, v) in f.extra {
+            o.insert(k.into(), v);
+        }
+        let mut line = masked(Value::Object(o).to_string());
+        line.push('\n');
+        open.write(now, line.as_bytes());
+    }
+}
+
+impl Open {
+    /// Appends `line` to the file of `now`'s date, opening (and on a new day creating) it.
+    fn write(&mut self, now: u64, line: &[u8]) {
+        let date = crate::thread::time::utc_date(now);
+        if date != self.date || self.file.is_none() {
+            self.file = self.open(&date, now);
+            self.date = date;
+        }
+        if let Some(f) = &mut self.file
+            && f.write_all(line).is_err()
+        {
+            self.file = None;
+        }
+    }
+
+    fn open(&self, date: &str, now: u64) -> Option<File> {
+        let path = self.sink.dir.join(format!("{date}.jsonl"));
+        let create = || {
+            OpenOptions::new()
+                .append(true)
+                .create_new(true)
+                .open(&path)
+        };
+        let created = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.sink.dir).ok()?;
+                create()
+            }
+            r => r,
+        };
+        match created {
+            Ok(f) => {
+                remove_old(&self.sink.dir, (self.sink.keep_days)(), now);
+                Some(f)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                OpenOptions::new().append(true).open(&path).ok()
+            }
+            Err(_) => None,
+        }
+    }
+}
+
+/// Removes the day files of `dir` older than `keep_days` before `now` (none with 0).
+fn remove_old(dir: &Path, keep_days: u32, now: u64) {
+    if keep_days == 0 {
+        return;
+    }
+    let cutoff =
+        crate::thread::time::utc_date(now.saturating_sub(u64::from(keep_days) * 86_400_000));
+    for f in files(dir) {
+        if f.date < cutoff {
+            let _ = std::fs::remove_file(dir.join(&f.name));
+        }
+    }
+}
+
+fn level_name(l: Level) -> &'static str {
+    match l {
+        Level::ERROR => "error",
+        Level::WARN => "warn",
+        Level::INFO => "info",
+        Level::DEBUG => "debug",
+        Level::TRACE => "trace",
+    }
+}
+
+/// The rank of a level name (`trace` 0 … `error` 4); a line without one is `info`.
+pub(crate) fn level_rank(name: &str) -> Option<u8> {
+    Some(match name {
+        "trace" => 0,
+        "debug" => 1,
+        "info" => 2,
+        "warn" | "warning" => 3,
+        "error" => 4,
+        _ => return None,
+    })
+}
+
+/// An event's fields, sorted into the line's keys.
+#[derive(Default)]
+struct Fields {
+    msg: String,
+    tag: Option<String>,
+    thread: Option<String>,
+    workflow: Option<String>,
+    extra: Vec<(&'static str, Value)>,
+}
+
+impl Fields {
+    fn put(&mut self, field: &Field, v: Value) {
+        let text = || match &v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        match field.name() {
+            "message" => self.msg = text(),
+            "tag" => self.tag = Some(text()),
+            "thread" => self.thread = Some(text()),
+            "workflow" => self.workflow = Some(text()),
+            name => self.extra.push((name, v)),
+        }
+    }
+}
+
+impl Visit for Fields {
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        self.put(field, Value::String(format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, Value::String(value.to_string()));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, value.into());
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.put(field, value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, value.into());
+    }
+}
+
+/// A day's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LogFile {
+    /// `YYYY-MM-DD.jsonl`.
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    /// `YYYY-MM-DD`.
+    pub date: String,
+}
+
+/// The `*.jsonl` files of `dir`, newest date first (none when it does not exist).
+pub(crate) fn files(dir: &Path) -> Vec<LogFile> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<LogFile> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let date = name.strip_suffix(".jsonl")?.to_string();
+            let meta = e.metadata().ok().filter(|m| m.is_file())?;
+            Some(LogFile {
+                name,
+                size: meta.len(),
+                date,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.date.cmp(&a.date));
+    out
+}
+
+/// The entries of the complete lines of `text` (lines that are not JSON objects are skipped;
+/// so is a last line without its newline, which a writer may still be appending).
+pub(crate) fn parse_lines(text: &str) -> Vec<Map<String, Value>> {
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    complete
+        .lines()
+        .filter_map(|l| match serde_json::from_str::<Value>(l) {
+            Ok(Value::Object(o)) => Some(o),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `argv` for a log line: the value after an option named like a secret (`--api-key X`,
+/// `--token=X`) and the value of `config set <key> <value>` for such a key become `***`.
+pub(crate) fn masked_argv(argv: &[String]) -> Vec<String> {
+    let secret_name = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        ["key", "token", "secret", "password"]
+            .iter()
+            .any(|w| s.contains(w))
+    };
+    let mut out = Vec::with_capacity(argv.len());
+    let mut hide_next = false;
+    for (i, a) in argv.iter().enumerate() {
+        if hide_next {
+            out.push("***".to_string());
+            hide_next = false;
+            continue;
+        }
+        if let Some(opt) = a.strip_prefix("--") {
+            match opt.split_once('=') {
+                Some((name, _)) if secret_name(name) => {
+                    out.push(format!("--{name}=***"));
+                    continue;
+                }
+                None if secret_name(opt) => hide_next = true,
+                _ => {}
+            }
+        }
+        // `config set <key> <value>`.
+        if i >= 2 && argv[i - 2] == "set" && argv[..i - 2].iter().any(|x| x == "config") {
+            if secret_name(&argv[i - 1]) {
+                out.push("***".to_string());
+                continue;
+            }
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_secrets_are_hidden() {
+        let a = |v: &[&str]| masked_argv(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            a(&["uwf", "setup", "--api-key", "sk-1", "--model", "m"]),
+            ["uwf", "setup", "--api-key", "***", "--model", "m"]
+        );
+        assert_eq!(a(&["uwf", "x", "--token=abc"]), ["uwf", "x", "--token=***"]);
+        assert_eq!(
+            a(&["uwf", "config", "set", "providers.o.apiKey", "sk-2"]),
+            ["uwf", "config", "set", "providers.o.apiKey", "***"]
+        );
+        assert_eq!(
+            a(&["uwf", "config", "set", "models.m.name", "gpt"]),
+            ["uwf", "config", "set", "models.m.name", "gpt"]
+        );
+    }
+
+    #[test]
+    fn secrets_are_masked_raw_and_escaped() {
+        mask("s3cr\"et-value");
+        mask("abc");
+        let line = Value::String("x s3cr\"et-value y abc".into()).to_string();
+        assert_eq!(masked(line), "\"x *** y abc\"");
+    }
+
+    #[test]
+    fn only_complete_object_lines_parse() {
+        let e = parse_lines("{\"a\":1}\nnot json\n[1]\n{\"b\":2}\n{\"c\":");
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1]["b"], 2);
+    }
+}
