@@ -14,6 +14,7 @@ mod fuzz;
 mod interchange;
 mod interop;
 mod llm;
+mod logs;
 mod model;
 mod models;
 mod props;
