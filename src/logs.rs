@@ -176,12 +176,7 @@ impl Open {
 
     fn open(&self, date: &str, now: u64) -> Option<File> {
         let path = self.sink.dir.join(format!("{date}.jsonl"));
-        let create = || {
-            OpenOptions::new()
-                .append(true)
-                .create_new(true)
-                .open(&path)
-        };
+        let create = || OpenOptions::new().append(true).create_new(true).open(&path);
         let created = match create() {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 std::fs::create_dir_all(&self.sink.dir).ok()?;
@@ -362,11 +357,13 @@ pub(crate) fn masked_argv(argv: &[String]) -> Vec<String> {
             }
         }
         // `config set <key> <value>`.
-        if i >= 2 && argv[i - 2] == "set" && argv[..i - 2].iter().any(|x| x == "config") {
-            if secret_name(&argv[i - 1]) {
-                out.push("***".to_string());
-                continue;
-            }
+        if i >= 2
+            && argv[i - 2] == "set"
+            && argv[..i - 2].iter().any(|x| x == "config")
+            && secret_name(&argv[i - 1])
+        {
+            out.push("***".to_string());
+            continue;
         }
         out.push(a.clone());
     }

@@ -634,7 +634,12 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Ok(()) => 0,
         Err(e) => {
             if !e.quiet {
-                tracing::warn!(tag = "K7RW2QX4", code = e.code(), "command failed: {}", e.message);
+                tracing::warn!(
+                    tag = "K7RW2QX4",
+                    code = e.code(),
+                    "command failed: {}",
+                    e.message
+                );
             }
             e.report(cli.format == Some(Format::Json));
             e.code()
@@ -657,6 +662,7 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
         2 => Some(Targets::new().with_default(tracing::Level::DEBUG)),
         _ => Some(Targets::new().with_default(tracing::Level::TRACE)),
     };
+    let file = file && std::env::var("UWF_LOG_FILE").map_or(true, |v| v != "0" && v != "off");
     if !file && stderr.is_none() {
         return;
     }

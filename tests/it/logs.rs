@@ -39,7 +39,15 @@ fn a_run_logs_its_start_the_moderator_the_agents_and_the_head_moves() {
     let env = TestEnv::new();
     let wf = p(&example("solve-issue.yaml"));
     let t = env.start(&wf, "fix the parser");
-    env.ok(&["thread", "step", &t, "--count", "10", "--agent", &scripted()]);
+    env.ok(&[
+        "thread",
+        "step",
+        &t,
+        "--count",
+        "10",
+        "--agent",
+        &scripted(),
+    ]);
     let all = lines(&env);
     for e in &all {
         for k in ["ts", "pid", "tag", "level", "msg"] {
@@ -87,7 +95,10 @@ fn a_run_logs_its_start_the_moderator_the_agents_and_the_head_moves() {
         .len();
     assert!(files[0].get("size").and_then(|s| s.as_f64()).unwrap() as u64 <= size);
     assert_eq!(
-        format!("{}.jsonl", files[0].get("date").and_then(|d| d.as_str()).unwrap()),
+        format!(
+            "{}.jsonl",
+            files[0].get("date").and_then(|d| d.as_str()).unwrap()
+        ),
         name
     );
 }
@@ -121,7 +132,10 @@ fn a_failing_agent_is_logged_with_its_status_and_stderr() {
         .map(|e| e.get("level").and_then(|l| l.as_str()).unwrap())
         .collect();
     assert!(!levels.is_empty());
-    assert!(levels.iter().all(|l| *l == "warn" || *l == "error"), "{levels:?}");
+    assert!(
+        levels.iter().all(|l| *l == "warn" || *l == "error"),
+        "{levels:?}"
+    );
 }
 
 #[test]
@@ -237,7 +251,10 @@ fn show_filters_by_date_and_time_and_clean_deletes_earlier_days() {
     assert!(!dir.join("2025-06-01.jsonl").exists());
     assert!(dir.join("2025-12-31.jsonl").exists());
     // `logs` is the same command.
-    assert_eq!(json(&env.ok(&["logs", "list"])).as_array().unwrap().len(), 2);
+    assert_eq!(
+        json(&env.ok(&["logs", "list"])).as_array().unwrap().len(),
+        2
+    );
 }
 
 #[test]
@@ -257,7 +274,10 @@ fn the_first_process_of_a_day_removes_files_past_the_retention() {
     // A shorter retention from config.yaml, applied when the next day's file is made.
     std::fs::write(env.root().join("config.yaml"), "logs: {keepDays: 7}\n").unwrap();
     env.cmd()
-        .env("UWF_TEST_NOW_MS", (crate::common::FIXED_NOW_MS + 86_400_000).to_string())
+        .env(
+            "UWF_TEST_NOW_MS",
+            (crate::common::FIXED_NOW_MS + 86_400_000).to_string(),
+        )
         .args(["thread", "list"])
         .assert()
         .success();
