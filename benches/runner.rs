@@ -3,7 +3,8 @@
 //!   beside `uwf thread step` processes with the same agent (a process per step);
 //! - the trivial external agent (`sh` piping frontmatter into `uwf agent submit`) through
 //!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;
-//! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace).
+//! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace);
+//! - the file log's cost per step: `uwf run` and `uwf thread step` with it on and off.
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench runner
@@ -27,8 +28,14 @@ const COUNT: &str = "name: count\ndescription: one role, twenty times\nroles:\n 
 const STEPS: usize = 20;
 
 fn uwf(home: &Path, args: &[&str]) -> String {
+    uwf_with(home, &[], args)
+}
+
+/// [`uwf`] with more variables in its environment.
+fn uwf_with(home: &Path, vars: &[(&str, &str)], args: &[&str]) -> String {
     let out = Command::new(uwf_bin())
         .env("UWF_HOME", home)
+        .envs(vars.iter().copied())
         .args(args)
         .stderr(Stdio::piped())
         .output()
@@ -295,5 +302,60 @@ fn fdatasyncs() {
     );
 }
 
-criterion_group!(benches, in_process, external);
+/// What the file log costs a step: the same work with the log on (the default) and off
+/// (`UWF_LOG_FILE=0`), in one `uwf run` (in-process scripted agent) and as one `uwf thread step`
+/// process per step.
+fn logging(c: &mut Criterion) {
+    let n = 200;
+    let mut g = c.benchmark_group("logging");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(5));
+    for (label, vars) in [("on", vec![]), ("off", vec![("UWF_LOG_FILE", "0")])] {
+        g.bench_function(format!("uwf_run_{n}x{STEPS}_log_{label}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let h = Home::new();
+                    h.start(n, &[]);
+                    let agent = h.scripted();
+                    let t = Instant::now();
+                    uwf_with(
+                        &h.home,
+                        &vars,
+                        &["run", "--until-idle", "-j", "256", "--agent", &agent],
+                    );
+                    let took = t.elapsed();
+                    if label == "on" {
+                        let logs = std::fs::read_dir(h.home.join("logs")).unwrap().count();
+                        assert!(logs > 0, "no log written");
+                    }
+                    report(&format!("uwf run, log {label}"), n * STEPS, took);
+                    total += took / (n * STEPS) as u32;
+                }
+                total
+            })
+        });
+        g.bench_function(format!("thread_step_process_log_{label}"), |b| {
+            let h = Home::new();
+            let agent = h.scripted();
+            let mut threads = Vec::new();
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    if threads.is_empty() {
+                        threads = h.start(20, &[]);
+                    }
+                    let t = threads.pop().unwrap();
+                    let start = Instant::now();
+                    uwf_with(&h.home, &vars, &["thread", "step", &t, "--agent", &agent]);
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, in_process, external, logging);
 criterion_main!(benches);

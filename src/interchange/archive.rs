@@ -149,6 +149,13 @@ pub struct Manifest {
     pub last: Option<(u64, String)>,
     /// BLAKE3 (hex) of each root file of the archived state, by name.
     pub files: BTreeMap<String, String>,
+    /// The store's removal mark (`Store::removal_mark`) when the archive began.
+    #[serde(default)]
+    pub removal_mark: u64,
+    /// With `since`: the threads and registry names removed after the earlier archive, in
+    /// order; an import applies them before the root files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<crate::store::Removal>,
 }
 
 impl Manifest {
@@ -278,6 +285,56 @@ fn digest_file(path: &Path) -> io::Result<String> {
     Ok(h.finalize().to_hex().to_string())
 }
 
+/// Applies the removals a `--since` archive carries, each recorded again in `store`; a thread
+/// with a step lease is kept (a conflict).
+fn apply_removals(
+    store: &Store,
+    removed: &[crate::store::Removal],
+    r: &mut ImportReport,
+) -> Result<(), ArchiveError> {
+    use crate::store::Removal;
+    if removed.is_empty() {
+        return Ok(());
+    }
+    let conflicts = store
+        .write(|w| {
+            let mut conflicts = Vec::new();
+            for x in removed {
+                match x {
+                    Removal::Thread(t) => {
+                        let id = crate::workflow::ThreadId::from_stored(t);
+                        if w.lease(&id)?.is_some() {
+                            conflicts.push(format!(
+                                "thread {t} has a step lease here; its removal in the archive was not applied"
+                            ));
+                            continue;
+                        }
+                        w.remove_thread(&id)?;
+                        w.remove_thread_state(&id)?;
+                        w.remove_history_of(&id)?;
+                    }
+                    Removal::Workflow(n) => {
+                        w.remove_registry_name(n, false)?;
+                    }
+                    Removal::WorkflowPurged(n) => {
+                        w.remove_registry_name(n, true)?;
+                    }
+                }
+                w.record_removal(x)?;
+            }
+            Ok(conflicts)
+        })
+        .map_err(TransferError::from)?;
+    tracing::info!(
+        tag = "KHPFJAZ3",
+        removed = removed.len(),
+        kept = conflicts.len(),
+        "archive removals applied"
+    );
+    r.conflicts.extend(conflicts);
+    Ok(())
+}
+
 /// Writes the store (or, with `since`, what changed after that archive) to `out` as one tar
 /// stream, zstd-compressed when `compress`; `label` names `out` in errors.
 ///
@@ -293,6 +350,9 @@ pub fn export_archive<W: Write + Send>(
     progress: Progress<'_>,
 ) -> Result<ArchiveReport, ArchiveError> {
     let mut report = ArchiveReport::default();
+    // The removal mark comes before the root files: a removal made meanwhile is in the next
+    // archive again, where applying it once more changes nothing.
+    let removal_mark = store.removal_mark()?;
     // The root files come first, and the write mark after them: every node they name was
     // stored before the mark, so it is in this archive or an earlier one.
     let scratch = Scratch::new(&std::env::temp_dir())?;
@@ -342,6 +402,11 @@ pub fn export_archive<W: Write + Send>(
             .last_written_before(until)?
             .map(|(seq, id)| (seq, id.to_wire())),
         files,
+        removal_mark,
+        removed: match since {
+            Some(m) => store.removals_since(m.removal_mark)?,
+            None => Vec::new(),
+        },
     };
     let write = io_err("write", label);
     let sink = if compress {
@@ -834,6 +899,9 @@ pub fn import_archive(
             }),
         }
     })?;
+    if let Some(m) = manifest {
+        apply_removals(store, &m.removed, &mut r)?;
+    }
     transfer::import_root_files(store, &roots, opts, &mut r)?;
     // The root files were read from the scratch directory: name them as the archive's members.
     let prefix = format!("{}/", roots.display());
@@ -875,8 +943,13 @@ mod tests {
             until: 9,
             last: Some((8, "CTS5P6RD8HMCS".into())),
             files: BTreeMap::from([("threads.yaml".to_string(), "ab".to_string())]),
+            removal_mark: 2,
+            removed: vec![crate::store::Removal::Thread("T".into())],
         };
         let text = serde_json::to_vec(&m).unwrap();
+        assert!(
+            String::from_utf8_lossy(&text).contains(r#""removed":[{"kind":"thread","name":"T"}]"#)
+        );
         assert_eq!(Manifest::parse(&text).unwrap(), m);
         assert!(Manifest::parse(b"{}").is_err());
         let newer = String::from_utf8(text)

@@ -22,6 +22,7 @@ mod lifecycle;
 mod migrate;
 mod nodes;
 mod records;
+mod removals;
 mod threads;
 mod verify;
 
@@ -31,6 +32,7 @@ pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
     Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,
 };
+pub use removals::Removal;
 pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
 

@@ -128,6 +128,27 @@ impl Record for ThreadState {
     }
 }
 
+impl Record for super::removals::Removal {
+    type Wire = (u8, String);
+    const WHAT: &'static str = "removal";
+    fn to_wire(&self) -> Self::Wire {
+        use super::removals::Removal::*;
+        match self {
+            Thread(n) => (0, n.clone()),
+            Workflow(n) => (1, n.clone()),
+            WorkflowPurged(n) => (2, n.clone()),
+        }
+    }
+    fn from_wire((kind, name): Self::Wire) -> Self {
+        use super::removals::Removal::*;
+        match kind {
+            0 => Thread(name),
+            2 => WorkflowPurged(name),
+            _ => Workflow(name),
+        }
+    }
+}
+
 impl Record for Lease {
     type Wire = (u32, u64, String, u64);
     const WHAT: &'static str = "lease";
@@ -199,6 +220,14 @@ mod tests {
             },
             "9401c000c0",
         );
+    }
+
+    #[test]
+    fn removal_golden() {
+        use crate::store::removals::Removal;
+        // array(2), kind, fixstr
+        check(&Removal::Thread("T".into()), "9200a154");
+        check(&Removal::WorkflowPurged("ab".into()), "9202a26162");
     }
 
     #[test]

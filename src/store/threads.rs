@@ -18,6 +18,8 @@ use crate::cas::NodeId;
 use crate::workflow::ThreadId;
 use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
 
+/// The meta key of the next removal's number (`removals`).
+pub(crate) const META_KEY_REMOVALS: &str = "next_removal_seq";
 pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
 pub(crate) const REGISTRY: TableDefinition<&str, u64> = TableDefinition::new("registry");
 pub(crate) const REGISTRY_HISTORY: TableDefinition<(&str, u64), &[u8]> =
@@ -466,7 +468,7 @@ impl Writer<'_> {
         Ok(false)
     }
 
-    fn next(&mut self, key: &str) -> Result<u64> {
+    pub(super) fn next(&mut self, key: &str) -> Result<u64> {
         let mut m = self.tx.open_table(META_TABLE)?;
         let n = m.get(key)?.map_or(0, |v| v.value());
         m.insert(key, n + 1)?;

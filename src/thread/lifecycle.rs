@@ -411,7 +411,11 @@ pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
         w.remove_lease(thread)?;
         w.remove_thread_state(thread)?;
         let archived = w.remove_history_of(thread)?;
-        Ok((!active && archived == 0).then_some(Refused::Missing))
+        if !active && archived == 0 {
+            return Ok(Some(Refused::Missing));
+        }
+        w.record_removal(&crate::store::Removal::Thread(thread.to_string()))?;
+        Ok(None)
     })?;
     match refused {
         None => Ok(()),

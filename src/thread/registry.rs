@@ -92,7 +92,17 @@ pub(crate) fn registered(store: &Store, name: &str) -> Result<Option<NodeId>> {
 /// # Errors
 /// [`ThreadError::UnknownName`] when the name is not registered.
 pub(crate) fn remove_name(store: &Store, name: &str, purge: bool) -> Result<()> {
-    let had = store.write(|w| w.remove_registry_name(name, purge))?;
+    let had = store.write(|w| {
+        let had = w.remove_registry_name(name, purge)?;
+        if had {
+            w.record_removal(&if purge {
+                crate::store::Removal::WorkflowPurged(name.to_string())
+            } else {
+                crate::store::Removal::Workflow(name.to_string())
+            })?;
+        }
+        Ok(had)
+    })?;
     if !had {
         return Err(ThreadError::UnknownName(name.to_string()));
     }

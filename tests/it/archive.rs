@@ -196,6 +196,7 @@ fn a_chain_of_since_archives_imports_to_the_store_one_full_archive_gives() {
     let agent = env.scripted(&example("solve-issue.script.yaml"));
     let debate = env.scripted(&example("debate.script.yaml"));
     env.ok(&["thread", "step", &t, "--agent", &debate]);
+    env.ok(&["workflow", "put", &p(&example("debate.yaml"))]);
     let mut chain: Vec<PathBuf> = vec![w.join("full.tar.zst")];
     env.ok(&["export", "--archive", &p(&chain[0])]);
     let a = env.start(&p(&example("solve-issue.yaml")), "First");
@@ -216,6 +217,14 @@ fn a_chain_of_since_archives_imports_to_the_store_one_full_archive_gives() {
         }
         if i == 1 {
             env.ok(&["thread", "kill", &c]);
+        }
+        if i == 2 {
+            // Removals after an archive are carried by the next `--since` archive: a finished
+            // thread, an active one from the full archive, and a registered name with its
+            // versions.
+            env.ok(&["thread", "rm", &c]);
+            env.ok(&["thread", "rm", "--force", &t]);
+            env.ok(&["workflow", "remove", "--purge", "debate"]);
         }
         let next = w.join(format!("since{i}.tar"));
         let prev = chain.last().unwrap().clone();
@@ -247,6 +256,10 @@ fn a_chain_of_since_archives_imports_to_the_store_one_full_archive_gives() {
         chained.ok(&["import", &p(a)]);
     }
     same(&state(&chained), &want, "chain");
+    let listed = chained.ok(&["thread", "list", "--all"]);
+    assert!(!listed.contains(&c) && !listed.contains(&t), "{listed}");
+    assert!(listed.contains(&a) && listed.contains(&b), "{listed}");
+    assert!(!chained.ok(&["workflow", "list"]).contains("\"debate\""));
     // Extracted one over the other, they give the directory export of the last state.
     let x = w.join("x");
     for a in &chain {
