@@ -372,20 +372,22 @@ fn step_inner(
     let store = opts.store;
     let (mut guard, head) =
         LeaseGuard::acquire(store, opts.thread, lease_of(opts.pid, (opts.now)()))?;
-    let m = load_moderated(store, head)?;
+    let mut m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
     tracing::info!(
         tag = "JN8SQVEH",
         thread = %opts.thread,
         workflow = %m.wf_id,
         role = %decision.role,
-        step = m.history.steps.len() + 1,
         "moderator chose {}",
         decision.role
     );
     if !decision.is_end()
         && let Some(rounds) = store.thread_state(opts.thread)?.max_rounds
-        && m.history.steps.len() >= rounds as usize
+        && {
+            m.complete(store)?;
+            m.history.steps.len() >= rounds as usize
+        }
     {
         let message = format!("reached its round limit of {rounds} steps");
         crate::thread::lifecycle::fail(
@@ -438,7 +440,7 @@ fn step_inner(
             notes: Vec::new(),
         });
     }
-    let (id, notes) = run_agent(opts, &m, &decision, agent_name)?;
+    let (id, notes) = run_agent(opts, &mut m, &decision, agent_name)?;
     let me = guard.lease().clone();
     let output = conclude(
         store,
@@ -468,7 +470,7 @@ fn interrupted(i: Option<&Interrupt>) -> Result<()> {
 /// (re-hashed and checked as any import) so the returned StepNode is checked like any other.
 fn run_agent(
     opts: &StepOptions<'_>,
-    m: &Moderated,
+    m: &mut Moderated,
     decision: &Decision,
     agent_name: &std::cell::RefCell<String>,
 ) -> Result<(NodeId, Vec<String>)> {
@@ -500,6 +502,9 @@ fn run_agent(
     if let Some(builtin) = crate::builtin::from_command(&agent) {
         let builtin = builtin
             .map_err(|e| ThreadError::Config(format!("agent \"{}\": {e}", agent.display())))?;
+        // A built-in agent reads the thread's earlier steps (its prompt, its script).
+        m.complete(opts.store)?;
+        let m = &*m;
         let turn = crate::builtin::Turn {
             store: opts.store,
             root: opts.root,
@@ -821,6 +826,7 @@ fn conclude(
         wf_id,
         wf,
         mut history,
+        ..
     } = m;
     let head = chain.head();
     let snap = store.snapshot()?;

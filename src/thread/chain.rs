@@ -239,22 +239,82 @@ pub(crate) struct Moderated {
     pub(crate) wf: StoredWorkflow,
     /// The moderator's history of the chain.
     pub(crate) history: History,
+    /// Whether `chain.steps` and `history.steps` hold only the last step (what the moderator
+    /// of a status-map workflow reads); [`Moderated::complete`] loads the others.
+    pub(crate) partial: bool,
 }
 
-/// Reads the thread ending at `head` for the moderator, in one snapshot.
+impl Moderated {
+    /// Loads every step, when only the last one was read.
+    ///
+    /// # Errors
+    /// As [`load_chain`].
+    pub(crate) fn complete(&mut self, store: &Store) -> Result<()> {
+        if !self.partial {
+            return Ok(());
+        }
+        let snap = store.snapshot()?;
+        self.chain = chain_in(&snap, self.chain.head())?;
+        self.history = history_in(&snap, &self.chain)?;
+        self.partial = false;
+        Ok(())
+    }
+}
+
+/// Reads the thread ending at `head` for the moderator, in one snapshot. The moderator of a
+/// status-map workflow reads only the last step's role and output, so for one only the head,
+/// the StartNode and the workflow are read, whatever the thread's length (`partial`); a
+/// workflow with transitions gets every step.
 ///
 /// # Errors
 /// As [`load_chain`] and [`load_workflow`].
 pub(crate) fn load_moderated(store: &Store, head: NodeId) -> Result<Moderated> {
     let snap = store.snapshot()?;
-    let chain = chain_in(&snap, head)?;
-    let wf_id = chain.workflow_id()?;
+    let tip = chain_tip(&snap, head)?;
+    let wf_id = tip.workflow_id()?;
     let wf = load_workflow(&snap, wf_id)?;
+    let partial = matches!(wf.graph, crate::workflow::Graph::StatusMap(_));
+    let chain = if partial { tip } else { chain_in(&snap, head)? };
     let history = history_in(&snap, &chain)?;
     Ok(Moderated {
         chain,
         wf_id,
         wf,
         history,
+        partial,
+    })
+}
+
+/// The chain at `head` with only its last step: the head's StepNode and the StartNode it
+/// names (checked as [`chain_in`] checks them).
+fn chain_tip(snap: &Snapshot, head: NodeId) -> Result<Chain> {
+    let Some(node) = snap.get(head)? else {
+        return Err(ThreadError::NodeNotFound(head.to_wire()));
+    };
+    if node.type_id != STEP_NODE {
+        return chain_in(snap, head);
+    }
+    let payload = node.payload()?;
+    let step = StepNode::from_value(&payload).map_err(|e| broken(head, e.to_string()))?;
+    let last = StepRecord {
+        id: head,
+        node: step,
+        payload,
+        timestamp: node.timestamp,
+    };
+    let start = last.node.start;
+    let Some(s) = snap.get(start)? else {
+        return Err(broken(start, "the node is missing from the store"));
+    };
+    if s.type_id != START_NODE {
+        return Err(broken(start, "the step's start is not a StartNode"));
+    }
+    let payload = s.payload()?;
+    Ok(Chain {
+        start_id: start,
+        start_node: StartNode::from_value(&payload),
+        start: payload,
+        start_timestamp: s.timestamp,
+        steps: vec![last],
     })
 }

@@ -31,6 +31,7 @@ fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx<'static>
 
 /// The context of `role` on the thread the engine has loaded for its step.
 fn moderated_ctx<'a>(store: &Store, m: &'a Moderated, role: &str) -> Result<Ctx<'a>> {
+    debug_assert!(!m.partial, "an agent's context needs every step");
     role_ctx(
         &store.snapshot()?,
         Cow::Borrowed(&m.chain),
