@@ -4,7 +4,9 @@
 //! - the trivial external agent (`sh` piping frontmatter into `uwf agent submit`) through
 //!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;
 //! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace);
-//! - the file log's cost per step: `uwf run` and `uwf thread step` with it on and off.
+//! - the file log's cost per step: `uwf run` and `uwf thread step` with it on and off;
+//! - opt-in (`UWF_BENCH_SLEEP=1`): 10,000 threads whose agent sleeps 1 s, `uwf run -j 500`,
+//!   steps per second and peak RSS.
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench runner
@@ -357,5 +359,96 @@ fn logging(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, in_process, external, logging);
+/// 10,000 threads (`UWF_BENCH_SLEEP_THREADS` to change) of one step each, whose agent sleeps
+/// 1 s, through one `uwf run --jobs 500` (the agent is a `sh` script under the built-in command
+/// adapter): steps per second against the 500/s the sleeping agents allow, and the runner's
+/// peak RSS. Measured once, outside criterion's sampling (one run takes about a minute).
+fn sleeping_agents() {
+    let n: usize = std::env::var("UWF_BENCH_SLEEP_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let h = Home::new();
+    std::fs::write(
+        h.home.join("one.yaml"),
+        COUNT.replace("name: count", "name: one"),
+    )
+    .unwrap();
+    uwf(
+        &h.home,
+        &["workflow", "put", h.home.join("one.yaml").to_str().unwrap()],
+    );
+    let sleeper = h.home.join("sleep.sh");
+    std::fs::write(
+        &sleeper,
+        "#!/bin/sh\ncat >/dev/null\nsleep 1\nprintf -- '---\\n$status: done\\nnote: slept\\n---\\n'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sleeper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = Instant::now();
+    {
+        let store = uwf::store::Store::open(&h.home.join("uwf.redb")).unwrap();
+        for i in 0..n {
+            let mut r = [0u8; 10];
+            r[..8].copy_from_slice(&(i as u64).to_be_bytes());
+            uwf::thread::start(
+                &store,
+                &uwf::thread::StartInput {
+                    workflow: "one",
+                    prompt: "sleep",
+                    cwd: "/tmp",
+                    search_from: &h.home,
+                    thread: uwf::thread::ThreadId::new(1_767_225_600_000, r),
+                    now_ms: 1_767_225_600_000,
+                },
+            )
+            .unwrap();
+        }
+    }
+    eprintln!("sleeping agents: {n} threads started in {:.1?}", t0.elapsed());
+    let agent = format!("uwf agent command -- {}", sleeper.display());
+    let t = Instant::now();
+    let mut child = Command::new(uwf_bin())
+        .env("UWF_HOME", &h.home)
+        .args(["run", "--until-idle", "-j", "500", "--agent", &agent])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The runner's high-water mark of resident memory, read until it exits.
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0u64;
+    while child.try_wait().unwrap().is_none() {
+        if let Ok(text) = std::fs::read_to_string(&status)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let took = t.elapsed();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("\"completed\":{n}")), "{text}");
+    let rate = report("uwf run -j 500, agents sleeping 1 s", n, took);
+    eprintln!(
+        "sleeping agents: {rate:.0} steps/s ({:.0} % of the 500/s the agents allow), peak RSS {:.0} MB",
+        rate / 5.0,
+        peak_kb as f64 / 1024.0
+    );
+}
+
+fn sleeping(_c: &mut Criterion) {
+    if std::env::var_os("UWF_BENCH_SLEEP").is_some() {
+        sleeping_agents();
+    } else {
+        eprintln!("UWF_BENCH_SLEEP=1 runs the 10,000 sleeping agents (about a minute)");
+    }
+}
+
+criterion_group!(benches, in_process, external, logging, sleeping);
 criterion_main!(benches);

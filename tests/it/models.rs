@@ -661,7 +661,9 @@ fn the_key_appears_nowhere_a_run_leaves_behind() {
     env.ok(&["export", &p(&export), "--with-config"]);
     let mut all = Vec::new();
     files(&export, &mut all);
+    let before = all.len();
     files(&env.root().join("logs"), &mut all);
+    assert!(all.len() > before, "the run left no log to search");
     files(&env.root().join("cache"), &mut all);
     all.push(env.db());
     assert!(all.len() > 10);
