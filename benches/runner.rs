@@ -406,7 +406,10 @@ fn sleeping_agents() {
             .unwrap();
         }
     }
-    eprintln!("sleeping agents: {n} threads started in {:.1?}", t0.elapsed());
+    eprintln!(
+        "sleeping agents: {n} threads started in {:.1?}",
+        t0.elapsed()
+    );
     let agent = format!("uwf agent command -- {}", sleeper.display());
     let t = Instant::now();
     let mut child = Command::new(uwf_bin())

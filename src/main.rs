@@ -18,5 +18,9 @@ fn main() {
             .unwrap_or_default();
         eprintln!("internal error: {}{at}", msg.replace('\n', " "));
     }));
-    std::process::exit(uwf::cli::run(std::env::args_os().collect()));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == uwf::engine::SHIM_ARG) {
+        uwf::engine::exec_shim(&args[2..]);
+    }
+    std::process::exit(uwf::cli::run(args));
 }

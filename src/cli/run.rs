@@ -87,6 +87,10 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         self_exe: std::env::current_exe().ok(),
     };
     let models = Arc::new(models);
+    // Many agents at once from a large process: start them without forking it.
+    if let Some(exe) = &opts.self_exe {
+        crate::engine::use_exec_shim(exe.clone());
+    }
     let stop = Arc::new(Stop::new()?);
     // Ctrl-C or SIGTERM: the first stops new steps, the second kills the running ones.
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGINT, libc::SIGTERM])?;

@@ -24,7 +24,8 @@ pub(crate) mod supervisor;
 pub(crate) use interrupt::Interrupt;
 pub use lease::{boot_id, start_ticks};
 pub(crate) use lease::{lease_is_live, pid_alive};
-pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans};
+pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans, use_exec_shim};
+pub use supervisor::{SHIM_ARG, exec_shim};
 
 use crate::cas::{NodeId, Value};
 use crate::interchange::transfer::{ImportOptions, TransferError};

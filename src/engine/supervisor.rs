@@ -6,6 +6,12 @@
 //! its StepNode id last). The time limit holds even when a descendant that left the process
 //! group (`setsid`) keeps the pipes open: at the limit the whole process tree is killed and the
 //! pipes are given up. An [`Interrupt`] ends the agent the same way at once.
+//!
+//! A process with many threads and a large heap (`uwf run`) pays dearly for `fork`: the page
+//! tables are copied and every write of the parent faults until the child has exec'd. There the
+//! agent is started through [`exec_shim`] (see [`use_exec_shim`]): `posix_spawn` runs uwf
+//! itself in a tiny mode that sets the parent-death signal and execs the agent, so the large
+//! process never forks.
 
 #![allow(unsafe_code)] // System calls (signals, process groups, descriptors); each block says why it is sound.
 
@@ -14,8 +20,9 @@ use crate::thread::AgentCommand;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The most stdout kept from one agent run (its tail).
@@ -177,7 +184,23 @@ pub fn run_with_input(
         command: agent.display(),
         source,
     };
-    let mut cmd = Command::new(&agent.command);
+    let mut cmd = match SHIM.get() {
+        Some(shim) => {
+            if !findable(&agent.command, cwd, env) {
+                return Err(spawn_err(io::Error::from(io::ErrorKind::NotFound)));
+            }
+            let mut c = Command::new(shim);
+            c.arg(SHIM_ARG)
+                .arg(std::process::id().to_string())
+                .arg(&agent.command);
+            c
+        }
+        None => {
+            let mut c = Command::new(&agent.command);
+            die_with_parent(&mut c);
+            c
+        }
+    };
     cmd.args(&agent.args)
         .args(extra_args)
         .current_dir(cwd)
@@ -192,7 +215,6 @@ pub fn run_with_input(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    die_with_parent(&mut cmd);
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(spawn_err)?;
     if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
@@ -222,6 +244,67 @@ pub fn run_with_input(
         stderr: s.stderr,
         elapsed: started.elapsed(),
     })
+}
+
+/// The first argument that makes `uwf` the exec shim.
+pub const SHIM_ARG: &str = "__exec-agent";
+
+static SHIM: OnceLock<PathBuf> = OnceLock::new();
+
+/// Starts agents of this process through `exe` (this program) in its [`exec_shim`] mode, by
+/// `posix_spawn`, instead of forking this process.
+pub(crate) fn use_exec_shim(exe: PathBuf) {
+    let _ = SHIM.set(exe);
+}
+
+/// Whether `program` can be found as the agent's `execvp` will look for it: a path (relative to
+/// `cwd`), or a name in the `PATH` the agent gets.
+fn findable(program: &str, cwd: &Path, env: &[(String, String)]) -> bool {
+    if program.contains('/') {
+        return cwd.join(program).is_file();
+    }
+    let path = env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    path.split(':').any(|d| {
+        Path::new(if d.is_empty() { "." } else { d })
+            .join(program)
+            .is_file()
+    })
+}
+
+/// `uwf __exec-agent PARENT PROGRAM ARGS…`: sets the parent-death signal (SIGKILL when the
+/// thread of process `PARENT` that started this one ends), then execs `PROGRAM`, keeping the
+/// environment, the working directory and the descriptors it was given. It returns only when
+/// the exec fails, with exit code 127 and one line on stderr.
+pub fn exec_shim(args: &[std::ffi::OsString]) -> ! {
+    let parent: i32 = args
+        .first()
+        .and_then(|a| a.to_str()?.parse().ok())
+        .unwrap_or(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl and getppid are plain system calls on this process.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // The parent may have died before the prctl took effect.
+        if parent != 0 && libc::getppid() != parent {
+            std::process::exit(137);
+        }
+    }
+    let Some(program) = args.get(1) else {
+        eprintln!("usage: uwf {SHIM_ARG} PARENT PROGRAM [ARGS…]");
+        std::process::exit(2);
+    };
+    let err = Command::new(program).args(&args[2..]).exec();
+    eprintln!(
+        "cannot start agent command ({}): {err}",
+        program.to_string_lossy()
+    );
+    std::process::exit(127);
 }
 
 /// On Linux, the child gets SIGKILL when the thread that spawned it ends.

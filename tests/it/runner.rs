@@ -340,6 +340,47 @@ fn ctrl_c_waits_for_the_grace_period_then_kills_and_releases() {
 }
 
 #[test]
+fn sigkill_of_the_runner_takes_its_agents_with_it() {
+    // The runner starts its agents without forking itself; they still die with it.
+    let l = Line::new("", "30");
+    for _ in 0..3 {
+        l.start(&[]);
+    }
+    let mut child = spawn_run(&l, &["-j", "3"]);
+    wait_for("three agents", || l.started_pids().len() >= 3);
+    signal(&child, libc::SIGKILL);
+    let _ = child.wait();
+    for pid in l.started_pids() {
+        wait_for("the agent to die with the runner", || !running(pid));
+    }
+}
+
+#[test]
+fn a_missing_agent_program_is_one_line_in_the_run() {
+    let l = Line::new("", "0");
+    let t = thread_of(&l.start(&[]));
+    let r = l
+        .env
+        .run(&["run", "--until-idle", "--agent", "no-such-agent-program-x"]);
+    assert!(
+        r.stderr
+            .contains("cannot start agent command (no-such-agent-program-x)"),
+        "{}",
+        r.stderr
+    );
+    // A program that cannot start is a failed step: after maxRetries the thread fails.
+    assert_eq!(l.status(&t), "failed");
+    let last = l.env.show(&t);
+    let message = last
+        .get("lastError")
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string();
+    assert!(message.contains("no-such-agent-program-x"), "{message}");
+}
+
+#[test]
 fn a_killed_runner_loses_and_doubles_nothing() {
     let l = Line::new("", "0.05");
     let threads: Vec<String> = (0..20).map(|_| thread_of(&l.start(&[]))).collect();
