@@ -18,6 +18,7 @@ pub mod fuzzing;
 pub mod interchange;
 pub mod llm;
 pub(crate) mod runner;
+pub(crate) mod serve;
 pub mod store;
 pub mod thread;
 pub mod workflow;
