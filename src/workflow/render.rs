@@ -27,11 +27,14 @@ impl std::str::FromStr for GraphFormat {
     }
 }
 
+/// An edge to draw: from, label, to.
+type Edge<'a> = (&'a str, Option<String>, &'a str);
+
 /// The nodes to draw (`$START`, the graph's nodes, the roles, `$END` when an edge reaches it)
 /// and every edge as `(from, label, to)`. Status-map edges are labelled with their status (none
 /// for `_`), transition-list edges with their position and condition name (`else` for the
 /// fallback).
-fn parts<S>(wf: &Workflow<S>) -> (IndexSet<&str>, Vec<(&str, Option<String>, &str)>) {
+fn parts<S>(wf: &Workflow<S>) -> (IndexSet<&str>, Vec<Edge<'_>>) {
     let mut nodes: IndexSet<&str> = IndexSet::new();
     nodes.insert(START);
     for n in wf.graph.nodes() {
@@ -375,6 +378,35 @@ mod tests {
                 .unwrap_err()
                 .contains("\"svg\"")
         );
+    }
+
+    #[test]
+    fn svg_ranks_nodes_and_marks_the_current_role() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+        let wf = crate::workflow::load_file(&path, &crate::workflow::Jsonata::default())
+            .expect("the example loads");
+        let svg = render_svg(&wf, Some("reviewer"));
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"), "{svg}");
+        for n in ["$START", "planner", "developer", "reviewer", "$END"] {
+            assert_eq!(
+                svg.matches(&format!(r#"data-node="{n}""#)).count(),
+                1,
+                "{n}: {svg}"
+            );
+        }
+        assert!(
+            svg.contains(r#"<g class="node role current" data-node="reviewer">"#),
+            "{svg}"
+        );
+        assert_eq!(svg.matches(" current\"").count(), 1, "{svg}");
+        // The rejected review goes back up, bending out to the right.
+        assert!(
+            svg.contains(r#"data-from="reviewer" data-to="developer""#),
+            "{svg}"
+        );
+        assert!(svg.contains(">1. notApproved</text>"), "{svg}");
+        assert_eq!(xml_text("a<&\">"), "a&lt;&amp;&quot;&gt;");
     }
 
     #[test]
