@@ -158,8 +158,8 @@ const NODE_GAP: f64 = 36.0;
 const MARGIN: f64 = 20.0;
 
 /// Draws the graph of `wf` as an SVG element, top to bottom: nodes in ranks by their distance
-/// from `$START`, `$END` last; an edge to a later rank goes down, any other bends out to the
-/// right. The node named `current` (a role, or `$END`) gets the class `current`. Labels as
+/// from `$START`, `$END` last; an edge to the next rank goes straight down, one that skips
+/// ranks bends out to the left, any other (back, same rank, loop) to the right. The node named `current` (a role, or `$END`) gets the class `current`. Labels as
 /// [`render_graph`] writes them; edges between the same two nodes share one line.
 pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
     let (nodes, labelled) = parts(wf);
@@ -209,24 +209,27 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
         row.iter().map(|n| width_of(n)).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
     };
     let inner = rows.iter().map(row_width).fold(0.0, f64::max);
-    // Room on the right for the edges that bend out.
-    let bends = edges.keys().filter(|(f, t)| rank[f] >= rank[t]).count();
+    // Room on either side for the edges that bend out.
     let longest_label = edges
         .values()
         .map(|l| l.join(", ").chars().count())
         .max()
         .unwrap_or(0) as f64;
-    let right = if bends > 0 {
-        40.0 + 14.0 * bends as f64 + longest_label * 6.6
-    } else {
-        0.0
+    let room = |n: usize| {
+        if n > 0 {
+            40.0 + 14.0 * n as f64 + longest_label * 6.6
+        } else {
+            0.0
+        }
     };
-    let width = inner + 2.0 * MARGIN + right;
+    let right = room(edges.keys().filter(|(f, t)| rank[f] >= rank[t]).count());
+    let left = room(edges.keys().filter(|(f, t)| rank[t] > rank[f] + 1).count());
+    let width = left + inner + 2.0 * MARGIN + right;
     let height = ranks as f64 * (NODE_H + RANK_GAP) - RANK_GAP + 2.0 * MARGIN;
     // Each node's box: left, top, width.
     let mut boxes: std::collections::HashMap<&str, (f64, f64, f64)> = Default::default();
     for (r, row) in rows.iter().enumerate() {
-        let mut x = MARGIN + (inner - row_width(row)) / 2.0;
+        let mut x = left + MARGIN + (inner - row_width(row)) / 2.0;
         let y = MARGIN + r as f64 * (NODE_H + RANK_GAP);
         for n in row {
             let w = width_of(n);
@@ -241,7 +244,7 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
         xml_text(&wf.name)
     );
     out.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>"#);
-    let mut bend = 0;
+    let (mut bend, mut skip) = (0, 0);
     for ((from, to), labels) in &edges {
         let (fx, fy, fw) = boxes[from];
         let (tx, ty, tw) = boxes[to];
@@ -261,6 +264,17 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
                 x + 40.0,
                 y + 4.0,
                 "start",
+            )
+        } else if rank[to] > rank[from] + 1 {
+            skip += 1;
+            let (x1, y1) = (fx, fy + NODE_H / 2.0 + 5.0);
+            let (x2, y2) = (tx, ty + NODE_H / 2.0 - 5.0);
+            let c = x1.min(x2) - 26.0 - 14.0 * skip as f64;
+            (
+                format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
+                0.125 * (x1 + x2) + 0.75 * c - 4.0,
+                (y1 + y2) / 2.0 + 4.0,
+                "end",
             )
         } else if rank[from] < rank[to] {
             let (x1, y1) = (fx + fw / 2.0, fy + NODE_H);
