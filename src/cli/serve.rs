@@ -59,6 +59,7 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
                 store,
                 root: env.root.clone(),
                 cwd: env.cwd.clone(),
+                loopback: a.bind.is_loopback(),
             },
         )
         .await

@@ -37,6 +37,10 @@ pub(crate) struct Context {
     pub root: PathBuf,
     /// The working directory (`.workflow/` names).
     pub cwd: PathBuf,
+    /// Listening on a loopback address only: requests must name the host as a loopback
+    /// address or `localhost`, so a web page whose name resolves to 127.0.0.1 (DNS
+    /// rebinding) cannot read the view.
+    pub loopback: bool,
 }
 
 /// The shared state of the handlers.
@@ -75,8 +79,43 @@ pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std:
         .route("/api/workflows/{name}/history", get(api_history))
         .route("/api/events", get(events))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            local_host,
+        ))
         .with_state(app);
     axum::serve(listener, router).await
+}
+
+/// Refuses a request of a loopback-only server whose `Host` is not a loopback name.
+async fn local_host(
+    State(app): State<Shared>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if app.ctx.loopback {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        // The name without the port: `[::1]:80`, `127.0.0.1:80`, `localhost`.
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => host.split(':').next().unwrap_or(""),
+        };
+        let local = name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !local {
+            let e = CliError::new(format!(
+                "host \"{host}\" is not this machine's loopback name"
+            ));
+            return (StatusCode::MISDIRECTED_REQUEST, e.to_json() + "\n").into_response();
+        }
+    }
+    next.run(req).await
 }
 
 /// Bumps the version whenever the store file's length or modification time changes: every
