@@ -3,7 +3,10 @@
 //! - `GET /api/threads` (every thread, as `uwf thread list --all`) and `GET /` (the thread list
 //!   page) on a store of 10,000 threads;
 //! - `GET /threads/{id}` (the thread page: state, graph, conversation, every step's output) and
-//!   `GET /api/threads/{id}/steps` on a thread of 1,000 steps.
+//!   `GET /api/threads/{id}/steps` on a thread of 1,000 steps;
+//!
+//! beside the same answers from a `uwf thread list --all` and a `uwf thread steps` process
+//! (spawn to exit), what a script would otherwise run.
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench serve
@@ -146,6 +149,17 @@ impl Drop for Server {
     }
 }
 
+/// A `uwf` process's stdout length.
+fn cli(home: &Path, args: &[&str]) -> usize {
+    let out = Command::new(uwf_bin())
+        .env("UWF_HOME", home)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "uwf {args:?}");
+    out.stdout.len()
+}
+
 fn threads_10k(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let home = many_threads(dir.path());
@@ -154,6 +168,9 @@ fn threads_10k(c: &mut Criterion) {
     g.sample_size(30);
     g.bench_function("api_threads", |b| b.iter(|| server.get("/api/threads")));
     g.bench_function("threads_page", |b| b.iter(|| server.get("/")));
+    g.bench_function("cli_thread_list_all", |b| {
+        b.iter(|| cli(&home, &["thread", "list", "--all"]))
+    });
     g.finish();
 }
 
@@ -167,6 +184,9 @@ fn steps_1000(c: &mut Criterion) {
     g.sample_size(30);
     g.bench_function("thread_page", |b| b.iter(|| server.get(&page)));
     g.bench_function("api_steps", |b| b.iter(|| server.get(&steps)));
+    g.bench_function("cli_thread_steps", |b| {
+        b.iter(|| cli(&home, &["thread", "steps", &t]))
+    });
     g.finish();
 }
 
