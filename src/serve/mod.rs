@@ -396,8 +396,13 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
 /// `/workflows`: the names `thread start` resolves.
 async fn workflows_page(State(app): State<Shared>) -> Response {
     read(app, Answer::Page, move |app| {
-        let rows = cli_workflow::list_rows(&app.ctx.store, &app.ctx.cwd)?;
-        Ok(html(page::workflows(app.version(), &rows)))
+        let s = &app.ctx.store;
+        let rows = cli_workflow::list_rows(s, &app.ctx.cwd)?;
+        let mut versions = std::collections::HashMap::new();
+        for r in &rows {
+            versions.insert(r.name.clone(), s.registry_history(&r.name)?.len());
+        }
+        Ok(html(page::workflows(app.version(), &rows, &versions)))
     })
     .await
 }

@@ -268,21 +268,31 @@ pub(crate) fn thread(version: u64, v: &ThreadView<'_>) -> String {
     layout(&format!("Thread {t}"), Some(Section::Threads), version, &m)
 }
 
-/// `/workflows`: the names `thread start` resolves.
-pub(crate) fn workflows(version: u64, rows: &[ListRow]) -> String {
+/// `/workflows`: the names `thread start` resolves, with how many versions each registered
+/// name has had.
+pub(crate) fn workflows(
+    version: u64,
+    rows: &[ListRow],
+    versions: &HashMap<String, usize>,
+) -> String {
     let mut m = String::from("<h1>Workflows</h1>\n");
     if rows.is_empty() {
         m.push_str("<p class=\"empty\">No workflows.</p>\n");
         return layout("Workflows", Some(Section::Workflows), version, &m);
     }
-    m.push_str("<table class=\"workflows\"><thead><tr><th>Name</th><th>Id</th><th>Origin</th></tr></thead><tbody>\n");
+    m.push_str("<table class=\"workflows\"><thead><tr><th>Name</th><th>Id</th><th>Origin</th><th>Versions</th></tr></thead><tbody>\n");
     for r in rows {
         let _ = writeln!(
             m,
-            r#"<tr class="workflow" data-name="{n}"><td><a href="/workflows/{}">{n}</a></td><td><code class="id">{}</code></td><td>{}</td></tr>"#,
+            r#"<tr class="workflow" data-name="{n}"><td><a href="/workflows/{}">{n}</a></td><td><code class="id">{}</code></td><td>{}</td><td>{}</td></tr>"#,
             seg(&r.name),
             esc(&r.hash),
             r.origin,
+            versions
+                .get(&r.name)
+                .filter(|_| r.origin == "global")
+                .map(usize::to_string)
+                .unwrap_or_default(),
             n = esc(&r.name),
         );
     }
