@@ -249,7 +249,10 @@ fn pages_show_threads_steps_graphs_and_versions() {
     );
     let wfs = server.ok("/workflows");
     assert!(wfs.contains(r#"href="/workflows/solve-issue""#), "{wfs}");
-    assert!(wfs.contains("<td>global</td><td>1</td>"), "one version: {wfs}");
+    assert!(
+        wfs.contains("<td>global</td><td>1</td>"),
+        "one version: {wfs}"
+    );
     let wf = server.ok("/workflows/solve-issue");
     assert!(
         wf.contains("<svg") && wf.contains(r#"class="version current""#),
