@@ -19,6 +19,7 @@ pub mod interchange;
 pub mod llm;
 pub(crate) mod logs;
 pub(crate) mod runner;
+pub(crate) mod serve;
 pub mod store;
 pub mod thread;
 pub mod workflow;

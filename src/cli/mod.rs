@@ -2,15 +2,16 @@
 //! reads argv, the environment and the clock; it passes them to the library as values.
 
 mod agent;
-mod background;
+pub(crate) mod background;
 mod cas;
 mod interchange;
 mod log;
-mod output;
+pub(crate) mod output;
 mod run;
+mod serve;
 mod setup;
 mod skill;
-mod thread;
+pub(crate) mod thread;
 pub(crate) mod workflow;
 
 pub(crate) use output::Format;
@@ -97,18 +98,22 @@ impl CliError {
             let _ = writeln!(err, "hint: {h}");
         }
         if json {
-            let o = ErrorOut {
-                error: ErrorBody {
-                    kind: self.kind.name(),
-                    code: self.code(),
-                    message: &self.message,
-                    hints: &self.hints,
-                    retryable: self.retryable,
-                },
-            };
-            let o = output::to_value(&o);
-            let _ = writeln!(err, "{}", o.to_json());
+            let _ = writeln!(err, "{}", self.to_json());
         }
+    }
+
+    /// The JSON error object of `--format json` (and of `uwf serve`'s API), one line.
+    pub(crate) fn to_json(&self) -> String {
+        let o = ErrorOut {
+            error: ErrorBody {
+                kind: self.kind.name(),
+                code: self.code(),
+                message: &self.message,
+                hints: &self.hints,
+                retryable: self.retryable,
+            },
+        };
+        output::to_value(&o).to_json()
     }
 }
 
@@ -304,6 +309,9 @@ enum Command {
     Run(run::RunArgs),
     /// The steps running now, across every process using the store.
     Ps,
+    /// A read-only web view of the store: threads with live states, steps, graphs,
+    /// workflows, and a JSON API under /api/ (on 127.0.0.1 unless --bind says otherwise).
+    Serve(serve::ServeArgs),
     /// Configure a provider, the default model and the default agent (asks on a terminal
     /// when no flag is given); writes config.yaml with mode 0600.
     Setup(setup::SetupArgs),
@@ -619,6 +627,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Setup(a) => setup::setup(&env, a),
             Command::Run(a) => run::run(&env, a),
             Command::Ps => run::ps(&env),
+            Command::Serve(a) => serve::serve(&env, a),
             Command::Config(c) => setup::config(&env, c),
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),

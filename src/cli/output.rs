@@ -57,17 +57,24 @@ pub(crate) fn write_stdout(b: &[u8]) -> CliResult {
 /// An I/O error other than a broken pipe.
 pub(crate) fn print_as<T: Serialize>(format: Format, v: &T) -> CliResult {
     match format {
-        // Straight to text: the same bytes as through `Value`, without building the tree.
-        Format::Json => {
-            let mut buf = Vec::with_capacity(256);
-            let mut ser = serde_json::Serializer::with_formatter(&mut buf, JsFormatter);
-            v.serialize(&mut ser)
-                .map_err(|e| CliError::of(crate::ErrorKind::Internal, e.to_string()))?;
-            buf.push(b'\n');
-            write_stdout(&buf)
-        }
+        Format::Json => write_stdout(&json_line(v)?),
         Format::Yaml => print(format, &to_value(v)),
     }
+}
+
+/// A command's output struct as the line `--format json` prints (`uwf serve`'s API answers
+/// with the same bytes).
+///
+/// # Errors
+/// A value serde_json cannot write (an output struct always can).
+pub(crate) fn json_line<T: Serialize>(v: &T) -> CliResult<Vec<u8>> {
+    // Straight to text: the same bytes as through `Value`, without building the tree.
+    let mut buf = Vec::with_capacity(256);
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, JsFormatter);
+    v.serialize(&mut ser)
+        .map_err(|e| CliError::of(crate::ErrorKind::Internal, e.to_string()))?;
+    buf.push(b'\n');
+    Ok(buf)
 }
 
 /// `JSON.stringify`'s spelling for serde_json: every number as a JavaScript double

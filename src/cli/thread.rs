@@ -5,12 +5,14 @@ use super::output::{NodeIdStr, print, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::cas::{NodeId, Value};
 use crate::engine::{self, Interrupt, StepOptions};
+use crate::store::Store;
 use crate::thread::{
     self, AgentCommand, AgentProtocol, Config, ListFilter, Listed, ReadOptions, Status, StepOutput,
     Steps, ThreadId, time::parse_time,
 };
 use clap::Subcommand;
 use serde::Serialize;
+use std::path::Path;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -286,7 +288,7 @@ pub(crate) enum StepCommand {
 /// (`background` is true there, null elsewhere).
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct State<'a> {
+pub(crate) struct State<'a> {
     workflow: &'a str,
     thread: &'a str,
     head: &'a str,
@@ -303,14 +305,14 @@ struct State<'a> {
 
 /// `running`: the process that holds the thread's step lease.
 #[derive(Serialize)]
-struct Running {
+pub(crate) struct Running {
     pid: u32,
     since: u64,
 }
 
 /// The last failed step of a thread (only when it has one).
 #[derive(Serialize)]
-struct LastError<'a> {
+pub(crate) struct LastError<'a> {
     time: u64,
     agent: &'a str,
     message: &'a str,
@@ -348,7 +350,7 @@ struct Started<'a> {
 /// One row of `thread list`.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ListRow<'a> {
+pub(crate) struct ListRow<'a> {
     thread: &'a str,
     workflow: Option<&'a str>,
     head: &'a str,
@@ -370,7 +372,7 @@ impl<'a> From<&'a Listed> for ListRow<'a> {
 
 /// `thread steps`: the start, then the steps.
 #[derive(Serialize)]
-struct StepsOut<'a> {
+pub(crate) struct StepsOut<'a> {
     thread: &'a str,
     workflow: NodeIdStr,
     steps: Vec<StepsRow<'a>>,
@@ -379,7 +381,7 @@ struct StepsOut<'a> {
 /// A row of [`StepsOut`].
 #[derive(Serialize)]
 #[serde(untagged)]
-enum StepsRow<'a> {
+pub(crate) enum StepsRow<'a> {
     /// The StartNode.
     Start {
         hash: NodeIdStr,
@@ -401,7 +403,8 @@ enum StepsRow<'a> {
 }
 
 impl<'a> StepsOut<'a> {
-    fn new(thread: &'a str, s: &'a Steps) -> Self {
+    /// The output of `thread steps` for `thread`.
+    pub(crate) fn new(thread: &'a str, s: &'a Steps) -> Self {
         let start = StepsRow::Start {
             hash: NodeIdStr(s.start),
             workflow: NodeIdStr(s.workflow),
@@ -462,7 +465,8 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
     }
 }
 
-fn thread_id(s: &str) -> CliResult<ThreadId> {
+/// A thread id argument.
+pub(crate) fn thread_id(s: &str) -> CliResult<ThreadId> {
     ThreadId::parse(s).map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))
 }
 
@@ -581,22 +585,33 @@ fn cmd_start(
 fn cmd_show(env: &Env, thread: &str) -> CliResult {
     let t = thread_id(thread)?;
     let s = env.open_ro()?;
-    let mut out = thread::show(&s, &t)?;
+    let out = shown(&env.root, &s, &t)?;
+    print_as(env.format, &State::from(&out))
+}
+
+/// The state `thread show` prints ([`State::from`] makes the output of it).
+///
+/// # Errors
+/// An unknown thread, a broken chain, store failures.
+pub(crate) fn shown(root: &Path, s: &Store, t: &ThreadId) -> CliResult<StepOutput> {
+    let mut out = thread::show(s, t)?;
     // Between two steps a background run holds no lease; its marker still says running.
-    if out.status == Status::Idle && background::live_marker(&env.root, &t).is_some() {
+    if out.status == Status::Idle && background::live_marker(root, t).is_some() {
         out.status = Status::Running;
     }
-    print_as(env.format, &State::from(&out))
+    Ok(out)
 }
 
 /// `thread list`.
 fn cmd_list(env: &Env, f: &ListFilter) -> CliResult {
     let s = env.open_ro()?;
     let rows = thread::list(&s, f)?;
-    print_as(
-        env.format,
-        &rows.iter().map(ListRow::from).collect::<Vec<_>>(),
-    )
+    print_as(env.format, &list_rows(&rows))
+}
+
+/// The output of `thread list` for the threads `thread::list` gave.
+pub(crate) fn list_rows(rows: &[Listed]) -> Vec<ListRow<'_>> {
+    rows.iter().map(ListRow::from).collect()
 }
 
 /// `thread read THREAD`.

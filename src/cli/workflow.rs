@@ -84,37 +84,37 @@ struct Validated {
 
 /// `workflow show`: `name` and `timestamp` are null for a file that is not registered or stored.
 #[derive(Serialize)]
-struct Shown {
-    hash: NodeIdStr,
-    name: Option<String>,
+pub(crate) struct Shown {
+    pub hash: NodeIdStr,
+    pub name: Option<String>,
     #[serde(rename = "type")]
     type_id: NodeIdStr,
-    payload: Value,
-    timestamp: Option<u64>,
+    pub payload: Value,
+    pub timestamp: Option<u64>,
 }
 
 /// One row of `workflow list`: `hash` is `(local)` for a workflow file.
 #[derive(Serialize)]
-struct ListRow {
-    name: String,
-    hash: String,
-    origin: &'static str,
+pub(crate) struct ListRow {
+    pub name: String,
+    pub hash: String,
+    pub origin: &'static str,
 }
 
 /// `workflow history`.
 #[derive(Serialize)]
-struct History {
+pub(crate) struct History {
     name: String,
-    versions: Vec<Version>,
+    pub versions: Vec<Version>,
 }
 
 /// One registered version of a name.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Version {
-    hash: NodeIdStr,
-    registered_at: u64,
-    current: bool,
+pub(crate) struct Version {
+    pub hash: NodeIdStr,
+    pub registered_at: u64,
+    pub current: bool,
 }
 
 /// `workflow rollback`.
@@ -188,20 +188,28 @@ fn cmd_put(env: &Env, file: &Path, quiet: bool) -> CliResult {
 /// `workflow show WORKFLOW [--graph FORMAT]`.
 fn cmd_show(env: &Env, workflow: &str, graph: Option<GraphFormat>) -> CliResult {
     let s = env.open_ro()?;
-    let (id, type_id, payload, timestamp) = resolve(&s, workflow, &env.cwd)?;
-    if !workflow::is_workflow_type(type_id) {
-        return Err(CliError::new(format!(
-            "node {id} is not a Workflow (type {type_id})"
-        )));
-    }
+    let out = shown(&s, workflow, &env.cwd)?;
     if let Some(format) = graph {
-        let wf =
-            StoredWorkflow::from_payload(&payload).map_err(|e| CliError::new(e.to_string()))?;
+        let wf = parse(&out.payload)?;
         let mut text = workflow::render_graph(&wf, format);
         if !text.ends_with('\n') {
             text.push('\n');
         }
         return write_stdout(text.as_bytes());
+    }
+    print_as(env.format, &out)
+}
+
+/// The output of `workflow show WORKFLOW`, the workflow resolved from `cwd`.
+///
+/// # Errors
+/// A name that resolves to nothing or to a node that is not a workflow, store failures.
+pub(crate) fn shown(s: &Store, workflow: &str, cwd: &Path) -> CliResult<Shown> {
+    let (id, type_id, payload, timestamp) = resolve(s, workflow, cwd)?;
+    if !workflow::is_workflow_type(type_id) {
+        return Err(CliError::new(format!(
+            "node {id} is not a Workflow (type {type_id})"
+        )));
     }
     // The name given when it is registered for this id, else the first one that is.
     let reg = s.registry()?;
@@ -210,20 +218,35 @@ fn cmd_show(env: &Env, workflow: &str, graph: Option<GraphFormat>) -> CliResult 
         .find(|(n, i)| *i == id && *n == workflow)
         .or_else(|| reg.iter().find(|(_, i)| *i == id))
         .map(|(n, _)| n.clone());
-    let out = Shown {
+    Ok(Shown {
         hash: NodeIdStr(id),
         name,
         type_id: NodeIdStr(type_id),
         payload,
         timestamp,
-    };
-    print_as(env.format, &out)
+    })
+}
+
+/// The model of a stored workflow's payload (its graph and roles).
+///
+/// # Errors
+/// A payload that is not a workflow.
+pub(crate) fn parse(payload: &Value) -> CliResult<StoredWorkflow> {
+    StoredWorkflow::from_payload(payload).map_err(|e| CliError::new(e.to_string()))
 }
 
 /// `workflow list`.
 fn cmd_list(env: &Env) -> CliResult {
     let s = env.open_ro()?;
-    let out: Vec<ListRow> = registry::list(&s, &env.cwd)?
+    print_as(env.format, &list_rows(&s, &env.cwd)?)
+}
+
+/// The output of `workflow list`: the names `thread start` resolves from `cwd`.
+///
+/// # Errors
+/// Store failures.
+pub(crate) fn list_rows(s: &Store, cwd: &Path) -> CliResult<Vec<ListRow>> {
+    Ok(registry::list(s, cwd)?
         .into_iter()
         .map(|row| match row {
             Listed::Local(name, _) => ListRow {
@@ -237,13 +260,20 @@ fn cmd_list(env: &Env) -> CliResult {
                 origin: "global",
             },
         })
-        .collect();
-    print_as(env.format, &out)
+        .collect())
 }
 
 /// `workflow history NAME`.
 fn cmd_history(env: &Env, name: String) -> CliResult {
     let s = env.open_ro()?;
+    print_as(env.format, &history(&s, name)?)
+}
+
+/// The output of `workflow history NAME`.
+///
+/// # Errors
+/// A name never registered, store failures.
+pub(crate) fn history(s: &Store, name: String) -> CliResult<History> {
     let versions = s.registry_history(&name)?;
     if versions.is_empty() {
         return Err(unknown(&name));
@@ -261,7 +291,7 @@ fn cmd_history(env: &Env, name: String) -> CliResult {
             current: Some(v.workflow) == current,
         })
         .collect();
-    print_as(env.format, &History { name, versions })
+    Ok(History { name, versions })
 }
 
 fn unknown(name: &str) -> CliError {

@@ -27,9 +27,14 @@ impl std::str::FromStr for GraphFormat {
     }
 }
 
-/// Draws the graph of `wf`. Status-map edges are labelled with their status (none for `_`),
-/// transition-list edges with their condition name (`else` for the fallback) and position.
-pub fn render_graph<S>(wf: &Workflow<S>, format: GraphFormat) -> String {
+/// An edge to draw: from, label, to.
+type Edge<'a> = (&'a str, Option<String>, &'a str);
+
+/// The nodes to draw (`$START`, the graph's nodes, the roles, `$END` when an edge reaches it)
+/// and every edge as `(from, label, to)`. Status-map edges are labelled with their status (none
+/// for `_`), transition-list edges with their position and condition name (`else` for the
+/// fallback).
+fn parts<S>(wf: &Workflow<S>) -> (IndexSet<&str>, Vec<Edge<'_>>) {
     let mut nodes: IndexSet<&str> = IndexSet::new();
     nodes.insert(START);
     for n in wf.graph.nodes() {
@@ -44,10 +49,10 @@ pub fn render_graph<S>(wf: &Workflow<S>, format: GraphFormat) -> String {
     }
     let transitions = matches!(wf.graph, super::model::Graph::Transitions(_));
     let mut pos_by_node: std::collections::HashMap<&str, usize> = Default::default();
-    let labels: Vec<Option<String>> = edges
-        .iter()
-        .map(|(from, label, _)| {
-            if transitions {
+    let edges = edges
+        .into_iter()
+        .map(|(from, label, to)| {
+            let label = if transitions {
                 let i = pos_by_node.entry(from).or_default();
                 *i += 1;
                 Some(match label {
@@ -56,9 +61,19 @@ pub fn render_graph<S>(wf: &Workflow<S>, format: GraphFormat) -> String {
                 })
             } else {
                 label.filter(|l| *l != ANY_STATUS).map(str::to_string)
-            }
+            };
+            (from, label, to)
         })
         .collect();
+    (nodes, edges)
+}
+
+/// Draws the graph of `wf`. Status-map edges are labelled with their status (none for `_`),
+/// transition-list edges with their condition name (`else` for the fallback) and position.
+pub fn render_graph<S>(wf: &Workflow<S>, format: GraphFormat) -> String {
+    let (nodes, labelled) = parts(wf);
+    let edges: Vec<(&str, (), &str)> = labelled.iter().map(|(f, _, t)| (*f, (), *t)).collect();
+    let labels: Vec<Option<String>> = labelled.iter().map(|(_, l, _)| l.clone()).collect();
     let mut out = String::new();
     match format {
         GraphFormat::Mermaid => {
@@ -133,6 +148,217 @@ pub fn render_graph<S>(wf: &Workflow<S>, format: GraphFormat) -> String {
     out
 }
 
+/// Height of a node box in [`render_svg`].
+const NODE_H: f64 = 34.0;
+/// Vertical distance between two ranks' boxes.
+const RANK_GAP: f64 = 62.0;
+/// Horizontal distance between two boxes of a rank.
+const NODE_GAP: f64 = 36.0;
+/// Margin around the drawing.
+const MARGIN: f64 = 20.0;
+
+/// Draws the graph of `wf` as an SVG element, top to bottom: nodes in ranks by their distance
+/// from `$START`, `$END` last; an edge to the next rank goes straight down, one that skips
+/// ranks bends out to the left, any other (back, same rank, loop) to the right. The node named `current` (a role, or `$END`) gets the class `current`. Labels as
+/// [`render_graph`] writes them; edges between the same two nodes share one line.
+pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
+    let (nodes, labelled) = parts(wf);
+    // Edges merged by their ends, in first-seen order.
+    let mut edges: indexmap::IndexMap<(&str, &str), Vec<String>> = Default::default();
+    for (from, label, to) in &labelled {
+        let e = edges.entry((*from, *to)).or_default();
+        if let Some(l) = label {
+            e.push(l.clone());
+        }
+    }
+    // Ranks: breadth-first distance from $START; unreached nodes after, $END last.
+    let mut rank: std::collections::HashMap<&str, usize> = Default::default();
+    rank.insert(START, 0);
+    let mut queue = std::collections::VecDeque::from([START]);
+    while let Some(n) = queue.pop_front() {
+        let r = rank[n];
+        for (from, to) in edges.keys() {
+            if *from == n && *to != END && !rank.contains_key(to) {
+                rank.insert(to, r + 1);
+                queue.push_back(to);
+            }
+        }
+    }
+    let reached = rank.values().copied().max().unwrap_or(0);
+    let mut last = reached;
+    for n in &nodes {
+        if *n != END && !rank.contains_key(n) {
+            rank.insert(n, reached + 1);
+            last = reached + 1;
+        }
+    }
+    if nodes.contains(END) {
+        rank.insert(END, last + 1);
+    }
+    let ranks = rank.values().copied().max().unwrap_or(0) + 1;
+    let label_of = |n: &str| match n {
+        START => "start".to_string(),
+        END => "end".to_string(),
+        r => r.to_string(),
+    };
+    let width_of = |n: &str| (label_of(n).chars().count() as f64 * 7.4 + 24.0).max(64.0);
+    let rows: Vec<Vec<&str>> = (0..ranks)
+        .map(|r| nodes.iter().copied().filter(|n| rank[n] == r).collect())
+        .collect();
+    let row_width = |row: &Vec<&str>| {
+        row.iter().map(|n| width_of(n)).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
+    };
+    let inner = rows.iter().map(row_width).fold(0.0, f64::max);
+    // Room on either side for the edges that bend out.
+    let longest_label = edges
+        .values()
+        .map(|l| l.join(", ").chars().count())
+        .max()
+        .unwrap_or(0) as f64;
+    let room = |n: usize| {
+        if n > 0 {
+            40.0 + 14.0 * n as f64 + longest_label * 6.6
+        } else {
+            0.0
+        }
+    };
+    let right = room(edges.keys().filter(|(f, t)| rank[f] >= rank[t]).count());
+    let left = room(edges.keys().filter(|(f, t)| rank[t] > rank[f] + 1).count());
+    let width = left + inner + 2.0 * MARGIN + right;
+    let height = ranks as f64 * (NODE_H + RANK_GAP) - RANK_GAP + 2.0 * MARGIN;
+    // Each node's box: left, top, width.
+    let mut boxes: std::collections::HashMap<&str, (f64, f64, f64)> = Default::default();
+    for (r, row) in rows.iter().enumerate() {
+        let mut x = left + MARGIN + (inner - row_width(row)) / 2.0;
+        let y = MARGIN + r as f64 * (NODE_H + RANK_GAP);
+        for n in row {
+            let w = width_of(n);
+            boxes.insert(n, (x, y, w));
+            x += w + NODE_GAP;
+        }
+    }
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="graph" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" role="img" aria-label="workflow graph of {}">"#,
+        xml_text(&wf.name)
+    );
+    out.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>"#);
+    let (mut bend, mut skip) = (0, 0);
+    for ((from, to), labels) in &edges {
+        let (fx, fy, fw) = boxes[from];
+        let (tx, ty, tw) = boxes[to];
+        let label = labels.join(", ");
+        let (path, lx, ly, anchor) = if from == to {
+            let (x, y) = (fx + fw, fy + NODE_H / 2.0);
+            (
+                format!(
+                    "M{x:.1},{:.1} C{:.1},{:.1} {:.1},{:.1} {x:.1},{:.1}",
+                    y - 8.0,
+                    x + 42.0,
+                    y - 30.0,
+                    x + 42.0,
+                    y + 30.0,
+                    y + 8.0
+                ),
+                x + 40.0,
+                y + 4.0,
+                "start",
+            )
+        } else if rank[to] > rank[from] + 1 {
+            skip += 1;
+            let (x1, y1) = (fx, fy + NODE_H / 2.0 + 5.0);
+            let (x2, y2) = (tx, ty + NODE_H / 2.0 - 5.0);
+            let c = x1.min(x2) - 26.0 - 14.0 * skip as f64;
+            (
+                format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
+                0.125 * (x1 + x2) + 0.75 * c - 4.0,
+                (y1 + y2) / 2.0 + 4.0,
+                "end",
+            )
+        } else if rank[from] < rank[to] {
+            let (x1, y1) = (fx + fw / 2.0, fy + NODE_H);
+            let (x2, y2) = (tx + tw / 2.0, ty);
+            let dy = (y2 - y1) / 2.0;
+            (
+                format!(
+                    "M{x1:.1},{y1:.1} C{x1:.1},{:.1} {x2:.1},{:.1} {x2:.1},{y2:.1}",
+                    y1 + dy,
+                    y2 - dy
+                ),
+                (x1 + x2) / 2.0 + 4.0,
+                (y1 + y2) / 2.0 + 4.0,
+                "start",
+            )
+        } else {
+            bend += 1;
+            let (x1, y1) = (fx + fw, fy + NODE_H / 2.0 + 5.0);
+            let (x2, y2) = (tx + tw, ty + NODE_H / 2.0 - 5.0);
+            let c = x1.max(x2) + 26.0 + 14.0 * bend as f64;
+            (
+                format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
+                0.125 * (x1 + x2) + 0.75 * c + 4.0,
+                (y1 + y2) / 2.0 + 4.0,
+                "start",
+            )
+        };
+        let _ = write!(
+            out,
+            r#"<g class="edge" data-from="{}" data-to="{}"><path d="{path}" marker-end="url(#arrow)"/>"#,
+            xml_text(from),
+            xml_text(to)
+        );
+        if !label.is_empty() {
+            let _ = write!(
+                out,
+                r#"<text x="{lx:.1}" y="{ly:.1}" text-anchor="{anchor}">{}</text>"#,
+                xml_text(&label)
+            );
+        }
+        out.push_str("</g>");
+    }
+    for n in &nodes {
+        let (x, y, w) = boxes[n];
+        let kind = if *n == START || *n == END {
+            "terminal"
+        } else {
+            "role"
+        };
+        let cur = if current == Some(*n) { " current" } else { "" };
+        let rx = if kind == "terminal" {
+            NODE_H / 2.0
+        } else {
+            6.0
+        };
+        let _ = write!(
+            out,
+            r#"<g class="node {kind}{cur}" data-node="{}"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{NODE_H}" rx="{rx}"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text></g>"#,
+            xml_text(n),
+            x + w / 2.0,
+            y + NODE_H / 2.0 + 4.5,
+            xml_text(&label_of(n))
+        );
+    }
+    out.push_str("</svg>");
+    out
+}
+
+/// `s` escaped for XML text and attribute values.
+fn xml_text(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
 fn mermaid_text(s: &str) -> String {
     s.replace('"', "#quot;")
 }
@@ -166,6 +392,35 @@ mod tests {
                 .unwrap_err()
                 .contains("\"svg\"")
         );
+    }
+
+    #[test]
+    fn svg_ranks_nodes_and_marks_the_current_role() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/solve-issue.yaml");
+        let wf = crate::workflow::load_file(&path, &crate::workflow::Jsonata::default())
+            .expect("the example loads");
+        let svg = render_svg(&wf, Some("reviewer"));
+        assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"), "{svg}");
+        for n in ["$START", "planner", "developer", "reviewer", "$END"] {
+            assert_eq!(
+                svg.matches(&format!(r#"data-node="{n}""#)).count(),
+                1,
+                "{n}: {svg}"
+            );
+        }
+        assert!(
+            svg.contains(r#"<g class="node role current" data-node="reviewer">"#),
+            "{svg}"
+        );
+        assert_eq!(svg.matches(" current\"").count(), 1, "{svg}");
+        // The rejected review goes back up, bending out to the right.
+        assert!(
+            svg.contains(r#"data-from="reviewer" data-to="developer""#),
+            "{svg}"
+        );
+        assert!(svg.contains(">1. notApproved</text>"), "{svg}");
+        assert_eq!(xml_text("a<&\">"), "a&lt;&amp;&quot;&gt;");
     }
 
     #[test]

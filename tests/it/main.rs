@@ -21,6 +21,7 @@ mod props;
 mod proto7a0c;
 mod read_md;
 mod runner;
+mod serve;
 mod shell;
 mod store;
 mod store_batch;

@@ -1,0 +1,68 @@
+//! `uwf serve`: the read-only web view of the store (the server is `crate::serve`).
+
+use super::{CliError, CliResult, Env};
+use crate::store::Store;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// Arguments of `uwf serve`.
+#[derive(clap::Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on; anything but a loopback address makes the view reachable
+    /// from other machines (a warning says so).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    bind: IpAddr,
+    /// The port; 0 picks a free one (the URL on stderr names it).
+    #[arg(long, value_name = "N", default_value_t = 7878)]
+    port: u16,
+}
+
+/// `uwf serve`: opens the store read-only, prints `serving <root> at <url>` on stderr and
+/// answers until the process is stopped.
+pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
+    let db = env.db_path();
+    // The view never creates a store (a read of any other command would).
+    if !db.exists() {
+        return Err(CliError::of(
+            crate::ErrorKind::NotFound,
+            format!("no store at {}", db.display()),
+        )
+        .hint("start a thread or register a workflow first; UWF_HOME names the root"));
+    }
+    let store = Store::open_read_only(&db)?;
+    if !a.bind.is_loopback() {
+        eprintln!(
+            "warning: listening on {}, reachable from other machines; the view has no authentication",
+            a.bind
+        );
+    }
+    let addr = SocketAddr::new(a.bind, a.port);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| CliError::new(format!("cannot listen on {addr}: {e}")))?;
+        let local = listener.local_addr()?;
+        let host = match local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ip => ip,
+        };
+        let url = match host {
+            IpAddr::V6(ip) => format!("http://[{ip}]:{}/", local.port()),
+            IpAddr::V4(ip) => format!("http://{ip}:{}/", local.port()),
+        };
+        eprintln!("serving {} at {url}", env.root.display());
+        crate::serve::run(
+            listener,
+            crate::serve::Context {
+                store,
+                root: env.root.clone(),
+                cwd: env.cwd.clone(),
+                loopback: a.bind.is_loopback(),
+            },
+        )
+        .await
+        .map_err(|e| CliError::of(crate::ErrorKind::Internal, format!("serve: {e}")))
+    })
+}

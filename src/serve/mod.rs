@@ -1,0 +1,446 @@
+//! `uwf serve`: a read-only web view of the store on axum.
+//!
+//! Pages (`/`, `/threads/{id}`, `/workflows`, `/workflows/{name}`) are HTML rendered here, with
+//! one embedded stylesheet and script; the JSON API under `/api/` answers with the bytes the
+//! CLI prints for the same question (`thread list --all`, `thread show`, `thread steps`,
+//! `thread read`, `workflow list`, `workflow show`, `workflow history`), built by the CLI's own
+//! functions. `/api/events` is a server-sent event stream that says `change` whenever the store
+//! file changes; the pages' script then fetches the page again and swaps its `<main>`.
+//!
+//! Invariants: the store is opened read-only and only read (one handle; each read is a read
+//! transaction or snapshot of its own); every read runs on the blocking pool inside
+//! `store::catching_damage`, so a damaged file gives an error answer, never a panic.
+
+mod page;
+
+use crate::cli::workflow as cli_workflow;
+use crate::cli::{CliError, CliResult, background, output::json_line, thread as cli_thread};
+use crate::store::{self, Store};
+use crate::thread::{self, ListFilter, ReadOptions, Status};
+use axum::Router;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// What the server reads: the store, its root (background-run markers) and the directory
+/// local workflow names resolve from.
+pub(crate) struct Context {
+    /// The store, opened read-only.
+    pub store: Store,
+    /// The storage root.
+    pub root: PathBuf,
+    /// The working directory (`.workflow/` names).
+    pub cwd: PathBuf,
+    /// Listening on a loopback address only: requests must name the host as a loopback
+    /// address or `localhost`, so a web page whose name resolves to 127.0.0.1 (DNS
+    /// rebinding) cannot read the view.
+    pub loopback: bool,
+}
+
+/// The shared state of the handlers.
+struct App {
+    ctx: Context,
+    /// A number that grows each time the store file changes.
+    version: watch::Receiver<u64>,
+}
+
+type Shared = Arc<App>;
+
+/// How often the store file's size and modification time are looked at.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Serves the view on `listener` until the process ends.
+///
+/// # Errors
+/// An I/O error of the listener.
+pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std::io::Result<()> {
+    let (tx, rx) = watch::channel(0u64);
+    tokio::spawn(watch_store(ctx.store.path().to_path_buf(), tx));
+    let app = Arc::new(App { ctx, version: rx });
+    let router = Router::new()
+        .route("/", get(threads_page))
+        .route("/threads/{id}", get(thread_page))
+        .route("/workflows", get(workflows_page))
+        .route("/workflows/{name}", get(workflow_page))
+        .route("/assets/style.css", get(style))
+        .route("/assets/app.js", get(script))
+        .route("/api/threads", get(api_threads))
+        .route("/api/threads/{id}", get(api_thread))
+        .route("/api/threads/{id}/steps", get(api_steps))
+        .route("/api/threads/{id}/read", get(api_read))
+        .route("/api/workflows", get(api_workflows))
+        .route("/api/workflows/{name}", get(api_workflow))
+        .route("/api/workflows/{name}/history", get(api_history))
+        .route("/api/events", get(events))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            local_host,
+        ))
+        .with_state(app);
+    axum::serve(listener, router).await
+}
+
+/// Refuses a request of a loopback-only server whose `Host` is not a loopback name.
+async fn local_host(
+    State(app): State<Shared>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if app.ctx.loopback {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        // The name without the port: `[::1]:80`, `127.0.0.1:80`, `localhost`.
+        let name = match host.strip_prefix('[') {
+            Some(rest) => rest.split(']').next().unwrap_or(""),
+            None => host.split(':').next().unwrap_or(""),
+        };
+        let local = name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !local {
+            let e = CliError::new(format!(
+                "host \"{host}\" is not this machine's loopback name"
+            ));
+            return (StatusCode::MISDIRECTED_REQUEST, e.to_json() + "\n").into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Bumps the version whenever the store file's length or modification time changes: every
+/// commit of any process writes the file.
+async fn watch_store(path: PathBuf, tx: watch::Sender<u64>) {
+    let mark = |p: &std::path::Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| (m.modified().ok(), m.len()))
+    };
+    let mut last = mark(&path);
+    let mut tick = tokio::time::interval(POLL);
+    loop {
+        tick.tick().await;
+        let now = mark(&path);
+        if now != last {
+            last = now;
+            tx.send_modify(|v| *v += 1);
+        }
+    }
+}
+
+/// `/api/events`: `change` with the current version at once, then at every change.
+async fn events(
+    State(app): State<Shared>,
+) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    let rx = app.version.clone();
+    let stream = futures_util::stream::unfold((rx, true), |(mut rx, first)| async move {
+        if !first && rx.changed().await.is_err() {
+            return None;
+        }
+        let v = *rx.borrow_and_update();
+        let e = Event::default().event("change").data(v.to_string());
+        Some((Ok(e), (rx, false)))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// Whether an error answers a page (HTML) or the API (JSON).
+#[derive(Clone, Copy)]
+enum Answer {
+    Page,
+    Api,
+}
+
+/// Runs `f` on the blocking pool, catching store damage, and turns an error into an answer.
+async fn read<F>(app: Shared, answer: Answer, f: F) -> Response
+where
+    F: FnOnce(&App) -> CliResult<Response> + Send + 'static,
+{
+    let r = tokio::task::spawn_blocking(move || {
+        let path = app.ctx.store.path().to_path_buf();
+        store::catching_damage(&path, || f(&app))
+    })
+    .await;
+    match r {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => error(&e, answer),
+        Err(e) => error(
+            &CliError::of(crate::ErrorKind::Internal, e.to_string()),
+            answer,
+        ),
+    }
+}
+
+/// The answer to a failed read: the CLI's JSON error object, or a page saying it.
+fn error(e: &CliError, answer: Answer) -> Response {
+    let status = match e.kind {
+        crate::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        _ if e.missing.is_some() => StatusCode::NOT_FOUND,
+        crate::ErrorKind::User | crate::ErrorKind::Usage => StatusCode::BAD_REQUEST,
+        crate::ErrorKind::Retry => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    match answer {
+        Answer::Api => (status, json(format!("{}\n", e.to_json()).into_bytes())).into_response(),
+        Answer::Page => (status, html(page::error(status, &e.message))).into_response(),
+    }
+}
+
+/// A JSON body, never cached.
+fn json(body: Vec<u8>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// An HTML body, never cached.
+fn html(body: String) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+async fn not_found() -> Response {
+    let e = CliError::of(crate::ErrorKind::NotFound, "no such page");
+    error(&e, Answer::Page)
+}
+
+async fn style() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        page::STYLE,
+    )
+        .into_response()
+}
+
+async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        page::SCRIPT,
+    )
+        .into_response()
+}
+
+/// `?status=` of the thread list: the statuses `thread list --status` takes.
+#[derive(serde::Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+}
+
+impl ListQuery {
+    /// The filter of `thread list --all [--status S]`.
+    fn filter(&self, app: &App) -> CliResult<ListFilter> {
+        Ok(ListFilter {
+            statuses: self
+                .status
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(Status::parse_list)
+                .transpose()?,
+            all: true,
+            background: background::running_threads(&app.ctx.root),
+            ..ListFilter::default()
+        })
+    }
+}
+
+/// `/api/threads`: `uwf thread list --all` (`?status=` as `--status`).
+async fn api_threads(State(app): State<Shared>, Query(q): Query<ListQuery>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let rows = thread::list(&app.ctx.store, &q.filter(app)?)?;
+        Ok(json(json_line(&cli_thread::list_rows(&rows))?))
+    })
+    .await
+}
+
+/// `/api/threads/{id}`: `uwf thread show`.
+async fn api_thread(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let t = cli_thread::thread_id(&id)?;
+        let out = cli_thread::shown(&app.ctx.root, &app.ctx.store, &t)?;
+        Ok(json(json_line(&cli_thread::State::from(&out))?))
+    })
+    .await
+}
+
+/// `/api/threads/{id}/steps`: `uwf thread steps`.
+async fn api_steps(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let t = cli_thread::thread_id(&id)?;
+        let steps = thread::steps(&app.ctx.store, &t)?;
+        Ok(json(json_line(&cli_thread::StepsOut::new(
+            t.as_str(),
+            &steps,
+        ))?))
+    })
+    .await
+}
+
+/// `/api/threads/{id}/read`: `uwf thread read` (markdown).
+async fn api_read(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let t = cli_thread::thread_id(&id)?;
+        let md = thread_markdown(app, &t)?;
+        Ok((
+            [
+                (header::CONTENT_TYPE, "text/markdown; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            md,
+        )
+            .into_response())
+    })
+    .await
+}
+
+/// What `uwf thread read THREAD` prints.
+fn thread_markdown(app: &App, t: &thread::ThreadId) -> CliResult<String> {
+    let opts = ReadOptions {
+        quota: thread::DEFAULT_QUOTA,
+        before: None,
+        start: false,
+    };
+    Ok(thread::with_newline(thread::read(
+        &app.ctx.store,
+        t,
+        &opts,
+    )?))
+}
+
+/// `/api/workflows`: `uwf workflow list` (local names from the server's directory).
+async fn api_workflows(State(app): State<Shared>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let rows = cli_workflow::list_rows(&app.ctx.store, &app.ctx.cwd)?;
+        Ok(json(json_line(&rows)?))
+    })
+    .await
+}
+
+/// `/api/workflows/{name}`: `uwf workflow show`.
+async fn api_workflow(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let out = cli_workflow::shown(&app.ctx.store, &name, &app.ctx.cwd)?;
+        Ok(json(json_line(&out)?))
+    })
+    .await
+}
+
+/// `/api/workflows/{name}/history`: `uwf workflow history`.
+async fn api_history(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let out = cli_workflow::history(&app.ctx.store, name)?;
+        Ok(json(json_line(&out)?))
+    })
+    .await
+}
+
+/// `/`: the threads, newest first, with their states.
+async fn threads_page(State(app): State<Shared>, Query(q): Query<ListQuery>) -> Response {
+    read(app, Answer::Page, move |app| {
+        let rows = thread::list(&app.ctx.store, &q.filter(app)?)?;
+        let names = workflow_names(&app.ctx.store)?;
+        Ok(html(page::threads(
+            app.version(),
+            q.status.as_deref(),
+            &rows,
+            &names,
+        )))
+    })
+    .await
+}
+
+/// `/threads/{id}`: a thread's state, graph, conversation and steps.
+async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    read(app, Answer::Page, move |app| {
+        let s = &app.ctx.store;
+        let t = cli_thread::thread_id(&id)?;
+        let state = cli_thread::shown(&app.ctx.root, s, &t)?;
+        let steps = thread::steps(s, &t)?;
+        let md = thread_markdown(app, &t)?;
+        let wf = thread::load_workflow(&s.snapshot()?, steps.workflow)?;
+        let names = workflow_names(s)?;
+        Ok(html(page::thread(
+            app.version(),
+            &page::ThreadView {
+                state: &state,
+                steps: &steps,
+                markdown: &md,
+                workflow: &wf,
+                workflow_name: names.get(&steps.workflow.to_wire()).map(String::as_str),
+            },
+        )))
+    })
+    .await
+}
+
+/// `/workflows`: the names `thread start` resolves.
+async fn workflows_page(State(app): State<Shared>) -> Response {
+    read(app, Answer::Page, move |app| {
+        let s = &app.ctx.store;
+        let rows = cli_workflow::list_rows(s, &app.ctx.cwd)?;
+        let mut versions = std::collections::HashMap::new();
+        for r in &rows {
+            versions.insert(r.name.clone(), s.registry_history(&r.name)?.len());
+        }
+        Ok(html(page::workflows(app.version(), &rows, &versions)))
+    })
+    .await
+}
+
+/// `/workflows/{name}`: a workflow, its graph and its registered versions.
+async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
+    read(app, Answer::Page, move |app| {
+        let s = &app.ctx.store;
+        let shown = cli_workflow::shown(s, &name, &app.ctx.cwd)?;
+        let wf = cli_workflow::parse(&shown.payload)?;
+        // A workflow file or an id that was never registered under the name has no history.
+        let history = match s.registry_history(&name)?.is_empty() {
+            true => None,
+            false => Some(cli_workflow::history(s, name.clone())?),
+        };
+        Ok(html(page::workflow(
+            app.version(),
+            &name,
+            &shown,
+            &wf,
+            history.as_ref(),
+        )))
+    })
+    .await
+}
+
+impl App {
+    /// The store version the page shows.
+    fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+}
+
+/// The registered name of each workflow id (the first name of an id registered twice).
+fn workflow_names(s: &Store) -> CliResult<std::collections::HashMap<String, String>> {
+    let mut names = std::collections::HashMap::new();
+    for (name, id) in s.registry()? {
+        names.entry(id.to_wire()).or_insert(name);
+    }
+    Ok(names)
+}

@@ -1,0 +1,612 @@
+//! `uwf serve`: a real server process on a free port of 127.0.0.1. The JSON API answers with the
+//! CLI's bytes, pages show threads, steps and graphs, the event stream reports steps, the store
+//! file is never written; and a headless Chromium driven over WebDriver sees the thread list,
+//! a thread's steps and graph, and a step appear without a reload (screenshots in
+//! `target/serve-screenshots/`).
+
+use crate::common::{TestEnv, example, fingerprint, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `uwf serve --port 0` process, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    /// Starts the server in `env`'s root (also its working directory) and waits for the line
+    /// naming its URL.
+    fn start(env: &TestEnv) -> Server {
+        let mut child = env
+            .std_cmd()
+            .args(["serve", "--port", "0"])
+            .current_dir(env.root())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start uwf serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("uwf serve prints its URL");
+        let port = line
+            .rsplit_once("http://127.0.0.1:")
+            .and_then(|(_, p)| p.trim_end_matches('/').parse().ok())
+            .unwrap_or_else(|| panic!("no URL in {line:?}"));
+        Server { child, port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// `GET path`: the status and the body.
+    fn get(&self, path: &str) -> (u16, String) {
+        get(self.port, path)
+    }
+
+    /// `GET path`, expecting 200.
+    fn ok(&self, path: &str) -> String {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        body
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A plain HTTP/1.1 GET over a fresh connection: the status and the (de-chunked) body.
+fn get(port: u16, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("read answer");
+    let text = String::from_utf8(raw).expect("UTF-8 answer");
+    let (head, body) = text.split_once("\r\n\r\n").expect("headers end");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let body = if chunked {
+        let mut out = String::new();
+        let mut rest = body;
+        loop {
+            let (size, after) = rest.split_once("\r\n").unwrap();
+            let n = usize::from_str_radix(size.trim(), 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            out.push_str(&after[..n]);
+            rest = &after[n + 2..];
+        }
+        out
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+/// The scripted agent for one of the example workflows.
+fn agent(env: &TestEnv, script: &str) -> String {
+    env.scripted(&example(script))
+}
+
+/// A root with both example workflows registered, a finished debate thread and a
+/// solve-issue thread two steps in (its reviewer next). Returns (debate, solve) thread ids.
+fn setup(env: &TestEnv) -> (String, String) {
+    let root = env.root().display().to_string();
+    for wf in ["debate.yaml", "solve-issue.yaml"] {
+        env.ok(&["workflow", "put", &example(wf).display().to_string()]);
+    }
+    let start = |wf: &str, prompt: &str| {
+        env.ok(&["thread", "start", wf, "-p", prompt, "--cwd", &root, "-q"])
+            .trim()
+            .to_string()
+    };
+    let debate = start("debate", "Tabs or spaces?");
+    let solve = start("solve-issue", "Fix the parser");
+    env.ok(&[
+        "thread",
+        "step",
+        &debate,
+        "-c",
+        "10",
+        "--agent",
+        &agent(env, "debate.script.yaml"),
+    ]);
+    env.ok(&[
+        "thread",
+        "step",
+        &solve,
+        "-c",
+        "2",
+        "--agent",
+        &agent(env, "solve-issue.script.yaml"),
+    ]);
+    (debate, solve)
+}
+
+/// `uwf ARGS` run in the root, its stdout.
+fn cli(env: &TestEnv, args: &[&str]) -> String {
+    let out = env
+        .cmd()
+        .args(args)
+        .current_dir(env.root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "uwf {args:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn api_answers_with_the_cli_bytes() {
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let server = Server::start(&env);
+    let same = |path: &str, args: &[&str]| {
+        assert_eq!(
+            server.ok(path),
+            cli(&env, args),
+            "GET {path} vs uwf {args:?}"
+        );
+    };
+    same("/api/threads", &["thread", "list", "--all"]);
+    same(
+        "/api/threads?status=completed",
+        &["thread", "list", "--status", "completed"],
+    );
+    same("/api/threads?status=active", &["thread", "list"]);
+    for t in [&debate, &solve] {
+        same(&format!("/api/threads/{t}"), &["thread", "show", t]);
+        same(&format!("/api/threads/{t}/steps"), &["thread", "steps", t]);
+        same(&format!("/api/threads/{t}/read"), &["thread", "read", t]);
+    }
+    same("/api/workflows", &["workflow", "list"]);
+    same("/api/workflows/debate", &["workflow", "show", "debate"]);
+    same(
+        "/api/workflows/debate/history",
+        &["workflow", "history", "debate"],
+    );
+    // Errors: the CLI's JSON error object with a 404 or 400.
+    let (status, body) = server.get("/api/threads/06H0BC6VKJH5J4CGMT9MDDFENC");
+    assert_eq!(status, 404, "{body}");
+    let e = json(&body);
+    assert_eq!(
+        e.get("error")
+            .and_then(|e| e.get("kind"))
+            .and_then(|k| k.as_str()),
+        Some("not_found"),
+        "{body}"
+    );
+    assert_eq!(server.get("/api/workflows/nope").0, 404);
+    assert_eq!(server.get("/api/threads?status=sleepy").0, 400);
+    assert_eq!(server.get("/no/such/page").0, 404);
+    // Only loopback names reach a loopback server (no DNS rebinding).
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    write!(
+        s,
+        "GET /api/threads HTTP/1.1\r\nHost: evil.example:{}\r\nConnection: close\r\n\r\n",
+        server.port
+    )
+    .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
+    assert!(!answer.contains(&debate), "{answer}");
+}
+
+#[test]
+fn pages_show_threads_steps_graphs_and_versions() {
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let server = Server::start(&env);
+    let list = server.ok("/");
+    for (t, status) in [(&debate, "completed"), (&solve, "idle")] {
+        assert!(
+            list.contains(&format!(r#"data-thread="{t}" data-status="{status}""#)),
+            "{list}"
+        );
+    }
+    assert!(list.contains(">reviewer<"), "the current role: {list}");
+    let page = server.ok(&format!("/threads/{solve}"));
+    assert!(page.contains("<svg"), "a graph: {page}");
+    assert!(
+        page.contains(r#"class="node role current" data-node="reviewer""#),
+        "the current role marked: {page}"
+    );
+    assert_eq!(page.matches(r#"<tr class="step""#).count(), 2, "{page}");
+    assert!(
+        page.contains("Added the length check."),
+        "an output: {page}"
+    );
+    // The conversation is rendered markdown, with raw HTML shown as text.
+    assert!(page.contains("<h2>Task</h2>"), "{page}");
+    assert!(page.contains("&lt;prompt&gt;"), "{page}");
+    // A finished thread marks the end.
+    let done = server.ok(&format!("/threads/{debate}"));
+    assert!(
+        done.contains(r#"class="node terminal current" data-node="$END""#),
+        "{done}"
+    );
+    let wfs = server.ok("/workflows");
+    assert!(wfs.contains(r#"href="/workflows/solve-issue""#), "{wfs}");
+    assert!(
+        wfs.contains("<td>global</td><td>1</td>"),
+        "one version: {wfs}"
+    );
+    let wf = server.ok("/workflows/solve-issue");
+    assert!(
+        wf.contains("<svg") && wf.contains(r#"class="version current""#),
+        "{wf}"
+    );
+    // Assets are embedded.
+    assert!(server.ok("/assets/app.js").contains("EventSource"));
+    assert!(server.ok("/assets/style.css").contains("svg.graph"));
+}
+
+#[test]
+fn events_report_a_step() {
+    let env = TestEnv::new();
+    let (_, solve) = setup(&env);
+    let server = Server::start(&env);
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "GET /api/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    // The current version comes at once.
+    let mut next_change = || -> String {
+        let mut line = String::new();
+        let mut event = false;
+        loop {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "stream ended");
+            if line.trim() == "event: change" {
+                event = true;
+            } else if event && let Some(d) = line.trim().strip_prefix("data: ") {
+                return d.to_string();
+            }
+        }
+    };
+    let first = next_change();
+    env.ok(&[
+        "thread",
+        "step",
+        &solve,
+        "--agent",
+        &agent(&env, "solve-issue.script.yaml"),
+    ]);
+    let second = next_change();
+    assert_ne!(first, second);
+}
+
+#[test]
+fn browsing_never_writes_the_store() {
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let before = fingerprint(&env.db());
+    let modified = std::fs::metadata(env.db()).unwrap().modified().unwrap();
+    let server = Server::start(&env);
+    for path in [
+        "/".to_string(),
+        "/?status=active".to_string(),
+        format!("/threads/{debate}"),
+        format!("/threads/{solve}"),
+        "/workflows".to_string(),
+        "/workflows/debate".to_string(),
+        "/api/threads".to_string(),
+        format!("/api/threads/{solve}/steps"),
+        format!("/api/threads/{solve}/read"),
+        "/api/workflows/solve-issue/history".to_string(),
+    ] {
+        server.ok(&path);
+    }
+    drop(server);
+    assert_eq!(fingerprint(&env.db()), before);
+    assert_eq!(
+        std::fs::metadata(env.db()).unwrap().modified().unwrap(),
+        modified
+    );
+}
+
+#[test]
+fn no_store_or_a_damaged_one_is_a_one_line_error() {
+    let env = TestEnv::new();
+    let r = env.fails(&["serve", "--port", "0"], "no store at");
+    assert_eq!(r.code, 3);
+    assert!(!env.db().exists(), "serve creates no store");
+    std::fs::write(env.db(), vec![0x5a; 4096]).unwrap();
+    let before = fingerprint(&env.db());
+    let r = env.fails(&["serve", "--port", "0"], "uwf.redb");
+    assert_eq!(r.code, 65);
+    assert_eq!(fingerprint(&env.db()), before);
+}
+
+// ---- the headless browser ----
+
+/// Chromium and chromedriver, or `None` (with a note) when either is missing outside CI.
+fn browser() -> Option<(PathBuf, PathBuf)> {
+    let find = |name: &str| {
+        std::env::var_os("PATH").and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join(name))
+                .find(|f| f.is_file())
+        })
+    };
+    match (find("chromium"), find("chromedriver")) {
+        (Some(c), Some(d)) => Some((c, d)),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "the browser test needs chromium and chromedriver (Debian: apt-get install chromium chromium-driver)"
+        ),
+        _ => {
+            eprintln!(
+                "note: chromium or chromedriver not found; the browser test of uwf serve is skipped (apt-get install chromium chromium-driver)"
+            );
+            None
+        }
+    }
+}
+
+/// A free port of 127.0.0.1 (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A process killed when dropped.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Where the browser test writes its screenshots.
+fn screenshot_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    let dir = target.join("serve-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
+    let Some((chromium, driver)) = browser() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let server = Server::start(&env);
+    let dport = free_port();
+    let _driver = Killed(
+        Command::new(&driver)
+            .arg(format!("--port={dport}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", dport)).is_err() {
+        assert!(Instant::now() < deadline, "chromedriver did not listen");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let shots = screenshot_dir();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use fantoccini::{ClientBuilder, Locator};
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
+            }),
+        );
+        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(caps)
+            .connect(&format!("http://127.0.0.1:{dport}"))
+            .await
+            .expect("a WebDriver session");
+        let count = |css: &'static str| {
+            let c = c.clone();
+            async move {
+                c.execute(
+                    &format!("return document.querySelectorAll({css:?}).length"),
+                    vec![],
+                )
+                .await
+                .unwrap()
+                .as_u64()
+                .unwrap()
+            }
+        };
+        // Read in one script run: the page may swap its <main> between two WebDriver calls.
+        let attr = |css: String, name: &'static str| {
+            let c = c.clone();
+            async move {
+                let v = c
+                    .execute(
+                        "const e = document.querySelector(arguments[0]); \
+                         return e ? e.getAttribute(arguments[1]) : null",
+                        vec![css.clone().into(), name.into()],
+                    )
+                    .await
+                    .unwrap();
+                v.as_str().map(str::to_string)
+            }
+        };
+        let text = |css: String| {
+            let c = c.clone();
+            async move {
+                let v = c
+                    .execute(
+                        "const e = document.querySelector(arguments[0]); \
+                         return e ? e.textContent : null",
+                        vec![css.clone().into()],
+                    )
+                    .await
+                    .unwrap();
+                v.as_str().map(str::to_string)
+            }
+        };
+        // Waits until `css` matches `n` elements (the page updates itself).
+        let wait_count = |css: &'static str, n: u64| {
+            let count = &count;
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let k = count(css).await;
+                    if k == n {
+                        return;
+                    }
+                    assert!(Instant::now() < deadline, "{css}: {k} elements, not {n}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        };
+        let wait_live = || {
+            let c = c.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                loop {
+                    let t = c
+                        .find(Locator::Id("live"))
+                        .await
+                        .unwrap()
+                        .text()
+                        .await
+                        .unwrap();
+                    if t == "live" {
+                        return;
+                    }
+                    assert!(Instant::now() < deadline, "the event stream did not open");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        };
+
+        // The thread list: each thread with its state.
+        c.goto(&server.url("/")).await.unwrap();
+        wait_count("tr.thread", 2).await;
+        for (t, status) in [(&debate, "completed"), (&solve, "idle")] {
+            let row = format!("tr[data-thread='{t}']");
+            assert_eq!(
+                attr(row.clone(), "data-status").await.as_deref(),
+                Some(status)
+            );
+            assert_eq!(
+                text(format!("{row} .status")).await.as_deref(),
+                Some(status)
+            );
+        }
+        std::fs::write(shots.join("threads.png"), c.screenshot().await.unwrap()).unwrap();
+
+        // A thread: its steps and its graph with the reviewer marked.
+        c.goto(&server.url(&format!("/threads/{solve}")))
+            .await
+            .unwrap();
+        wait_count("tr.step", 2).await;
+        wait_count("svg.graph .node", 5).await;
+        assert_eq!(
+            attr("svg.graph .node.current".into(), "data-node")
+                .await
+                .as_deref(),
+            Some("reviewer")
+        );
+        // A step taken while the page is open appears without a reload.
+        wait_live().await;
+        c.execute("window.notReloaded = true", vec![])
+            .await
+            .unwrap();
+        let out = cli(
+            &env,
+            &[
+                "thread",
+                "step",
+                &solve,
+                "--agent",
+                &agent(&env, "solve-issue.script.yaml"),
+            ],
+        );
+        assert!(out.contains("\"currentRole\":\"developer\""), "{out}");
+        wait_count("tr.step", 3).await;
+        assert_eq!(
+            attr("svg.graph .node.current".into(), "data-node")
+                .await
+                .as_deref(),
+            Some("developer")
+        );
+        assert_eq!(
+            c.execute("return window.notReloaded === true", vec![])
+                .await
+                .unwrap(),
+            serde_json::Value::Bool(true),
+            "the page was not reloaded"
+        );
+        std::fs::write(shots.join("thread.png"), c.screenshot().await.unwrap()).unwrap();
+
+        // The list follows too.
+        c.goto(&server.url("/")).await.unwrap();
+        wait_live().await;
+        cli(&env, &["thread", "kill", &solve]);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while attr(format!("tr[data-thread='{solve}']"), "data-status")
+            .await
+            .as_deref()
+            != Some("cancelled")
+        {
+            assert!(Instant::now() < deadline, "the list did not show the kill");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // Workflows, and one with its graph and versions.
+        c.goto(&server.url("/workflows")).await.unwrap();
+        wait_count("tr.workflow", 2).await;
+        std::fs::write(shots.join("workflows.png"), c.screenshot().await.unwrap()).unwrap();
+        c.goto(&server.url("/workflows/debate")).await.unwrap();
+        wait_count("svg.graph", 1).await;
+        wait_count("tr.version", 1).await;
+        std::fs::write(shots.join("workflow.png"), c.screenshot().await.unwrap()).unwrap();
+        c.close().await.unwrap();
+    });
+    for f in ["threads.png", "thread.png", "workflows.png", "workflow.png"] {
+        let b = std::fs::read(shots.join(f)).unwrap();
+        assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
+    }
+}
