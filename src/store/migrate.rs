@@ -38,6 +38,7 @@ fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
     super::threads::create_tables(tx)?;
     super::leases::create_tables(tx)?;
     super::lifecycle::create_tables(tx)?;
+    super::gc::create_tables(tx)?;
     let nodes: Vec<Prepared> = bootstrap::builtins()
         .iter()
         .enumerate()
