@@ -79,17 +79,17 @@ pub struct GcReport {
 
 /// The store's size and what no root reaches (`cas count`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Count {
+pub(crate) struct Count {
     /// Stored nodes.
-    pub nodes: u64,
+    pub(crate) nodes: u64,
     /// Their payload bytes (canonical CBOR).
-    pub bytes: u64,
+    pub(crate) bytes: u64,
     /// Nodes reachable from a root (pins, schemas and the bootstrap nodes included).
-    pub reachable: u64,
+    pub(crate) reachable: u64,
     /// Nodes no root reaches.
-    pub garbage: u64,
+    pub(crate) garbage: u64,
     /// Their payload bytes.
-    pub garbage_bytes: u64,
+    pub(crate) garbage_bytes: u64,
 }
 
 /// The outcome of marking over one snapshot.
@@ -527,7 +527,7 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure or damage.
-    pub fn count(&self) -> Result<Count> {
+    pub(crate) fn count(&self) -> Result<Count> {
         self.guard(|| {
             let m = self.mark(None)?;
             let garbage_bytes = self.payload_bytes_of(&m.candidates)?;
@@ -773,6 +773,33 @@ mod tests {
         let c = s.count().expect("count");
         assert_eq!(c.nodes, c.reachable + c.garbage);
         assert_eq!(c.garbage, 3);
+    }
+
+    #[test]
+    fn records_of_one_large_payload_and_whole_records_go() {
+        let (_d, s) = store();
+        let big: Vec<Prepared> = (0..3)
+            .map(|i| {
+                let v = Value::str(format!("{i}{}", "x".repeat(40_000)));
+                s.prepare(crate::workflow::nodes::TEXT, &v, true)
+                    .expect("prepare")
+            })
+            .collect();
+        let small = texts(&s, "s", 10);
+        let keep = texts(&s, "k", 1);
+        s.put(&big, 10).expect("put");
+        s.put(&small, 10).expect("put");
+        s.put(&keep, 10).expect("put");
+        s.pin(&[big[1].id, keep[0].id], 10).expect("pin");
+        let r = gc(&s, 1000, 0, false);
+        assert_eq!(r.collected, 12);
+        assert!(r.bytes > 80_000);
+        assert!(s.get(big[1].id).expect("get").is_some());
+        assert!(s.get(keep[0].id).expect("get").is_some());
+        clean(&s);
+        let tx = s.begin_read().expect("tx");
+        // The bootstrap record, the kept large payload's and the kept text's.
+        assert_eq!(tx.open_table(PAYLOADS).expect("t").len().expect("len"), 3);
     }
 
     #[test]

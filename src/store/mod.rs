@@ -27,7 +27,8 @@ mod records;
 mod threads;
 mod verify;
 
-pub use gc::{Count, GcOptions, GcReport};
+pub(crate) use gc::Count;
+pub use gc::{GcOptions, GcReport};
 pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
