@@ -56,7 +56,7 @@ pub struct GcOptions<'a> {
     pub dry_run: bool,
     /// This process, recorded as the collection's owner.
     pub owner: Lease,
-    /// Whether the owner of a collection found running is still alive.
+    /// Whether the owner of a collection found running, or of a step's lease, is still alive.
     pub owner_is_live: &'a dyn Fn(&Lease) -> bool,
     /// (candidates swept, candidates).
     pub progress: Progress<'a>,
@@ -282,7 +282,10 @@ impl Store {
     pub fn gc(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
         self.guard(|| {
             if opts.dry_run {
-                let m = self.mark(Some(opts.now_ms.saturating_sub(opts.grace_ms)))?;
+                let m = self.mark(
+                    Some(opts.now_ms.saturating_sub(opts.grace_ms)),
+                    Some(opts.owner_is_live),
+                )?;
                 let bytes = self.payload_bytes_of(&m.candidates)?;
                 return Ok(GcReport {
                     scanned: m.scanned,
@@ -302,7 +305,10 @@ impl Store {
     }
 
     fn gc_run(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
-        let mut m = self.mark(Some(opts.now_ms.saturating_sub(opts.grace_ms)))?;
+        let mut m = self.mark(
+            Some(opts.now_ms.saturating_sub(opts.grace_ms)),
+            Some(opts.owner_is_live),
+        )?;
         let mut report = GcReport {
             scanned: m.scanned,
             reachable: m.reachable,
@@ -391,10 +397,31 @@ impl Store {
         Ok((removed.len() as u64, bytes))
     }
 
-    /// Marks over one snapshot. `cutoff_ms`: nodes first written at or after it are roots.
-    fn mark(&self, cutoff_ms: Option<u64>) -> Result<Marked> {
+    /// Marks over one snapshot. `cutoff_ms`: nodes first written at or after it are roots; with
+    /// `live_lease`, it goes back to the start of the oldest step in progress (a step's lease
+    /// whose owner is alive), so that what a running step has written is kept whatever the
+    /// grace.
+    fn mark(
+        &self,
+        cutoff_ms: Option<u64>,
+        live_lease: Option<&dyn Fn(&Lease) -> bool>,
+    ) -> Result<Marked> {
         let tx = self.begin_read()?;
         let nodes = tx.open_table(NODES)?;
+        let mut cutoff_ms = cutoff_ms;
+        if let (Some(c), Some(is_live)) = (cutoff_ms.as_mut(), live_lease) {
+            match tx.open_table(super::leases::LEASES) {
+                Ok(t) => {
+                    for (_, l) in super::leases::all_records::<Lease>(&t)? {
+                        if is_live(&l) {
+                            *c = (*c).min(l.since_ms);
+                        }
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let mark = tx
             .open_table(META_TABLE)?
             .get("next_seq")?
@@ -529,7 +556,7 @@ impl Store {
     /// A redb failure or damage.
     pub(crate) fn count(&self) -> Result<Count> {
         self.guard(|| {
-            let m = self.mark(None)?;
+            let m = self.mark(None, None)?;
             let garbage_bytes = self.payload_bytes_of(&m.candidates)?;
             let tx = self.begin_read()?;
             let payloads = tx.open_table(PAYLOADS)?;

@@ -365,3 +365,76 @@ fn compact_shrinks_the_file_after_a_collection() {
         r.stderr
     );
 }
+
+/// One role, then the end.
+const ONE: &str = "name: one\ndescription: one role\nroles:\n  a: {description: first, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\ngraph:\n  $START: {_: {role: a, prompt: start}}\n  a: {_: {role: $END, prompt: done}}\n";
+
+#[test]
+fn what_a_running_step_wrote_is_kept_whatever_the_grace() {
+    let env = TestEnv::new();
+    let wf = env.root().join("one.yaml");
+    std::fs::write(&wf, ONE).unwrap();
+    // The agent collects with no grace between writing its step and returning it.
+    let agent = env.agent(
+        "agent.sh",
+        "S=$(printf -- '---\\nnote: hi\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\")\n@UWF@ cas gc --grace 0s > /dev/null || exit 9\necho \"$S\"",
+    );
+    let t = env.start(&p(&wf), "go");
+    env.ok(&["thread", "step", &t, "--agent", &p(&agent)]);
+    assert_eq!(env.show(&t).get("status"), Some(&Value::str("completed")));
+    walks_whole(&env, &env.head(&t));
+}
+
+#[test]
+fn a_head_never_moves_onto_a_collected_node() {
+    let env = TestEnv::new();
+    let wf = env.root().join("one.yaml");
+    std::fs::write(&wf, ONE).unwrap();
+    let t = env.start(&p(&wf), "go");
+    let start = env.head(&t);
+    // A first attempt writes its step, then fails: the step is garbage.
+    let first = env.agent(
+        "first.sh",
+        "printf -- '---\\nnote: hi\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\" > \"$UWF_HOME/s.txt\"\nexit 1",
+    );
+    assert_ne!(
+        env.run(&["thread", "step", &t, "--agent", &p(&first)]).code,
+        0
+    );
+    // Hours later, an agent returns that step after a collection removed it and what it
+    // references, and put the step node alone back.
+    let later = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        + 3 * HOUR_MS;
+    let step_type = uwf::workflow::nodes::STEP_NODE.to_wire();
+    let second = env.agent(
+        "second.sh",
+        &format!(
+            "S=$(cat \"$UWF_HOME/s.txt\")\n\
+             @UWF@ cas get \"$S\" | sed 's/^{{\"type\":\"[0-9A-Z]*\",\"payload\":\\(.*\\)}}$/\\1/' > \"$UWF_HOME/s.json\"\n\
+             UWF_TEST_NOW_MS={later} @UWF@ cas gc --grace 1h > /dev/null || exit 9\n\
+             @UWF@ cas put {step_type} \"$UWF_HOME/s.json\" -q > /dev/null || exit 8\n\
+             echo \"$S\""
+        ),
+    );
+    let r = at(&env, later, &["thread", "step", &t, "--agent", &p(&second)]);
+    assert_eq!(r.code, 75, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("removed by garbage collection"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(env.head(&t), start);
+    // Run again, the step goes through.
+    let agent = env.agent(
+        "agent.sh",
+        "printf -- '---\\nnote: hi\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\"",
+    );
+    let r = at(&env, later, &["thread", "step", &t, "--agent", &p(&agent)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    walks_whole(&env, &env.head(&t));
+    let v = json(&env.ok(&["cas", "verify"]));
+    assert_eq!(v.get("status"), Some(&Value::str("ok")), "{v}");
+}
