@@ -27,7 +27,6 @@ mod records;
 mod threads;
 mod verify;
 
-pub(crate) use gc::Count;
 pub use gc::{GcOptions, GcReport};
 pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
