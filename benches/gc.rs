@@ -198,8 +198,11 @@ fn sizes() -> Vec<usize> {
     s
 }
 
-fn collect(store: &Store) -> GcReport {
-    store
+/// Collects; returns the report and how long the mark took (until the sweep's first report).
+fn collect(store: &Store) -> (GcReport, Duration) {
+    let t = Instant::now();
+    let marked = std::cell::Cell::new(None);
+    let r = store
         .gc(&GcOptions {
             now_ms: NOW_MS + 86_400_000,
             grace_ms: 0,
@@ -211,9 +214,14 @@ fn collect(store: &Store) -> GcReport {
                 start_ticks: 0,
             },
             owner_is_live: &|_| false,
-            progress: &|_, _| {},
+            progress: &|_, _| {
+                if marked.get().is_none() {
+                    marked.set(Some(t.elapsed()));
+                }
+            },
         })
-        .expect("gc")
+        .expect("gc");
+    (r, marked.get().unwrap_or_default())
 }
 
 /// A fresh copy of the base store in `dir`.
@@ -251,7 +259,7 @@ fn bench_gc(c: &mut Criterion) {
         let mut store = Store::open(&p).expect("open");
         let nodes = store.node_count().expect("count");
         let t = Instant::now();
-        let r = collect(&store);
+        let (r, mark) = collect(&store);
         let took = t.elapsed();
         let after_gc = size(&p);
         let t = Instant::now();
@@ -260,11 +268,12 @@ fn bench_gc(c: &mut Criterion) {
         drop(store);
         let after = size(&p);
         eprintln!(
-            "gc of {nodes} nodes: {} removed ({} payload bytes) in {:.2?} = {:.0} nodes/s \
-             ({:.0} scanned/s); file {} → {} after gc → {} after compact ({:.2?})",
+            "gc of {nodes} nodes: {} removed ({} payload bytes) in {:.2?} (mark {:.2?}) = {:.0} \
+             nodes/s ({:.0} scanned/s); file {} → {} after gc → {} after compact ({:.2?})",
             r.collected,
             r.bytes,
             took,
+            mark,
             r.collected as f64 / took.as_secs_f64(),
             r.scanned as f64 / took.as_secs_f64(),
             before,
