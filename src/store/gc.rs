@@ -660,6 +660,14 @@ impl Store {
 }
 
 impl Writer<'_> {
+    /// Whether node `id` is stored, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
+        Ok(self.tx.open_table(NODES)?.get(id.0)?.is_some())
+    }
+
     /// The first node missing from what `from` reaches, seeing this transaction's writes: the
     /// walk does not go past the nodes of `stop` (present ones: checked, not walked) nor past
     /// present nodes other than `from` whose type is in `stop_types`. `None` when all are
