@@ -68,6 +68,7 @@ impl StoreError {
             StoreError::Db(_) | StoreError::Internal(_) | StoreError::ReadOnly => {
                 ErrorKind::Internal
             }
+            StoreError::GcRunning { .. } | StoreError::InUse => ErrorKind::Retry,
             _ => ErrorKind::User,
         }
     }
@@ -90,7 +91,9 @@ impl StepError {
     pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             StepError::Thread(e) => e.kind(),
-            StepError::Busy { .. } | StepError::Advanced { .. } => ErrorKind::Retry,
+            StepError::Busy { .. } | StepError::Advanced { .. } | StepError::Collected { .. } => {
+                ErrorKind::Retry
+            }
             StepError::Interrupted { signal } => ErrorKind::Interrupted(*signal),
             StepError::Files(_) => ErrorKind::Internal,
             _ => ErrorKind::User,

@@ -4,7 +4,7 @@ use super::output::{NodeIdStr, print, print_as, to_value};
 use super::{CliError, CliResult, Env};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value, cbor, hash};
-use crate::store::{Store, StoreError, WalkEvent};
+use crate::store::{GcOptions, Store, StoreError, WalkEvent};
 use clap::Subcommand;
 use serde::Serialize;
 use std::cell::RefCell;
@@ -70,6 +70,37 @@ pub(crate) enum CasCommand {
     Reindex,
     /// Re-hash every node and check the derived data (type index, references).
     Verify,
+    /// Remove the nodes no thread, history entry, registry name, schema or pin reaches.
+    ///
+    /// Nodes younger than the grace period are kept, with what they reach; so is anything a
+    /// step in progress writes or puts again. Steps go on while it runs.
+    Gc {
+        /// Keep nodes first written less than this long ago (`0s`, `30m`, `2h`, `7d`).
+        #[arg(long, default_value = "2h", value_parser = parse_duration)]
+        grace: u64,
+        /// Count what would be removed; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Then shrink the store file (needs no other uwf process using it).
+        #[arg(long, conflicts_with = "dry_run")]
+        compact: bool,
+    },
+    /// Count nodes and bytes, and what no root reaches.
+    Count,
+    /// Keep nodes (and what they reach) through garbage collection.
+    Pin {
+        /// Node ids or unique prefixes.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// Release pinned nodes.
+    Unpin {
+        /// Node ids or unique prefixes.
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
+    /// List pinned nodes.
+    Pins,
     /// Schemas.
     #[command(subcommand)]
     Schema(SchemaCommand),
@@ -157,6 +188,52 @@ struct Walked {
     missing: Option<Vec<NodeIdStr>>,
 }
 
+/// `cas gc`: what was scanned, kept and removed (`dryRun`: what would be), and with
+/// `--compact` the file size before and after.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Collected {
+    dry_run: bool,
+    scanned: u64,
+    reachable: u64,
+    garbage: u64,
+    collected: u64,
+    bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_bytes_before: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_bytes_after: Option<u64>,
+}
+
+/// `cas count`: nodes and payload bytes, and what no root reaches.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Counted {
+    nodes: u64,
+    bytes: u64,
+    reachable: u64,
+    garbage: u64,
+    garbage_bytes: u64,
+    file_bytes: u64,
+}
+
+/// `cas pin` / `cas unpin`: the ids whose pin changed.
+#[derive(Serialize)]
+struct Pinned {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pinned: Option<Vec<NodeIdStr>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unpinned: Option<Vec<NodeIdStr>>,
+}
+
+/// One row of `cas pins`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PinRow {
+    hash: NodeIdStr,
+    pinned_at: u64,
+}
+
 /// `{"hash"}` of a stored node, or with `quiet` its id alone.
 fn print_hash(env: &Env, id: NodeId, quiet: bool) -> CliResult {
     if quiet {
@@ -194,6 +271,15 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
         CasCommand::Walk { id } => walk(env, &id),
         CasCommand::Reindex => cmd_reindex(env),
         CasCommand::Verify => cmd_verify(env),
+        CasCommand::Gc {
+            grace,
+            dry_run,
+            compact,
+        } => cmd_gc(env, grace, dry_run, compact),
+        CasCommand::Count => cmd_count(env),
+        CasCommand::Pin { ids } => cmd_pin(env, &ids),
+        CasCommand::Unpin { ids } => cmd_unpin(env, &ids),
+        CasCommand::Pins => cmd_pins(env),
         CasCommand::Schema(SchemaCommand::List) => cmd_schema_list(env),
         CasCommand::Schema(SchemaCommand::Get { id }) => cmd_schema_get(env, &id),
         CasCommand::Schema(SchemaCommand::Put { schema }) => cmd_schema_put(env, &schema),
@@ -347,6 +433,143 @@ fn cmd_verify(env: &Env) -> CliResult {
             ),
         ))
     }
+}
+
+/// `cas gc [--grace D] [--dry-run] [--compact]`.
+fn cmd_gc(env: &Env, grace_ms: u64, dry_run: bool, compact: bool) -> CliResult {
+    let file_bytes = || std::fs::metadata(env.db_path()).map(|m| m.len()).ok();
+    let before = file_bytes();
+    let mut s = if dry_run {
+        env.open_ro()?
+    } else {
+        env.open_rw()?
+    };
+    let bar = Bar::new(env, "gc");
+    let pid = std::process::id();
+    let r = s.gc(&GcOptions {
+        now_ms: env.now_ms,
+        grace_ms,
+        dry_run,
+        owner: crate::engine::lease_of(pid, env.now_ms),
+        owner_is_live: &crate::engine::lease_is_live,
+        progress: &|d, t| bar.set(d, t),
+    });
+    bar.finish();
+    let r = r?;
+    let after = if compact {
+        let bar = Bar::spinner(env, "compact");
+        let c = s.compact();
+        bar.finish();
+        c?;
+        drop(s);
+        file_bytes()
+    } else {
+        None
+    };
+    let out = Collected {
+        dry_run,
+        scanned: r.scanned,
+        reachable: r.reachable,
+        garbage: r.garbage,
+        collected: r.collected,
+        bytes: r.bytes,
+        file_bytes_before: compact.then_some(before).flatten(),
+        file_bytes_after: after,
+    };
+    print_as(env.format, &out)
+}
+
+/// `cas count`.
+fn cmd_count(env: &Env) -> CliResult {
+    let s = env.open_ro()?;
+    let c = s.count()?;
+    let out = Counted {
+        nodes: c.nodes,
+        bytes: c.bytes,
+        reachable: c.reachable,
+        garbage: c.garbage,
+        garbage_bytes: c.garbage_bytes,
+        file_bytes: std::fs::metadata(env.db_path()).map_or(0, |m| m.len()),
+    };
+    print_as(env.format, &out)
+}
+
+/// `cas pin ID…`.
+fn cmd_pin(env: &Env, ids: &[String]) -> CliResult {
+    let s = env.open_rw()?;
+    let ids = ids
+        .iter()
+        .map(|i| resolve_stored(&s, i))
+        .collect::<CliResult<Vec<_>>>()?;
+    let changed = s.pin(&ids, env.now_ms)?;
+    let pinned = ids
+        .iter()
+        .zip(changed)
+        .filter(|(_, c)| *c)
+        .map(|(i, _)| NodeIdStr(*i))
+        .collect();
+    print_as(
+        env.format,
+        &Pinned {
+            pinned: Some(pinned),
+            unpinned: None,
+        },
+    )
+}
+
+/// `cas unpin ID…`: an id that is not pinned is left alone.
+fn cmd_unpin(env: &Env, ids: &[String]) -> CliResult {
+    let s = env.open_rw()?;
+    let ids = ids
+        .iter()
+        .map(|i| resolve_stored(&s, i))
+        .collect::<CliResult<Vec<_>>>()?;
+    let changed = s.unpin(&ids)?;
+    let unpinned = ids
+        .iter()
+        .zip(changed)
+        .filter(|(_, c)| *c)
+        .map(|(i, _)| NodeIdStr(*i))
+        .collect();
+    print_as(
+        env.format,
+        &Pinned {
+            pinned: None,
+            unpinned: Some(unpinned),
+        },
+    )
+}
+
+/// `cas pins`.
+fn cmd_pins(env: &Env) -> CliResult {
+    let s = env.open_ro()?;
+    let rows: Vec<PinRow> = s
+        .pins()?
+        .into_iter()
+        .map(|(id, t)| PinRow {
+            hash: NodeIdStr(id),
+            pinned_at: t,
+        })
+        .collect();
+    print_as(env.format, &rows)
+}
+
+/// A duration such as `0s`, `90s`, `30m`, `2h` or `7d`, in milliseconds.
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (n, unit) = t.split_at(split);
+    let bad = || format!("invalid duration \"{s}\": expected a number and s, m, h or d, like 30m");
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(ms).ok_or_else(bad)
 }
 
 /// `cas schema list`.
@@ -568,6 +791,23 @@ impl Bar {
     pub(crate) fn finish(&self) {
         if let Some(b) = &self.0 {
             b.finish_and_clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0s"), Ok(0));
+        assert_eq!(parse_duration("30m"), Ok(1_800_000));
+        assert_eq!(parse_duration("2h"), Ok(7_200_000));
+        assert_eq!(parse_duration("7d"), Ok(604_800_000));
+        assert_eq!(parse_duration("250ms"), Ok(250));
+        for bad in ["", "2", "h", "2w", "-1s", "1.5h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
 }

@@ -23,7 +23,7 @@ pub(crate) mod supervisor;
 
 pub(crate) use interrupt::Interrupt;
 pub use lease::{boot_id, start_ticks};
-pub(crate) use lease::{lease_is_live, pid_alive};
+pub(crate) use lease::{lease_is_live, lease_of, pid_alive};
 pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans, use_exec_shim};
 pub use supervisor::{SHIM_ARG, exec_shim};
 
@@ -35,9 +35,9 @@ use crate::thread::chain::{Moderated, expand_output, load_moderated};
 use crate::thread::{
     AgentCommand, AgentProtocol, Config, Status, StepOutput, ThreadError, ThreadId,
 };
-use crate::workflow::nodes::{STEP_NODE, StepNode};
+use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode};
 use crate::workflow::{self, Decision, FinishReason, Jsonata, StepView};
-use lease::{LeaseGuard, is_mine, lease_of};
+use lease::{LeaseGuard, is_mine};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -161,6 +161,18 @@ pub enum StepError {
         /// The node the step produced.
         kept: NodeId,
     },
+    /// A node the step adds was removed by a garbage collection while the step ran.
+    #[error(
+        "node {missing} that step {kept} reaches was removed by garbage collection while the step ran; run the step again"
+    )]
+    Collected {
+        /// The thread.
+        thread: String,
+        /// The node that is gone.
+        missing: NodeId,
+        /// The node the step produced.
+        kept: NodeId,
+    },
     /// The thread was finished (cancelled, say) while the step ran.
     #[error("thread {thread} was archived while its step ran; step {kept} is kept in the store")]
     Archived {
@@ -247,6 +259,7 @@ impl StepError {
             self,
             StepError::Busy { .. }
                 | StepError::Advanced { .. }
+                | StepError::Collected { .. }
                 | StepError::Timeout { .. }
                 | StepError::Failed { .. }
                 | StepError::BadOutput { .. }
@@ -887,6 +900,7 @@ enum Cas {
     Gone,
     Moved(NodeId),
     Busy(u32),
+    Missing(NodeId),
 }
 
 /// Moves the head from `expected` to `new` by compare-and-swap, releases the lease and, when
@@ -912,6 +926,15 @@ fn commit(
         };
         if rec.head != expected {
             return Ok(Cas::Moved(rec.head));
+        }
+        // A collection may have removed what the step adds (a node put before it began and
+        // reached by no root then): the head never moves onto a missing node. What the old
+        // head reaches is kept by every collection, so the walk stops at it and at the steps
+        // and the start before it.
+        if new != expected
+            && let Some(missing) = w.first_missing(new, &[expected], &[STEP_NODE, START_NODE])?
+        {
+            return Ok(Cas::Missing(missing));
         }
         if let Some(l) = w.lease(thread)? {
             match &me {
@@ -961,6 +984,11 @@ fn commit(
             thread: thread.to_string(),
             expected,
             found,
+            kept: new,
+        }),
+        Cas::Missing(missing) => Err(StepError::Collected {
+            thread: thread.to_string(),
+            missing,
             kept: new,
         }),
         Cas::Gone => Err(StepError::Archived {

@@ -1195,6 +1195,13 @@ fn import_threads(
         good.push((key, rec));
     }
     let merged = store.write(|w| {
+        // A garbage collection may have removed a head since the snapshot: refused, so that
+        // no thread is set to a missing node (an import run again stores it again).
+        for (_, rec) in &good {
+            if !w.has(rec.head)? {
+                return Err(crate::store::StoreError::NotFound(rec.head));
+            }
+        }
         good.iter()
             .map(|(t, rec)| w.merge_thread(t, rec, opts.overwrite))
             .collect::<Result<Vec<_>, _>>()

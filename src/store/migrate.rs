@@ -39,6 +39,7 @@ fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
     super::leases::create_tables(tx)?;
     super::lifecycle::create_tables(tx)?;
     super::removals::create_tables(tx)?;
+    super::gc::create_tables(tx)?;
     let nodes: Vec<Prepared> = bootstrap::builtins()
         .iter()
         .enumerate()

@@ -10,11 +10,13 @@
 //! - `meta`: `format_version`, `next_seq`
 //! - `threads`, `registry`, `registry_history`, `history`, `history_by_thread` (threads.rs)
 //! - `leases`: thread id → the process running a step of it (leases.rs)
+//! - `pins`, `gc_owner`, `gc_touched`: pinned nodes and a running collection (gc.rs)
 //!
 //! Node ids are uniformly random, so a put dirties a random `nodes` leaf; keeping those records
 //! small (about 90 bytes) and appending the payloads under ascending sequence numbers keeps that
 //! cost low. Derived data is rebuilt from `nodes` and `payloads` by [`Store::reindex`].
 
+mod gc;
 mod group;
 mod import;
 mod leases;
@@ -26,6 +28,7 @@ mod removals;
 mod threads;
 mod verify;
 
+pub use gc::{GcOptions, GcReport};
 pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
@@ -134,6 +137,17 @@ pub enum StoreError {
     /// A stored record that cannot be read.
     #[error("corrupt record for node {0} in the store; run \"uwf cas verify\"")]
     Corrupt(NodeId),
+    /// Another live process is collecting garbage.
+    #[error("garbage collection is already running (pid {pid})")]
+    GcRunning {
+        /// Its pid.
+        pid: u32,
+    },
+    /// Another process has a transaction open on the file (an operation that needs it alone).
+    #[error(
+        "another process is using the store; run the command again when no other uwf command is running"
+    )]
+    InUse,
     /// The store was opened read-only.
     #[error("store opened read-only")]
     ReadOnly,

@@ -915,6 +915,15 @@ pub(crate) fn put_in<'a>(
     for (id, v) in earlier {
         t.insert(id, v.as_slice())?;
     }
+    // A collection in progress keeps what is put again while it runs.
+    if out.contains(&PutOutcome::Existed) {
+        super::gc::touch(
+            tx,
+            (0..items.len())
+                .filter(|&i| out[i] == PutOutcome::Existed)
+                .map(|i| items[i].0.id.0),
+        )?;
+    }
     let mut mt = tx.open_table(META_TABLE)?;
     let first_seq = mt.get("next_seq")?.map_or(0, |v| v.value());
     let mut seqs = vec![0u64; items.len()];

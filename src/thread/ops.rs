@@ -132,6 +132,10 @@ pub fn start_with(
             return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
         }
         w.put(&[node], input.now_ms)?;
+        // A garbage collection may have removed the workflow since it was resolved.
+        if !w.has(wf)? {
+            return Err(crate::store::StoreError::NotFound(wf));
+        }
         super::lifecycle::admit(
             w,
             thread,
@@ -190,6 +194,11 @@ pub(crate) fn fork(store: &Store, node: NodeId, thread: &ThreadId, now_ms: u64) 
     let chain = load_chain(store, node)?;
     let wf = chain.workflow_id()?;
     store.write(|w| {
+        // A garbage collection may have removed the node (of a removed thread) since it was
+        // read.
+        if !w.has(node)? {
+            return Err(crate::store::StoreError::NotFound(node));
+        }
         w.set_thread(
             thread,
             &ThreadRecord {

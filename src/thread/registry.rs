@@ -59,6 +59,10 @@ pub(crate) fn register_def(
     let m = store_workflow(store, def, now_ms)?;
     let (name, id) = (def.name.clone(), m.workflow_id);
     store.write(|w| {
+        // A garbage collection may have removed the workflow since it was stored.
+        if !w.has(id)? {
+            return Err(crate::store::StoreError::NotFound(id));
+        }
         if w.registry_get(&name)? != Some(id) {
             w.registry_set(&name, id, now_ms)?;
         }

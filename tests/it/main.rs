@@ -11,6 +11,7 @@ mod common;
 mod corrupt;
 mod fake_api;
 mod fuzz;
+mod gc;
 mod interchange;
 mod interop;
 mod llm;

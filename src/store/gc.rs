@@ -1,0 +1,967 @@
+//! Garbage collection, pins and counts.
+//!
+//! A collection marks over one read snapshot: everything reachable from the roots (thread
+//! heads, archived heads, registry names and their history, every schema and the bootstrap
+//! nodes, pins, nodes named by thread states, nodes younger than the grace period). The nodes
+//! it leaves are swept in short write transactions, so steps go on meanwhile; each one first
+//! marks what changed since the snapshot (heads that moved, new history, nodes written since,
+//! whose references count) and re-checks every candidate (still stored under the same sequence
+//! number, not pinned, not put again since the collection began). A node written after the
+//! snapshot has a sequence number at or past the collection's write mark and is never a
+//! candidate.
+//!
+//! Tables:
+//! - `pins`: id → the time it was pinned (ms)
+//! - `gc_owner`: `"owner"` → the [`Lease`] of the running collection
+//! - `gc_touched`: ids put again while a collection runs (it clears them when it ends)
+//!
+//! and `meta`'s `gc_running` (the owner's pid) while a collection runs, which a put of an
+//! existing node reads to record it in `gc_touched`. A collection whose process died leaves
+//! both behind: puts then go on recording ids, and the next collection takes over (its owner
+//! is not alive) and clears them.
+//!
+//! Removing a node removes its `nodes` record, its `type_index` entry and its payload entry:
+//! the payload record holding it is rewritten as one record per run of consecutive entries
+//! that remain, each keyed by its first sequence number, so that the record with the greatest
+//! key at or below a sequence number still holds that number's entry.
+
+use super::nodes::{BuildU64, Header, entries, join_payloads, unpack_refs};
+use super::records::{dec, enc};
+use super::threads::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
+use super::{
+    Lease, META_TABLE, NODES, PAYLOADS, Progress, Result, Store, StoreError, TYPE_INDEX, Writer,
+};
+use crate::cas::NodeId;
+use crate::cas::bootstrap::{self, META};
+use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use std::collections::{HashSet, VecDeque};
+
+pub(crate) const PINS: TableDefinition<u64, u64> = TableDefinition::new("pins");
+pub(crate) const GC_OWNER: TableDefinition<&str, &[u8]> = TableDefinition::new("gc_owner");
+pub(crate) const GC_TOUCHED: TableDefinition<u64, ()> = TableDefinition::new("gc_touched");
+/// The `meta` key set while a collection runs (its owner's pid).
+const GC_RUNNING: &str = "gc_running";
+/// Candidates per sweep transaction.
+const BATCH: usize = 4096;
+
+type Ids = HashSet<u64, BuildU64>;
+
+/// What a collection is asked to do.
+pub struct GcOptions<'a> {
+    /// The clock, ms since the epoch.
+    pub now_ms: u64,
+    /// Nodes first written less than this long ago (ms) are kept.
+    pub grace_ms: u64,
+    /// Count what would be collected; write nothing.
+    pub dry_run: bool,
+    /// This process, recorded as the collection's owner.
+    pub owner: Lease,
+    /// Whether the owner of a collection found running, or of a step's lease, is still alive.
+    pub owner_is_live: &'a dyn Fn(&Lease) -> bool,
+    /// (candidates swept, candidates).
+    pub progress: Progress<'a>,
+}
+
+/// What a collection did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Nodes in the snapshot it marked.
+    pub scanned: u64,
+    /// Of those, the ones it kept: reachable from a root, young or pinned.
+    pub reachable: u64,
+    /// The others: candidates for collection.
+    pub garbage: u64,
+    /// Nodes removed (with `dry_run`, the candidates).
+    pub collected: u64,
+    /// Payload bytes of the nodes removed (with `dry_run`, of the candidates).
+    pub bytes: u64,
+}
+
+/// The store's size and what no root reaches (`cas count`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Count {
+    /// Stored nodes.
+    pub(crate) nodes: u64,
+    /// Their payload bytes (canonical CBOR).
+    pub(crate) bytes: u64,
+    /// Nodes reachable from a root (pins, schemas and the bootstrap nodes included).
+    pub(crate) reachable: u64,
+    /// Nodes no root reaches.
+    pub(crate) garbage: u64,
+    /// Their payload bytes.
+    pub(crate) garbage_bytes: u64,
+}
+
+/// The outcome of marking over one snapshot.
+struct Marked {
+    /// Every id marked (present or not).
+    live: Ids,
+    /// Unmarked nodes as (seq, id), in seq order.
+    candidates: Vec<(u64, u64)>,
+    scanned: u64,
+    reachable: u64,
+    /// The write mark of the snapshot.
+    mark: u64,
+    /// The next history key to look at.
+    history_next: u64,
+}
+
+/// Marks `roots` and everything they reach in `live`; returns how many present nodes it added.
+fn mark_from<N>(nodes: &N, live: &mut Ids, roots: impl IntoIterator<Item = u64>) -> Result<u64>
+where
+    N: ReadableTable<u64, &'static [u8]>,
+{
+    let mut queue: VecDeque<u64> = roots.into_iter().filter(|r| !live.contains(r)).collect();
+    let mut added = 0;
+    while let Some(id) = queue.pop_front() {
+        if !live.insert(id) {
+            continue;
+        }
+        if let Some(v) = nodes.get(id)? {
+            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+            added += 1;
+            for r in unpack_refs(h.refs) {
+                if !live.contains(&r.0) {
+                    queue.push_back(r.0);
+                }
+            }
+        }
+    }
+    Ok(added)
+}
+
+/// The node ids a thread-state message names (a failed step's raw output, say): its words of
+/// 13 Crockford characters.
+fn ids_in_text(s: &str) -> impl Iterator<Item = u64> + '_ {
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| w.len() == crate::cas::id::ID_LEN)
+        .filter_map(|w| NodeId::parse(w).ok())
+        .map(|id| id.0)
+}
+
+/// The roots of the thread-layer tables of a transaction: active heads and workflows, archived
+/// heads and workflows from history key `history_from` on, registry names and versions.
+/// Returns the roots and the next history key.
+fn table_roots<T, H, R, RH>(
+    threads: &T,
+    history: &H,
+    history_from: u64,
+    registry: &R,
+    registry_history: &RH,
+) -> Result<(Vec<u64>, u64)>
+where
+    T: ReadableTable<&'static str, &'static [u8]>,
+    H: ReadableTable<u64, &'static [u8]>,
+    R: ReadableTable<&'static str, u64>,
+    RH: ReadableTable<(&'static str, u64), &'static [u8]>,
+{
+    let mut roots = Vec::new();
+    for e in threads.iter()? {
+        let rec: super::ThreadRecord = dec(e?.1.value())?;
+        roots.push(rec.head.0);
+        roots.extend(rec.workflow.map(|w| w.0));
+    }
+    let mut next = history_from;
+    for e in history.range(history_from..)? {
+        let (k, v) = e?;
+        let h: super::HistoryEntry = dec(v.value())?;
+        roots.extend(
+            [h.head.as_str(), h.workflow.as_str()]
+                .into_iter()
+                .filter_map(|s| NodeId::parse(s).ok())
+                .map(|id| id.0),
+        );
+        next = k.value() + 1;
+    }
+    for e in registry.iter()? {
+        roots.push(e?.1.value());
+    }
+    for e in registry_history.iter()? {
+        let r: super::RegistryEntry = dec(e?.1.value())?;
+        roots.push(r.workflow.0);
+    }
+    Ok((roots, next))
+}
+
+/// A `payloads` record of `items` (id, payload), in order.
+fn encode_payload_record(items: &[(u64, &[u8])]) -> Result<Vec<u8>> {
+    let n = items.len();
+    let len: usize = items.iter().map(|(_, p)| 8 + p.len()).sum();
+    let mut out = Vec::with_capacity(4 + 4 * n + len);
+    out.extend_from_slice(&(n as u32).to_le_bytes());
+    let mut end = 0usize;
+    for (_, p) in items {
+        end += 8 + p.len();
+        let e = u32::try_from(end).map_err(|_| StoreError::Internal("payload too large".into()))?;
+        out.extend_from_slice(&e.to_le_bytes());
+    }
+    for (id, p) in items {
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(p);
+    }
+    Ok(out)
+}
+
+/// Removes the payload entries of `removed` ((seq, id), in seq order) from their records;
+/// returns their payload bytes. Each record holding one is rewritten as one record per run of
+/// consecutive entries that remain (none when all go).
+fn remove_payloads(
+    payloads: &mut redb::Table<u64, &'static [u8]>,
+    removed: &[(u64, u64)],
+) -> Result<u64> {
+    let mut bytes = 0;
+    let mut i = 0;
+    while i < removed.len() {
+        let (seq, id) = removed[i];
+        let (key, rec) = match payloads.range(..=seq)?.next_back() {
+            Some(e) => {
+                let (k, v) = e?;
+                (k.value(), v.value().to_vec())
+            }
+            None => return Err(StoreError::Corrupt(NodeId(id))),
+        };
+        let mut all = Vec::new();
+        for e in entries(key, &rec) {
+            all.push(e.map_err(|_| StoreError::Corrupt(NodeId(id)))?);
+        }
+        let end = key + all.len() as u64;
+        let mut gone: Ids = HashSet::with_hasher(BuildU64);
+        while i < removed.len() && removed[i].0 < end {
+            let (s, id) = removed[i];
+            let (_, owner, p) = all[(s - key) as usize];
+            if owner.0 != id {
+                return Err(StoreError::Corrupt(NodeId(id)));
+            }
+            bytes += p.len() as u64;
+            gone.insert(s);
+            i += 1;
+        }
+        if gone.is_empty() {
+            // The entry lies past the record that should hold it.
+            return Err(StoreError::Corrupt(NodeId(id)));
+        }
+        payloads.remove(key)?;
+        for run in all
+            .split(|(s, _, _)| gone.contains(s))
+            .filter(|r| !r.is_empty())
+        {
+            let items: Vec<(u64, &[u8])> = run.iter().map(|(_, id, p)| (id.0, *p)).collect();
+            payloads.insert(run[0].0, encode_payload_record(&items)?.as_slice())?;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Creates the tables of this module (migration; older files get them when first needed).
+pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
+    tx.open_table(PINS)?;
+    tx.open_table(GC_OWNER)?;
+    tx.open_table(GC_TOUCHED)?;
+    Ok(())
+}
+
+/// Records, inside a put's transaction, the existing nodes it put again, when a collection is
+/// running.
+pub(crate) fn touch(tx: &WriteTransaction, ids: impl Iterator<Item = u64>) -> Result<()> {
+    let running = tx.open_table(META_TABLE)?.get(GC_RUNNING)?.is_some();
+    if running {
+        let mut t = tx.open_table(GC_TOUCHED)?;
+        for id in ids {
+            t.insert(id, ())?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Collects the nodes no root reaches; see the module documentation.
+    ///
+    /// # Errors
+    /// [`StoreError::GcRunning`] when another live process is collecting, a redb failure, or
+    /// damage found on the way.
+    pub fn gc(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
+        self.guard(|| {
+            if opts.dry_run {
+                let m = self.mark(
+                    Some(opts.now_ms.saturating_sub(opts.grace_ms)),
+                    Some(opts.owner_is_live),
+                )?;
+                let bytes = self.payload_bytes_of(&m.candidates)?;
+                return Ok(GcReport {
+                    scanned: m.scanned,
+                    reachable: m.reachable,
+                    garbage: m.candidates.len() as u64,
+                    collected: m.candidates.len() as u64,
+                    bytes,
+                });
+            }
+            self.gc_begin(&opts.owner, opts.owner_is_live)?;
+            let r = self.gc_run(opts);
+            let end = self.gc_end(&opts.owner);
+            let r = r?;
+            end?;
+            Ok(r)
+        })
+    }
+
+    fn gc_run(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
+        let mut m = self.mark(
+            Some(opts.now_ms.saturating_sub(opts.grace_ms)),
+            Some(opts.owner_is_live),
+        )?;
+        let mut report = GcReport {
+            scanned: m.scanned,
+            reachable: m.reachable,
+            garbage: m.candidates.len() as u64,
+            ..GcReport::default()
+        };
+        let candidates = std::mem::take(&mut m.candidates);
+        let total = candidates.len() as u64;
+        let mut seen_seq = m.mark;
+        (opts.progress)(0, total);
+        for (i, batch) in candidates.chunks(BATCH).enumerate() {
+            let tx = self.begin_write()?;
+            let (n, bytes) = self.sweep_batch(&tx, &mut m, &mut seen_seq, batch)?;
+            tx.commit()?;
+            report.collected += n;
+            report.bytes += bytes;
+            (opts.progress)(((i * BATCH + batch.len()) as u64).min(total), total);
+        }
+        Ok(report)
+    }
+
+    /// One sweep transaction: marks what changed since the snapshot, then removes the
+    /// candidates of `batch` that are still garbage. Returns (nodes removed, payload bytes).
+    fn sweep_batch(
+        &self,
+        tx: &WriteTransaction,
+        m: &mut Marked,
+        seen_seq: &mut u64,
+        batch: &[(u64, u64)],
+    ) -> Result<(u64, u64)> {
+        let mut nodes = tx.open_table(NODES)?;
+        // Heads moved, threads finished and names registered since the snapshot.
+        let (roots, next) = table_roots(
+            &tx.open_table(THREADS)?,
+            &tx.open_table(HISTORY)?,
+            m.history_next,
+            &tx.open_table(REGISTRY)?,
+            &tx.open_table(REGISTRY_HISTORY)?,
+        )?;
+        m.history_next = next;
+        mark_from(&nodes, &mut m.live, roots)?;
+        // Nodes written since: they are kept, and so is what they reference.
+        let now_seq = tx
+            .open_table(META_TABLE)?
+            .get("next_seq")?
+            .map_or(0, |v| v.value());
+        if now_seq > *seen_seq {
+            let mut fresh = Vec::new();
+            let payloads = tx.open_table(PAYLOADS)?;
+            for e in payloads.range(*seen_seq..)? {
+                let (k, v) = e?;
+                for x in entries(k.value(), v.value()) {
+                    let (_, id, _) = x.map_err(|first| StoreError::CorruptRecord {
+                        what: "payloads",
+                        message: format!("the record at {first} does not parse"),
+                    })?;
+                    fresh.push(id.0);
+                }
+            }
+            mark_from(&nodes, &mut m.live, fresh)?;
+            *seen_seq = now_seq;
+        }
+        let pins = tx.open_table(PINS)?;
+        let touched = tx.open_table(GC_TOUCHED)?;
+        let mut index = tx.open_table(TYPE_INDEX)?;
+        let mut removed = Vec::new();
+        for &(seq, id) in batch {
+            if m.live.contains(&id) || pins.get(id)?.is_some() || touched.get(id)?.is_some() {
+                continue;
+            }
+            let type_id = match nodes.get(id)? {
+                Some(v) => {
+                    let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+                    if h.seq != seq {
+                        continue;
+                    }
+                    h.type_id.0
+                }
+                None => continue,
+            };
+            nodes.remove(id)?;
+            index.remove((type_id, seq))?;
+            removed.push((seq, id));
+        }
+        let bytes = remove_payloads(&mut tx.open_table(PAYLOADS)?, &removed)?;
+        Ok((removed.len() as u64, bytes))
+    }
+
+    /// Marks over one snapshot. `cutoff_ms`: nodes first written at or after it are roots; with
+    /// `live_lease`, it goes back to the start of the oldest step in progress (a step's lease
+    /// whose owner is alive), so that what a running step has written is kept whatever the
+    /// grace.
+    fn mark(
+        &self,
+        cutoff_ms: Option<u64>,
+        live_lease: Option<&dyn Fn(&Lease) -> bool>,
+    ) -> Result<Marked> {
+        let tx = self.begin_read()?;
+        let nodes = tx.open_table(NODES)?;
+        let mut cutoff_ms = cutoff_ms;
+        if let (Some(c), Some(is_live)) = (cutoff_ms.as_mut(), live_lease) {
+            match tx.open_table(super::leases::LEASES) {
+                Ok(t) => {
+                    for (_, l) in super::leases::all_records::<Lease>(&t)? {
+                        if is_live(&l) {
+                            *c = (*c).min(l.since_ms);
+                        }
+                    }
+                }
+                Err(redb::TableError::TableDoesNotExist(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let mark = tx
+            .open_table(META_TABLE)?
+            .get("next_seq")?
+            .map_or(0, |v| v.value());
+        let (mut roots, history_next) = table_roots(
+            &tx.open_table(THREADS)?,
+            &tx.open_table(HISTORY)?,
+            0,
+            &tx.open_table(REGISTRY)?,
+            &tx.open_table(REGISTRY_HISTORY)?,
+        )?;
+        roots.push(META.0);
+        roots.extend(bootstrap::builtins().iter().map(|b| b.id.0));
+        for e in tx
+            .open_table(TYPE_INDEX)?
+            .range((META.0, 0)..=(META.0, u64::MAX))?
+        {
+            roots.push(e?.1.value());
+        }
+        match tx.open_table(PINS) {
+            Ok(t) => {
+                for e in t.iter()? {
+                    roots.push(e?.0.value());
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match tx.open_table(super::lifecycle::THREAD_STATE) {
+            Ok(t) => {
+                for e in t.iter()? {
+                    let s: super::ThreadState = dec(e?.1.value())?;
+                    if let Some(f) = &s.last_error {
+                        roots.extend(ids_in_text(&f.message));
+                    }
+                }
+            }
+            Err(redb::TableError::TableDoesNotExist(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let mut old = Vec::new();
+        let mut scanned = 0;
+        for e in nodes.iter()? {
+            let (k, v) = e?;
+            let id = k.value();
+            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+            scanned += 1;
+            if cutoff_ms.is_some_and(|c| h.timestamp >= c) {
+                roots.push(id);
+            } else {
+                old.push((h.seq, id));
+            }
+        }
+        let mut live: Ids = HashSet::with_capacity_and_hasher(1024, BuildU64);
+        let reachable = mark_from(&nodes, &mut live, roots)?;
+        old.retain(|(_, id)| !live.contains(id));
+        old.sort_unstable();
+        Ok(Marked {
+            live,
+            candidates: old,
+            scanned,
+            reachable,
+            mark,
+            history_next,
+        })
+    }
+
+    /// Payload bytes of `items` ((seq, id), in seq order).
+    fn payload_bytes_of(&self, items: &[(u64, u64)]) -> Result<u64> {
+        let tx = self.begin_read()?;
+        let payloads = tx.open_table(PAYLOADS)?;
+        let mut bytes = 0;
+        join_payloads::<_, _, StoreError>(
+            &payloads,
+            items,
+            |&(s, id)| (s, NodeId(id)),
+            |_, p| {
+                bytes += p.len() as u64;
+                Ok(())
+            },
+        )?;
+        Ok(bytes)
+    }
+
+    /// Records `owner` as the running collection: refused while another live one runs.
+    fn gc_begin(&self, owner: &Lease, is_live: &dyn Fn(&Lease) -> bool) -> Result<()> {
+        let tx = self.begin_write()?;
+        {
+            let mut t = tx.open_table(GC_OWNER)?;
+            if let Some(v) = t.get("owner")? {
+                let other: Lease = dec(v.value())?;
+                let mine = other.pid == owner.pid
+                    && other.start_ticks == owner.start_ticks
+                    && other.boot_id == owner.boot_id;
+                if !mine && is_live(&other) {
+                    return Err(StoreError::GcRunning { pid: other.pid });
+                }
+            }
+            t.insert("owner", enc(owner).as_slice())?;
+            tx.open_table(META_TABLE)?
+                .insert(GC_RUNNING, u64::from(owner.pid))?;
+            tx.open_table(GC_TOUCHED)?;
+            tx.open_table(PINS)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Clears the running collection's marks, when they are still `owner`'s.
+    fn gc_end(&self, owner: &Lease) -> Result<()> {
+        let tx = self.begin_write()?;
+        {
+            let mut t = tx.open_table(GC_OWNER)?;
+            let mine = match t.get("owner")? {
+                Some(v) => dec::<Lease>(v.value())? == *owner,
+                None => false,
+            };
+            if mine {
+                t.remove("owner")?;
+                tx.open_table(META_TABLE)?.remove(GC_RUNNING)?;
+                let mut touched = tx.open_table(GC_TOUCHED)?;
+                touched.retain(|_, _| false)?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The store's size and what no root reaches (young nodes included).
+    ///
+    /// # Errors
+    /// A redb failure or damage.
+    pub(crate) fn count(&self) -> Result<Count> {
+        self.guard(|| {
+            let m = self.mark(None, None)?;
+            let garbage_bytes = self.payload_bytes_of(&m.candidates)?;
+            let tx = self.begin_read()?;
+            let payloads = tx.open_table(PAYLOADS)?;
+            let mut bytes = 0;
+            for e in payloads.iter()? {
+                let (k, v) = e?;
+                for x in entries(k.value(), v.value()) {
+                    let (_, _, p) = x.map_err(|first| StoreError::CorruptRecord {
+                        what: "payloads",
+                        message: format!("the record at {first} does not parse"),
+                    })?;
+                    bytes += p.len() as u64;
+                }
+            }
+            Ok(Count {
+                nodes: m.scanned,
+                bytes,
+                reachable: m.reachable,
+                garbage: m.candidates.len() as u64,
+                garbage_bytes,
+            })
+        })
+    }
+
+    /// Shrinks the file to the pages in use (after a collection, say). Other processes'
+    /// transactions wait meanwhile.
+    ///
+    /// # Errors
+    /// [`StoreError::InUse`] while another process has a transaction open, [`StoreError::ReadOnly`],
+    /// a redb failure.
+    pub fn compact(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        super::guard_at(&path, || match &mut self.db {
+            super::Db::Rw(d) => match d.compact() {
+                Ok(_) => Ok(()),
+                Err(redb::CompactionError::TransactionInProgress) => Err(StoreError::InUse),
+                Err(e) => Err(StoreError::Db(e.into())),
+            },
+            super::Db::Ro(_) => Err(StoreError::ReadOnly),
+        })
+    }
+
+    /// Pins stored nodes: a collection keeps them and what they reach. Returns, for each, whether
+    /// it was not pinned before.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
+    pub(crate) fn pin(&self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+        self.write(|w| {
+            let nodes = w.tx.open_table(NODES)?;
+            let mut pins = w.tx.open_table(PINS)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if nodes.get(id.0)?.is_none() {
+                    return Err(StoreError::NotFound(*id));
+                }
+                out.push(pins.get(id.0)?.is_none());
+                if out[out.len() - 1] {
+                    pins.insert(id.0, now_ms)?;
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Releases pins; returns, for each id, whether it was pinned.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub(crate) fn unpin(&self, ids: &[NodeId]) -> Result<Vec<bool>> {
+        self.write(|w| {
+            let mut pins = w.tx.open_table(PINS)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                out.push(pins.remove(id.0)?.is_some());
+            }
+            Ok(out)
+        })
+    }
+
+    /// Every pin: (id, when pinned), in id order.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub(crate) fn pins(&self) -> Result<Vec<(NodeId, u64)>> {
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let t = match tx.open_table(PINS) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::with_capacity(t.len()? as usize);
+            for e in t.iter()? {
+                let (k, v) = e?;
+                out.push((NodeId(k.value()), v.value()));
+            }
+            Ok(out)
+        })
+    }
+}
+
+impl Writer<'_> {
+    /// Whether node `id` is stored, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
+        Ok(self.tx.open_table(NODES)?.get(id.0)?.is_some())
+    }
+
+    /// The first node missing from what `from` reaches, seeing this transaction's writes: the
+    /// walk does not go past the nodes of `stop` (present ones: checked, not walked) nor past
+    /// present nodes other than `from` whose type is in `stop_types`. `None` when all are
+    /// stored. A head move checks with it that a collection has not removed what it adds.
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub(crate) fn first_missing(
+        &mut self,
+        from: NodeId,
+        stop: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>> {
+        let nodes = self.tx.open_table(NODES)?;
+        let mut seen: Ids = HashSet::with_hasher(BuildU64);
+        let mut queue = VecDeque::from([from.0]);
+        seen.insert(from.0);
+        while let Some(id) = queue.pop_front() {
+            let Some(v) = nodes.get(id)? else {
+                return Ok(Some(NodeId(id)));
+            };
+            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+            if id != from.0 && (stop.contains(&NodeId(id)) || stop_types.contains(&h.type_id)) {
+                continue;
+            }
+            for r in unpack_refs(h.refs) {
+                if seen.insert(r.0) {
+                    queue.push_back(r.0);
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::Value;
+    use crate::store::{Prepared, ThreadRecord};
+    use crate::workflow::ThreadId;
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = Store::open(&dir.path().join("uwf.redb")).expect("store");
+        (dir, s)
+    }
+
+    fn texts(s: &Store, tag: &str, n: usize) -> Vec<Prepared> {
+        (0..n)
+            .map(|i| {
+                s.prepare(
+                    crate::workflow::nodes::TEXT,
+                    &Value::str(format!("{tag} {i}")),
+                    true,
+                )
+                .expect("prepare")
+            })
+            .collect()
+    }
+
+    fn owner() -> Lease {
+        Lease {
+            pid: std::process::id(),
+            since_ms: 0,
+            boot_id: String::new(),
+            start_ticks: 0,
+        }
+    }
+
+    fn gc(s: &Store, now_ms: u64, grace_ms: u64, dry_run: bool) -> GcReport {
+        s.gc(&GcOptions {
+            now_ms,
+            grace_ms,
+            dry_run,
+            owner: owner(),
+            owner_is_live: &|_| false,
+            progress: &|_, _| {},
+        })
+        .expect("gc")
+    }
+
+    fn clean(s: &Store) {
+        let r = s.verify(&|_, _| {}).expect("verify");
+        assert!(r.is_clean(), "{:?}", r.damage);
+    }
+
+    /// A node of a type with references: a schema whose `items` are text references.
+    fn linker(s: &Store) -> NodeId {
+        let schema = Value::from_json_str(
+            r#"{"type":"array","items":{"type":"string","format":"ocas_ref"}}"#,
+        )
+        .expect("json");
+        let p = s.prepare_schema(&schema).expect("schema");
+        s.put(std::slice::from_ref(&p), 1).expect("put");
+        p.id
+    }
+
+    #[test]
+    fn collects_unreached_nodes_and_keeps_the_store_consistent() {
+        let (_d, s) = store();
+        let keep = texts(&s, "keep", 50);
+        let drop = texts(&s, "drop", 300);
+        // Interleaved, so payload records hold both.
+        let mut all = Vec::new();
+        for (i, d) in drop.iter().enumerate() {
+            all.push(d.clone());
+            if let Some(k) = keep.get(i) {
+                all.push(k.clone());
+            }
+        }
+        s.put(&all, 10).expect("put");
+        let kept_ids: Vec<NodeId> = keep.iter().map(|p| p.id).collect();
+        s.pin(&kept_ids, 10).expect("pin");
+        let before = s.node_count().expect("count");
+        let dry = gc(&s, 1000, 0, true);
+        assert_eq!(dry.collected, 300);
+        assert_eq!(s.node_count().expect("count"), before);
+        let r = gc(&s, 1000, 0, false);
+        assert_eq!(r.collected, 300, "{r:?}");
+        assert_eq!(r.scanned, before);
+        assert!(r.bytes > 0);
+        assert_eq!(s.node_count().expect("count"), before - 300);
+        for k in &keep {
+            let n = s.get(k.id).expect("get").expect("kept");
+            assert_eq!(n.payload_cbor, k.payload_cbor);
+        }
+        for d in &drop {
+            assert!(s.get(d.id).expect("get").is_none());
+        }
+        clean(&s);
+        assert_eq!(s.reindex(&|_, _| {}).expect("reindex"), before - 300);
+        clean(&s);
+        // A dropped node put again is a new node.
+        s.put(&drop[..3], 2000).expect("put");
+        assert!(s.get(drop[0].id).expect("get").is_some());
+        clean(&s);
+        let c = s.count().expect("count");
+        assert_eq!(c.nodes, c.reachable + c.garbage);
+        assert_eq!(c.garbage, 3);
+    }
+
+    #[test]
+    fn records_of_one_large_payload_and_whole_records_go() {
+        let (_d, s) = store();
+        let big: Vec<Prepared> = (0..3)
+            .map(|i| {
+                let v = Value::str(format!("{i}{}", "x".repeat(40_000)));
+                s.prepare(crate::workflow::nodes::TEXT, &v, true)
+                    .expect("prepare")
+            })
+            .collect();
+        let small = texts(&s, "s", 10);
+        let keep = texts(&s, "k", 1);
+        s.put(&big, 10).expect("put");
+        s.put(&small, 10).expect("put");
+        s.put(&keep, 10).expect("put");
+        s.pin(&[big[1].id, keep[0].id], 10).expect("pin");
+        let r = gc(&s, 1000, 0, false);
+        assert_eq!(r.collected, 12);
+        assert!(r.bytes > 80_000);
+        assert!(s.get(big[1].id).expect("get").is_some());
+        assert!(s.get(keep[0].id).expect("get").is_some());
+        clean(&s);
+        let tx = s.begin_read().expect("tx");
+        // The bootstrap record, the kept large payload's and the kept text's.
+        assert_eq!(tx.open_table(PAYLOADS).expect("t").len().expect("len"), 3);
+    }
+
+    #[test]
+    fn grace_heads_history_registry_and_references() {
+        let (_d, s) = store();
+        let link = linker(&s);
+        let t = texts(&s, "t", 4);
+        s.put(&t, 10).expect("put");
+        let list =
+            |ids: &[NodeId]| Value::Array(ids.iter().map(|i| Value::str(i.to_wire())).collect());
+        let head = s.prepare(link, &list(&[t[0].id]), true).expect("prepare");
+        let young = s.prepare(link, &list(&[t[1].id]), true).expect("prepare");
+        s.put(std::slice::from_ref(&head), 10).expect("put");
+        s.put(std::slice::from_ref(&young), 900).expect("put");
+        let th = ThreadId::parse("06H0AAKR0Y77DFRXGJMVWR0001").expect("id");
+        s.write(|w| {
+            w.set_thread(
+                &th,
+                &ThreadRecord {
+                    head: head.id,
+                    workflow: None,
+                    updated_ms: 10,
+                },
+            )?;
+            w.registry_set("wf", t[2].id, 10)
+        })
+        .expect("write");
+        // Grace 200 at 1000: `young` (900) is kept with what it references.
+        let r = gc(&s, 1000, 200, false);
+        assert_eq!(r.collected, 1, "{r:?}");
+        assert!(s.get(t[3].id).expect("get").is_none());
+        for id in [head.id, young.id, t[0].id, t[1].id, t[2].id] {
+            assert!(s.has(id).expect("has"), "{id}");
+        }
+        clean(&s);
+    }
+
+    #[test]
+    fn a_node_put_again_while_gc_runs_is_kept() {
+        let (_d, s) = store();
+        let t = texts(&s, "x", 3);
+        s.put(&t, 10).expect("put");
+        s.gc_begin(&owner(), &|_| false).expect("begin");
+        s.put(&t[..1], 20).expect("put again");
+        let r = s
+            .gc_run(&GcOptions {
+                now_ms: 1000,
+                grace_ms: 0,
+                dry_run: false,
+                owner: owner(),
+                owner_is_live: &|_| false,
+                progress: &|_, _| {},
+            })
+            .expect("run");
+        s.gc_end(&owner()).expect("end");
+        assert_eq!(r.collected, 2);
+        assert!(s.has(t[0].id).expect("has"));
+        // The marks are gone: a put again no longer records anything.
+        s.put(&t[..1], 30).expect("put");
+        let tx = s.begin_read().expect("tx");
+        assert_eq!(
+            tx.open_table(GC_TOUCHED)
+                .expect("table")
+                .len()
+                .expect("len"),
+            0
+        );
+        assert!(
+            tx.open_table(META_TABLE)
+                .expect("meta")
+                .get(GC_RUNNING)
+                .expect("get")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_live_collection_refuses_another_and_a_dead_one_is_taken_over() {
+        let (_d, s) = store();
+        let other = Lease {
+            pid: 1,
+            since_ms: 0,
+            boot_id: String::new(),
+            start_ticks: 0,
+        };
+        s.gc_begin(&other, &|_| false).expect("begin");
+        let e = s
+            .gc(&GcOptions {
+                now_ms: 1000,
+                grace_ms: 0,
+                dry_run: false,
+                owner: owner(),
+                owner_is_live: &|_| true,
+                progress: &|_, _| {},
+            })
+            .expect_err("refused");
+        assert!(matches!(e, StoreError::GcRunning { pid: 1 }), "{e:?}");
+        gc(&s, 1000, 0, false);
+        let tx = s.begin_read().expect("tx");
+        assert!(
+            tx.open_table(GC_OWNER)
+                .expect("t")
+                .get("owner")
+                .expect("g")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn head_move_check_finds_what_is_missing() {
+        let (_d, s) = store();
+        let link = linker(&s);
+        let t = texts(&s, "m", 2);
+        s.put(&t[..1], 10).expect("put");
+        let v = Value::Array(t.iter().map(|p| Value::str(p.id.to_wire())).collect());
+        let n = s.prepare(link, &v, true).expect("prepare");
+        s.put(std::slice::from_ref(&n), 10).expect("put");
+        let missing = s.write(|w| w.first_missing(n.id, &[], &[])).expect("check");
+        assert_eq!(missing, Some(t[1].id));
+        let missing = s
+            .write(|w| w.first_missing(n.id, &[t[1].id], &[]))
+            .expect("check");
+        assert_eq!(missing, Some(t[1].id), "a stop node is checked");
+        s.put(&t[1..], 10).expect("put");
+        assert_eq!(
+            s.write(|w| w.first_missing(n.id, &[], &[])).expect("check"),
+            None
+        );
+    }
+}
