@@ -476,6 +476,17 @@ fn cmd_gc(env: &Env, grace_ms: u64, dry_run: bool, compact: bool) -> CliResult {
         file_bytes_before: compact.then_some(before).flatten(),
         file_bytes_after: after,
     };
+    tracing::info!(
+        tag = "B7XQ2MCW",
+        dry_run,
+        grace_ms,
+        scanned = out.scanned,
+        reachable = out.reachable,
+        collected = out.collected,
+        bytes = out.bytes,
+        compacted = compact,
+        "gc"
+    );
     print_as(env.format, &out)
 }
 

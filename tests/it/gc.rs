@@ -198,6 +198,8 @@ fn gc_in_a_loop_while_four_processes_step_twenty_threads() {
 #[test]
 fn a_loose_node_is_collected_once_its_grace_has_passed() {
     let env = TestEnv::new();
+    // The runs log under the test clock and the checks under today's: keep every day's file.
+    std::fs::write(env.root().join("config.yaml"), "logs: {keepDays: 0}\n").unwrap();
     let t0 = crate::common::FIXED_NOW_MS;
     let r = at(&env, t0, &["cas", "put-text", "loose", "-q"]);
     let id = r.stdout.trim().to_string();
@@ -214,6 +216,15 @@ fn a_loose_node_is_collected_once_its_grace_has_passed() {
     assert_eq!(num(&v, "collected"), 1, "{v}");
     assert!(num(&v, "bytes") > 0);
     assert!(!has(&env, &id));
+    // Each run is in the log, with what it collected.
+    let runs: Vec<u64> = json(&env.ok(&["log", "show"]))
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e.get("msg").and_then(|m| m.as_str()) == Some("gc"))
+        .map(|e| num(e, "collected"))
+        .collect();
+    assert_eq!(runs, [0, 0, 1]);
     let r = env.run(&["cas", "gc", "--grace", "2 hours"]);
     assert!(
         r.code != 0 && r.stderr.contains("invalid duration"),
