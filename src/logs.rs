@@ -329,6 +329,38 @@ pub(crate) fn parse_lines(text: &str) -> Vec<Map<String, Value>> {
         .collect()
 }
 
+/// The newest `limit` entries about `thread` in the files of `dir`, oldest first (the files
+/// are read newest first, and only lines that name the thread are parsed).
+pub(crate) fn thread_events(dir: &Path, thread: &str, limit: usize) -> Vec<Map<String, Value>> {
+    let needle = format!("\"thread\":\"{thread}\"");
+    let mut out = Vec::new();
+    for f in files(dir) {
+        let Ok(text) = std::fs::read_to_string(dir.join(&f.name)) else {
+            continue;
+        };
+        let mut day: Vec<Map<String, Value>> = parse_lines(
+            &text
+                .lines()
+                .filter(|l| l.contains(&needle))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>(),
+        );
+        day.sort_by(|a, b| ts(b).cmp(ts(a)));
+        out.extend(day);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    out.truncate(limit);
+    out.reverse();
+    out
+}
+
+/// An entry's `ts` (empty when it has none).
+pub(crate) fn ts(e: &Map<String, Value>) -> &str {
+    e.get("ts").and_then(Value::as_str).unwrap_or_default()
+}
+
 /// `argv` for a log line: the value after an option named like a secret (`--api-key X`,
 /// `--token=X`) and the value of `config set <key> <value>` for such a key become `***`.
 pub(crate) fn masked_argv(argv: &[String]) -> Vec<String> {

@@ -191,7 +191,7 @@ fn cmd_show(env: &Env, a: &ShowArgs) -> CliResult {
                 .filter(|e| filter.keeps(e)),
         );
     }
-    entries.sort_by(|x, y| ts(x).cmp(ts(y)));
+    entries.sort_by(|x, y| logs::ts(x).cmp(logs::ts(y)));
     if !a.follow {
         return print_as(env.format, &entries);
     }
@@ -219,10 +219,6 @@ fn cmd_show(env: &Env, a: &ShowArgs) -> CliResult {
             }
         }
     }
-}
-
-fn ts(e: &Map<String, Value>) -> &str {
-    e.get("ts").and_then(Value::as_str).unwrap_or_default()
 }
 
 /// One entry as a JSON line (`--follow`).

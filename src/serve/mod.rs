@@ -52,6 +52,9 @@ struct App {
 
 type Shared = Arc<App>;
 
+/// The most log events a thread's page shows (the latest).
+const EVENTS_ON_PAGE: usize = 200;
+
 /// How often the store file's size and modification time are looked at.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -379,6 +382,11 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
         let md = thread_markdown(app, &t)?;
         let wf = thread::load_workflow(&s.snapshot()?, steps.workflow)?;
         let names = workflow_names(s)?;
+        let events = crate::logs::thread_events(
+            &app.ctx.root.join(crate::logs::DIR),
+            t.as_str(),
+            EVENTS_ON_PAGE,
+        );
         Ok(html(page::thread(
             app.version(),
             &page::ThreadView {
@@ -387,6 +395,7 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
                 markdown: &md,
                 workflow: &wf,
                 workflow_name: names.get(&steps.workflow.to_wire()).map(String::as_str),
+                events: &events,
             },
         )))
     })

@@ -193,6 +193,8 @@ pub(crate) struct ThreadView<'a> {
     pub workflow: &'a StoredWorkflow,
     /// Its registered name.
     pub workflow_name: Option<&'a str>,
+    /// Its latest log events, oldest first.
+    pub events: &'a [serde_json::Map<String, serde_json::Value>],
 }
 
 /// `/threads/{id}`: state, graph with the current role marked, conversation, steps.
@@ -265,7 +267,48 @@ pub(crate) fn thread(version: u64, v: &ThreadView<'_>) -> String {
         );
     }
     m.push_str("</tbody></table></section>\n");
+    events(&mut m, v.events);
     layout(&format!("Thread {t}"), Some(Section::Threads), version, &m)
+}
+
+/// The thread's log events: time, level, message and the other fields.
+fn events(m: &mut String, events: &[serde_json::Map<String, serde_json::Value>]) {
+    use serde_json::Value;
+    m.push_str("<section class=\"panel\" id=\"events\"><h2>Events</h2>");
+    if events.is_empty() {
+        m.push_str("<p class=\"empty\">No events in the logs.</p></section>\n");
+        return;
+    }
+    m.push_str("<table class=\"events\"><thead><tr><th>Time</th><th>Level</th><th>Event</th><th>Details</th></tr></thead><tbody>\n");
+    for e in events {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
+        let details: Vec<String> = e
+            .iter()
+            .filter(|(k, _)| {
+                !matches!(
+                    k.as_str(),
+                    "ts" | "pid" | "tag" | "level" | "msg" | "thread"
+                )
+            })
+            .map(|(k, v)| match v {
+                Value::String(x) => format!("{k}={x}"),
+                other => format!("{k}={other}"),
+            })
+            .collect();
+        let _ = writeln!(
+            m,
+            r#"<tr class="event level-{l}"><td>{}</td><td>{l}</td><td>{}</td><td><code>{}</code></td></tr>"#,
+            esc(s("ts")),
+            esc(s("msg")),
+            esc(&details.join(" ")),
+            l = esc(if s("level").is_empty() {
+                "info"
+            } else {
+                s("level")
+            }),
+        );
+    }
+    m.push_str("</tbody></table></section>\n");
 }
 
 /// `/workflows`: the names `thread start` resolves, with how many versions each registered

@@ -238,6 +238,17 @@ fn pages_show_threads_steps_graphs_and_versions() {
         page.contains("Added the length check."),
         "an output: {page}"
     );
+    // The thread's log events: its start, the moderator's choices, the head moves.
+    assert!(
+        page.contains(r#"<section class="panel" id="events">"#),
+        "{page}"
+    );
+    assert!(page.contains("<td>thread started</td>"), "{page}");
+    assert_eq!(
+        page.matches("<td>head moved</td>").count(),
+        2,
+        "one head move a step: {page}"
+    );
     // The conversation is rendered markdown, with raw HTML shown as text.
     assert!(page.contains("<h2>Task</h2>"), "{page}");
     assert!(page.contains("&lt;prompt&gt;"), "{page}");
