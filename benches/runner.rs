@@ -381,7 +381,7 @@ fn sleeping_agents() {
     let sleeper = h.home.join("sleep.sh");
     std::fs::write(
         &sleeper,
-        "#!/bin/sh\ncat >/dev/null\nsleep 1\nprintf -- '---\\n$status: done\\nnote: slept\\n---\\n'\n",
+        "#!/bin/sh\nsleep 1\nprintf -- '---\\n$status: done\\nnote: slept\\n---\\n'\n",
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;

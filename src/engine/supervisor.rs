@@ -189,10 +189,11 @@ pub fn run_with_input(
             if !findable(&agent.command, cwd, env) {
                 return Err(spawn_err(io::Error::from(io::ErrorKind::NotFound)));
             }
-            let mut c = Command::new(shim);
-            c.arg(SHIM_ARG)
-                .arg(std::process::id().to_string())
-                .arg(&agent.command);
+            let mut c = Command::new(&shim.program);
+            if shim.needs_arg {
+                c.arg(SHIM_ARG);
+            }
+            c.arg(std::process::id().to_string()).arg(&agent.command);
             c
         }
         None => {
@@ -249,12 +250,34 @@ pub fn run_with_input(
 /// The first argument that makes `uwf` the exec shim.
 pub const SHIM_ARG: &str = "__exec-agent";
 
-static SHIM: OnceLock<PathBuf> = OnceLock::new();
+/// The binary beside `uwf` that is only the exec shim.
+const SHIM_BIN: &str = "uwf-exec-agent";
 
-/// Starts agents of this process through `exe` (this program) in its [`exec_shim`] mode, by
-/// `posix_spawn`, instead of forking this process.
+/// How agents are started without forking this process.
+struct Shim {
+    program: PathBuf,
+    /// `program` is `uwf` itself, which needs [`SHIM_ARG`] first.
+    needs_arg: bool,
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+/// Starts agents of this process through [`exec_shim`], by `posix_spawn`, instead of forking
+/// this process: the `uwf-exec-agent` binary beside `exe` (this program), else `exe` itself in
+/// its shim mode.
 pub(crate) fn use_exec_shim(exe: PathBuf) {
-    let _ = SHIM.set(exe);
+    let small = exe.with_file_name(SHIM_BIN);
+    let _ = SHIM.set(if small.is_file() {
+        Shim {
+            program: small,
+            needs_arg: false,
+        }
+    } else {
+        Shim {
+            program: exe,
+            needs_arg: true,
+        }
+    });
 }
 
 /// Whether `program` can be found as the agent's `execvp` will look for it: a path (relative to
@@ -277,7 +300,8 @@ fn findable(program: &str, cwd: &Path, env: &[(String, String)]) -> bool {
     })
 }
 
-/// `uwf __exec-agent PARENT PROGRAM ARGS…`: sets the parent-death signal (SIGKILL when the
+/// `uwf __exec-agent PARENT PROGRAM ARGS…` (or `uwf-exec-agent PARENT PROGRAM ARGS…`): sets
+/// the parent-death signal (SIGKILL when the
 /// thread of process `PARENT` that started this one ends), then execs `PROGRAM`, keeping the
 /// environment, the working directory and the descriptors it was given. It returns only when
 /// the exec fails, with exit code 127 and one line on stderr.
