@@ -19,8 +19,8 @@ fn main() {
         eprintln!("internal error: {}{at}", msg.replace('\n', " "));
     }));
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.get(1).is_some_and(|a| a == uwf::engine::SHIM_ARG) {
-        uwf::engine::exec_shim(&args[2..]);
+    if args.get(1).is_some_and(|a| a == uwf::engine::GUARD_ARG) {
+        uwf::engine::guard_main();
     }
     std::process::exit(uwf::cli::run(args));
 }

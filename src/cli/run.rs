@@ -87,9 +87,11 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         self_exe: std::env::current_exe().ok(),
     };
     let models = Arc::new(models);
-    // Many agents at once from a large process: start them without forking it.
+    // Many agents at once from a large process: start them without forking it, under a
+    // guardian that ends them with this process.
     if let Some(exe) = &opts.self_exe {
-        crate::engine::use_exec_shim(exe.clone());
+        crate::engine::guard_agents(exe)
+            .map_err(|e| CliError::new(format!("cannot start the agents' guardian: {e}")))?;
     }
     let stop = Arc::new(Stop::new()?);
     // Ctrl-C or SIGTERM: the first stops new steps, the second kills the running ones.

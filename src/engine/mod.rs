@@ -24,8 +24,8 @@ pub(crate) mod supervisor;
 pub(crate) use interrupt::Interrupt;
 pub use lease::{boot_id, start_ticks};
 pub(crate) use lease::{lease_is_live, lease_of, pid_alive};
-pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans, use_exec_shim};
-pub use supervisor::{SHIM_ARG, exec_shim};
+pub(crate) use supervisor::{Ending, Limits, SpawnError, adopt_orphans, guard_agents};
+pub use supervisor::{GUARD_ARG, guard_main};
 
 use crate::cas::{NodeId, Value};
 use crate::interchange::transfer::{ImportOptions, TransferError};

@@ -8,10 +8,12 @@
 //! pipes are given up. An [`Interrupt`] ends the agent the same way at once.
 //!
 //! A process with many threads and a large heap (`uwf run`) pays dearly for `fork`: the page
-//! tables are copied and every write of the parent faults until the child has exec'd. There the
-//! agent is started through [`exec_shim`] (see [`use_exec_shim`]): `posix_spawn` runs uwf
-//! itself in a tiny mode that sets the parent-death signal and execs the agent, so the large
-//! process never forks.
+//! tables are copied and every write of the parent faults until the child has exec'd; and a
+//! `pre_exec` hook (the parent-death signal) keeps std from using `posix_spawn`. Such a process
+//! calls [`guard_agents`] first: its agents are then started by `posix_spawn` without the
+//! signal, and a guardian process ([`guard_main`]), told of each agent's process group through
+//! a pipe, kills the groups still running when the pipe closes, which happens however the
+//! process ends.
 
 #![allow(unsafe_code)] // System calls (signals, process groups, descriptors); each block says why it is sound.
 
@@ -20,7 +22,7 @@ use crate::thread::AgentCommand;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -184,24 +186,10 @@ pub fn run_with_input(
         command: agent.display(),
         source,
     };
-    let mut cmd = match SHIM.get() {
-        Some(shim) => {
-            if !findable(&agent.command, cwd, env) {
-                return Err(spawn_err(io::Error::from(io::ErrorKind::NotFound)));
-            }
-            let mut c = Command::new(&shim.program);
-            if shim.needs_arg {
-                c.arg(SHIM_ARG);
-            }
-            c.arg(std::process::id().to_string()).arg(&agent.command);
-            c
-        }
-        None => {
-            let mut c = Command::new(&agent.command);
-            die_with_parent(&mut c);
-            c
-        }
-    };
+    let mut cmd = Command::new(&agent.command);
+    if GUARD.get().is_none() {
+        die_with_parent(&mut cmd);
+    }
     cmd.args(&agent.args)
         .args(extra_args)
         .current_dir(cwd)
@@ -218,6 +206,7 @@ pub fn run_with_input(
     }
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(spawn_err)?;
+    tell_guard('+', child.id());
     if let (Some(bytes), Some(mut stdin)) = (input, child.stdin.take()) {
         // An agent that exits without reading ends the write with EPIPE, which is ignored.
         std::thread::spawn(move || {
@@ -239,6 +228,7 @@ pub fn run_with_input(
         .checked_add(limits.timeout)
         .unwrap_or_else(|| started + Duration::from_secs(100 * 365 * 86_400));
     let ending = s.supervise(&mut child, deadline, limits, interrupt);
+    tell_guard('-', child.id());
     Ok(AgentRun {
         ending,
         stdout: s.stdout,
@@ -247,88 +237,75 @@ pub fn run_with_input(
     })
 }
 
-/// The first argument that makes `uwf` the exec shim.
-pub const SHIM_ARG: &str = "__exec-agent";
+/// The first argument that makes `uwf` the guardian of a process's agents ([`guard_main`]).
+pub const GUARD_ARG: &str = "__guard-agents";
 
-/// The binary beside `uwf` that is only the exec shim.
-const SHIM_BIN: &str = "uwf-exec-agent";
+/// The pipe to the guardian of this process's agents.
+static GUARD: OnceLock<std::sync::Mutex<std::process::ChildStdin>> = OnceLock::new();
 
-/// How agents are started without forking this process.
-struct Shim {
-    program: PathBuf,
-    /// `program` is `uwf` itself, which needs [`SHIM_ARG`] first.
-    needs_arg: bool,
+/// Starts the guardian of this process's agents: `exe` (this program) in its [`guard_main`]
+/// mode. From then on agents are started without the parent-death signal, by `posix_spawn`,
+/// and the guardian kills those still running when this process ends.
+///
+/// # Errors
+/// The guardian cannot be started.
+pub(crate) fn guard_agents(exe: &Path) -> io::Result<()> {
+    let mut child = Command::new(exe)
+        .arg(GUARD_ARG)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let pipe = child.stdin.take().expect("stdin is piped");
+    let _ = GUARD.set(std::sync::Mutex::new(pipe));
+    Ok(())
 }
 
-static SHIM: OnceLock<Shim> = OnceLock::new();
-
-/// Starts agents of this process through [`exec_shim`], by `posix_spawn`, instead of forking
-/// this process: the `uwf-exec-agent` binary beside `exe` (this program), else `exe` itself in
-/// its shim mode.
-pub(crate) fn use_exec_shim(exe: PathBuf) {
-    let small = exe.with_file_name(SHIM_BIN);
-    let _ = SHIM.set(if small.is_file() {
-        Shim {
-            program: small,
-            needs_arg: false,
-        }
-    } else {
-        Shim {
-            program: exe,
-            needs_arg: true,
-        }
-    });
-}
-
-/// Whether `program` can be found as the agent's `execvp` will look for it: a path (relative to
-/// `cwd`), or a name in the `PATH` the agent gets.
-fn findable(program: &str, cwd: &Path, env: &[(String, String)]) -> bool {
-    if program.contains('/') {
-        return cwd.join(program).is_file();
+/// Tells the guardian that the agent `pid` (its process group) started (`+`) or ended (`-`).
+fn tell_guard(sign: char, pid: u32) {
+    if let Some(g) = GUARD.get() {
+        let mut pipe = g.lock().unwrap_or_else(|e| e.into_inner());
+        // One short write: a pipe never splits it. A guardian that is gone changes nothing.
+        let _ = pipe.write_all(format!("{sign}{pid}\n").as_bytes());
     }
-    let path = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| std::env::var("PATH").ok())
-        .unwrap_or_default();
-    path.split(':').any(|d| {
-        Path::new(if d.is_empty() { "." } else { d })
-            .join(program)
-            .is_file()
-    })
 }
 
-/// `uwf __exec-agent PARENT PROGRAM ARGS…` (or `uwf-exec-agent PARENT PROGRAM ARGS…`): sets
-/// the parent-death signal (SIGKILL when the
-/// thread of process `PARENT` that started this one ends), then execs `PROGRAM`, keeping the
-/// environment, the working directory and the descriptors it was given. It returns only when
-/// the exec fails, with exit code 127 and one line on stderr.
-pub fn exec_shim(args: &[std::ffi::OsString]) -> ! {
-    let parent: i32 = args
-        .first()
-        .and_then(|a| a.to_str()?.parse().ok())
-        .unwrap_or(0);
-    #[cfg(target_os = "linux")]
-    // SAFETY: prctl and getppid are plain system calls on this process.
+/// `uwf __guard-agents`: reads `+PGID` and `-PGID` lines on stdin, the process groups of the
+/// agents its parent runs; when stdin closes (the parent ended, however it ended) it kills the
+/// groups still listed, then exits. It ignores the terminal's and a group's SIGINT, SIGTERM
+/// and SIGHUP: its parent's end is what it waits for.
+pub fn guard_main() -> ! {
+    use std::io::BufRead;
+    // SAFETY: setting a signal's disposition to ignore touches only this process.
     unsafe {
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        // The parent may have died before the prctl took effect.
-        if parent != 0 && libc::getppid() != parent {
-            std::process::exit(137);
+        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+            libc::signal(sig, libc::SIG_IGN);
         }
     }
-    let Some(program) = args.get(1) else {
-        eprintln!("usage: uwf {SHIM_ARG} PARENT PROGRAM [ARGS…]");
-        std::process::exit(2);
-    };
-    let err = Command::new(program).args(&args[2..]).exec();
-    eprintln!(
-        "cannot start agent command ({}): {err}",
-        program.to_string_lossy()
-    );
-    std::process::exit(127);
+    let mut live = std::collections::HashSet::new();
+    for line in io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let (sign, pid) = line.split_at(line.len().min(1));
+        let Ok(pid) = pid.parse::<i32>() else {
+            continue;
+        };
+        match sign {
+            "+" => {
+                live.insert(pid);
+            }
+            "-" => {
+                live.remove(&pid);
+            }
+            _ => {}
+        }
+    }
+    for pgid in live {
+        // SAFETY: kill takes a process group id and a signal; nothing else is touched.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+    std::process::exit(0);
 }
 
 /// On Linux, the child gets SIGKILL when the thread that spawned it ends.
