@@ -5,8 +5,9 @@
 //!
 //! Events are `tracing` events; [`install`] sets up the process's subscriber once: a layer that
 //! writes the file (info and above) and, when asked (`-v`, `UWF_LOG`), human lines on stderr.
-//! Each line reaches the file in one `write` on a descriptor opened for appending, so lines of
-//! many processes never interleave. A file is named by the UTC date of its events; the process
+//! Lines reach the file whole, in one `write` of one or more complete lines on a descriptor
+//! opened for appending, so lines of many processes never interleave; a process keeps at most
+//! 50 ms or 32 KiB of lines before writing them, and writes what it holds when it ends. A file is named by the UTC date of its events; the process
 //! that creates a day's file removes the files older than the retention (`logs.keepDays`).
 //! Every value registered with [`mask`] (API keys, `.env` values) is replaced by `***` in every
 //! line, in the file and on stderr.
@@ -34,7 +35,7 @@ pub(crate) struct Sink {
     /// `<root>/logs`.
     pub dir: PathBuf,
     /// `"<ms>-<pid>"`.
-    pub pid: String,
+    pub pid: Arc<str>,
     /// The clock, ms since the epoch.
     pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
     /// Days a file is kept (0: for ever); asked only when a day's file is created.
@@ -46,6 +47,21 @@ struct Open {
     sink: Sink,
     date: String,
     file: Option<File>,
+    /// Complete lines not written yet.
+    buf: Vec<u8>,
+    /// When lines were last written (`None`: never).
+    flushed: Option<std::time::Instant>,
+}
+
+/// The most bytes of lines kept before they are written.
+const BUF_BYTES: usize = 32 << 10;
+/// The longest lines are kept before they are written.
+const BUF_TIME: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.flush();
+    }
 }
 
 static OPEN: Mutex<Option<Open>> = Mutex::new(None);
@@ -92,6 +108,8 @@ pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::fil
         sink,
         date: String::new(),
         file: None,
+        buf: Vec::new(),
+        flushed: None,
     });
     INSTALLED.get_or_init(|| {
         let file = FileLayer.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
@@ -106,7 +124,7 @@ pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::fil
     });
 }
 
-/// Stops writing events (the rest of the process logs nothing).
+/// Writes the lines held and stops writing events (the rest of the process logs nothing).
 pub(crate) fn close() {
     *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = None;
 }
@@ -133,45 +151,79 @@ impl<S: Subscriber> Layer<S> for FileLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let mut f = Fields::default();
         event.record(&mut f);
-        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(open) = open.as_mut() else {
-            return;
+        // The line is made outside the lock; only its append is under it.
+        let (pid, clock) = match OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            Some(o) => (o.sink.pid.clone(), o.sink.clock.clone()),
+            None => return,
         };
-        let now = (open.sink.clock)();
-        let mut o = Map::new();
-        o.insert("ts".into(), crate::thread::time::format_iso(now).into());
-        o.insert("pid".into(), open.sink.pid.clone().into());
-        o.insert("tag".into(), f.tag.unwrap_or_default().into());
-        o.insert("level".into(), level_name(*event.metadata().level()).into());
-        o.insert("msg".into(), f.msg.into());
-        if let Some(t) = f.thread {
-            o.insert("thread".into(), t.into());
+        let now = clock();
+        let mut line = Vec::with_capacity(256);
+        line.extend_from_slice(b"{\"ts\":\"");
+        line.extend_from_slice(crate::thread::time::format_iso(now).as_bytes());
+        line.extend_from_slice(b"\",\"pid\":");
+        json_str(&mut line, &pid);
+        line.extend_from_slice(b",\"tag\":");
+        json_str(&mut line, f.tag.as_deref().unwrap_or_default());
+        line.extend_from_slice(b",\"level\":\"");
+        line.extend_from_slice(level_name(*event.metadata().level()).as_bytes());
+        line.extend_from_slice(b"\",\"msg\":");
+        json_str(&mut line, &f.msg);
+        for (k, v) in [("thread", &f.thread), ("workflow", &f.workflow)] {
+            if let Some(v) = v {
+                line.extend_from_slice(b",\"");
+                line.extend_from_slice(k.as_bytes());
+                line.extend_from_slice(b"\":");
+                json_str(&mut line, v);
+            }
         }
-        if let Some(w) = f.workflow {
-            o.insert("workflow".into(), w.into());
+        for (k, v) in &f.extra {
+            line.push(b',');
+            json_str(&mut line, k);
+            line.push(b':');
+            let _ = serde_json::to_writer(&mut line, v);
         }
-        for (k, v) in f.extra {
-            o.insert(k.into(), v);
+        line.extend_from_slice(b"}\n");
+        let line = masked(String::from_utf8_lossy(&line).into_owned());
+        if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            open.write(now, line.as_bytes());
         }
-        let mut line = masked(Value::Object(o).to_string());
-        line.push('\n');
-        open.write(now, line.as_bytes());
     }
+}
+
+/// `s` as a JSON string.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(out, s);
 }
 
 impl Open {
     /// Appends `line` to the file of `now`'s date, opening (and on a new day creating) it.
+    /// Adds `line` for the file of `now`'s date, and writes the lines held when there are
+    /// enough of them, when they have waited long enough, or when the day changed.
     fn write(&mut self, now: u64, line: &[u8]) {
         let date = crate::thread::time::utc_date(now);
         if date != self.date || self.file.is_none() {
+            self.flush();
             self.file = self.open(&date, now);
             self.date = date;
         }
+        self.buf.extend_from_slice(line);
+        if self.buf.len() >= BUF_BYTES || self.flushed.is_none_or(|t| t.elapsed() >= BUF_TIME) {
+            self.flush();
+        }
+    }
+
+    /// Writes the lines held, in one `write`.
+    fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
         if let Some(f) = &mut self.file
-            && f.write_all(line).is_err()
+            && f.write_all(&self.buf).is_err()
         {
             self.file = None;
         }
+        self.buf.clear();
+        self.flushed = Some(std::time::Instant::now());
     }
 
     fn open(&self, date: &str, now: u64) -> Option<File> {

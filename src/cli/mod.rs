@@ -692,7 +692,7 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
     let root = env.root.clone();
     let sink = file.then(|| crate::logs::Sink {
         dir: env.root.join(crate::logs::DIR),
-        pid: format!("{}-{}", env.now_ms, std::process::id()),
+        pid: format!("{}-{}", env.now_ms, std::process::id()).into(),
         clock: env.shared_clock(),
         keep_days: Box::new(move || {
             crate::thread::Config::load(&root)

@@ -533,13 +533,6 @@ fn run_agent(
             env: &opts.env,
             moderated: Some(m),
         };
-        tracing::info!(
-            tag = "PXBBKSGB",
-            thread = %opts.thread,
-            role = %decision.role,
-            agent = %agent.display(),
-            "agent start (in process)"
-        );
         let started = std::time::Instant::now();
         let id = builtin.run(&turn);
         tracing::info!(
@@ -549,7 +542,7 @@ fn run_agent(
             agent = %agent.display(),
             status = if id.is_ok() { "ok" } else { "error" },
             duration_ms = started.elapsed().as_millis() as u64,
-            "agent exit"
+            "agent exit (in process)"
         );
         let id = id?;
         interrupted(opts.interrupt)?;
