@@ -923,9 +923,20 @@ fn commit(
         // A collection may have removed what the step adds (a node put before it began and
         // reached by no root then): the head never moves onto a missing node. What the old
         // head reaches is kept by every collection, so the walk stops at it and at the steps
-        // and the start before it.
+        // and the start before it; so are schemas (every collection keeps them) and the
+        // thread's workflow (its StartNode names it).
         if new != expected
-            && let Some(missing) = w.first_missing(new, &[expected], &[STEP_NODE, START_NODE])?
+            && let Some(missing) = w.first_missing(
+                new,
+                &[expected],
+                &[
+                    STEP_NODE,
+                    START_NODE,
+                    crate::cas::bootstrap::META,
+                    crate::workflow::nodes::WORKFLOW,
+                    crate::workflow::nodes::WORKFLOW_EXT,
+                ],
+            )?
         {
             return Ok(Cas::Missing(missing));
         }
