@@ -277,8 +277,8 @@ pub(crate) fn run(c: CasCommand, env: &Env) -> CliResult {
             compact,
         } => cmd_gc(env, grace, dry_run, compact),
         CasCommand::Count => cmd_count(env),
-        CasCommand::Pin { ids } => cmd_pin(env, &ids),
-        CasCommand::Unpin { ids } => cmd_unpin(env, &ids),
+        CasCommand::Pin { ids } => cmd_pin(env, &ids, true),
+        CasCommand::Unpin { ids } => cmd_pin(env, &ids, false),
         CasCommand::Pins => cmd_pins(env),
         CasCommand::Schema(SchemaCommand::List) => cmd_schema_list(env),
         CasCommand::Schema(SchemaCommand::Get { id }) => cmd_schema_get(env, &id),
@@ -505,50 +505,31 @@ fn cmd_count(env: &Env) -> CliResult {
     print_as(env.format, &out)
 }
 
-/// `cas pin ID…`.
-fn cmd_pin(env: &Env, ids: &[String]) -> CliResult {
+/// `cas pin ID…` (`pin`) and `cas unpin ID…`: prints the ids whose pin changed (an id that is
+/// already pinned, or not pinned, is left alone).
+fn cmd_pin(env: &Env, ids: &[String], pin: bool) -> CliResult {
     let s = env.open_rw()?;
     let ids = ids
         .iter()
         .map(|i| resolve_stored(&s, i))
         .collect::<CliResult<Vec<_>>>()?;
-    let changed = s.pin(&ids, env.now_ms)?;
-    let pinned = ids
+    let changed = if pin {
+        s.pin(&ids, env.now_ms)?
+    } else {
+        s.unpin(&ids)?
+    };
+    let ids: Vec<NodeIdStr> = ids
         .iter()
         .zip(changed)
         .filter(|(_, c)| *c)
         .map(|(i, _)| NodeIdStr(*i))
         .collect();
-    print_as(
-        env.format,
-        &Pinned {
-            pinned: Some(pinned),
-            unpinned: None,
-        },
-    )
-}
-
-/// `cas unpin ID…`: an id that is not pinned is left alone.
-fn cmd_unpin(env: &Env, ids: &[String]) -> CliResult {
-    let s = env.open_rw()?;
-    let ids = ids
-        .iter()
-        .map(|i| resolve_stored(&s, i))
-        .collect::<CliResult<Vec<_>>>()?;
-    let changed = s.unpin(&ids)?;
-    let unpinned = ids
-        .iter()
-        .zip(changed)
-        .filter(|(_, c)| *c)
-        .map(|(i, _)| NodeIdStr(*i))
-        .collect();
-    print_as(
-        env.format,
-        &Pinned {
-            pinned: None,
-            unpinned: Some(unpinned),
-        },
-    )
+    let (pinned, unpinned) = if pin {
+        (Some(ids), None)
+    } else {
+        (None, Some(ids))
+    };
+    print_as(env.format, &Pinned { pinned, unpinned })
 }
 
 /// `cas pins`.

@@ -422,14 +422,16 @@ pub(crate) fn error(status: StatusCode, message: &str) -> String {
 /// `http`, `https`, `mailto`, relative and fragment targets.
 pub(crate) fn markdown(md: &str) -> String {
     use pulldown_cmark::{CowStr, Event, Options, Parser, Tag};
-    let safe = |url: CowStr<'_>| -> bool {
+    // A target with an unsafe scheme becomes `#`.
+    fn clean(url: CowStr<'_>) -> CowStr<'_> {
         let u = url.trim().to_ascii_lowercase();
-        match u.split_once(':') {
+        let safe = match u.split_once(':') {
             None => true,
             Some((scheme, _)) if scheme.contains(['/', '?', '#']) => true,
             Some((scheme, _)) => matches!(scheme, "http" | "https" | "mailto"),
-        }
-    };
+        };
+        if safe { url } else { "#".into() }
+    }
     let events = Parser::new_ext(
         md,
         Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS,
@@ -443,11 +445,7 @@ pub(crate) fn markdown(md: &str) -> String {
             id,
         }) => Event::Start(Tag::Link {
             link_type,
-            dest_url: if safe(dest_url.clone()) {
-                dest_url
-            } else {
-                "#".into()
-            },
+            dest_url: clean(dest_url),
             title,
             id,
         }),
@@ -458,11 +456,7 @@ pub(crate) fn markdown(md: &str) -> String {
             id,
         }) => Event::Start(Tag::Image {
             link_type,
-            dest_url: if safe(dest_url.clone()) {
-                dest_url
-            } else {
-                "#".into()
-            },
+            dest_url: clean(dest_url),
             title,
             id,
         }),
