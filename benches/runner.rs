@@ -152,21 +152,39 @@ fn in_process(c: &mut Criterion) {
     let m = 16;
     g.bench_function(format!("thread_step_processes_{m}x{STEPS}"), |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let h = Home::new();
-                let ts = h.start(m, &[]);
-                let agent = h.scripted();
-                let t = Instant::now();
-                loops(&h, &ts, &agent, STEPS);
-                let took = t.elapsed();
-                report("thread step processes, scripted", m * STEPS, took);
-                total += took;
-            }
-            total
+            timed_loops(
+                iters,
+                m,
+                STEPS,
+                Home::scripted,
+                "thread step processes, scripted",
+            )
         })
     });
     g.finish();
+}
+
+/// `iters` runs of [`loops`] over `n` new threads of a fresh root, each stepped `steps` times
+/// with the agent `agent` gives; the time of the loops alone.
+fn timed_loops(
+    iters: u64,
+    n: usize,
+    steps: usize,
+    agent: fn(&Home) -> String,
+    label: &str,
+) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let h = Home::new();
+        let ts = h.start(n, &[]);
+        let agent = agent(&h);
+        let t = Instant::now();
+        loops(&h, &ts, &agent, steps);
+        let took = t.elapsed();
+        report(label, n * steps, took);
+        total += took;
+    }
+    total
 }
 
 /// 8 shell loops of `uwf thread step`, the threads dealt round-robin, each stepped `steps` times.
@@ -231,18 +249,13 @@ fn external(c: &mut Criterion) {
     });
     g.bench_function(format!("thread_step_loops8_{n}x{steps_each}"), |b| {
         b.iter_custom(|iters| {
-            let mut total = Duration::ZERO;
-            for _ in 0..iters {
-                let h = Home::new();
-                let ts = h.start(n, &[]);
-                let agent = h.trivial();
-                let t = Instant::now();
-                loops(&h, &ts, &agent, steps_each);
-                let took = t.elapsed();
-                report("8 loops of thread step, sh agent", n * steps_each, took);
-                total += took;
-            }
-            total
+            timed_loops(
+                iters,
+                n,
+                steps_each,
+                Home::trivial,
+                "8 loops of thread step, sh agent",
+            )
         })
     });
     g.finish();

@@ -407,6 +407,8 @@ pub(crate) struct Env {
     fixed_now: Option<u64>,
     /// A fixed random seed (`UWF_TEST_SEED`, for tests) and how many ids it has made.
     seed: Option<(u64, std::cell::Cell<u64>)>,
+    /// `<root>/.env`, once read.
+    dotenv_file: std::cell::OnceCell<Vec<(String, String)>>,
 }
 
 /// Milliseconds since the epoch from the system clock.
@@ -452,12 +454,20 @@ impl Env {
     /// The variables of `<root>/.env` that the environment does not set (the environment
     /// wins, as dotenv loads them).
     pub fn dotenv(&self) -> Vec<(String, String)> {
-        std::fs::read_to_string(self.root.join(".env"))
-            .map(|t| crate::thread::config::parse_dotenv(&t))
-            .unwrap_or_default()
-            .into_iter()
+        self.dotenv_file()
+            .iter()
             .filter(|(k, _)| std::env::var_os(k).is_none())
+            .cloned()
             .collect()
+    }
+
+    /// Every variable of `<root>/.env`, read once per process.
+    fn dotenv_file(&self) -> &[(String, String)] {
+        self.dotenv_file.get_or_init(|| {
+            std::fs::read_to_string(self.root.join(".env"))
+                .map(|t| crate::thread::config::parse_dotenv(&t))
+                .unwrap_or_default()
+        })
     }
 
     /// What agents run with, from one read of `.env`: the models of `config` (keys looked up
@@ -591,6 +601,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
+        dotenv_file: std::cell::OnceCell::new(),
     };
     let logged = !matches!(
         cli.command,
@@ -675,10 +686,8 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
     if !file && stderr.is_none() {
         return;
     }
-    if let Ok(t) = std::fs::read_to_string(env.root.join(".env")) {
-        for (_, v) in crate::thread::config::parse_dotenv(&t) {
-            crate::logs::mask(&v);
-        }
+    for (_, v) in env.dotenv_file() {
+        crate::logs::mask(v);
     }
     for (k, v) in std::env::vars() {
         let k = k.to_ascii_uppercase();

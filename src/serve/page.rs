@@ -26,21 +26,8 @@ enum Section {
     Workflows,
 }
 
-/// `s` escaped for HTML text and attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// `s` escaped for HTML text and attribute values (the graph's SVG escaper).
+pub(crate) use crate::workflow::render::xml_text as esc;
 
 /// `s` as one percent-encoded URL path segment.
 fn seg(s: &str) -> String {

@@ -344,7 +344,7 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
 }
 
 /// `s` escaped for XML text and attribute values.
-fn xml_text(s: &str) -> String {
+pub(crate) fn xml_text(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
