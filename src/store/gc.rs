@@ -20,16 +20,18 @@
 //! both behind: puts then go on recording ids, and the next collection takes over (its owner
 //! is not alive) and clears them.
 //!
-//! Removing a node removes its `nodes` record, its `type_index` entry and its payload entry:
+//! Removing a node removes its `ids` entry, its `links` record, its `type_index` entry and its
+//! payload entry:
 //! the payload record holding it is rewritten as one record per run of consecutive entries
 //! that remain, each keyed by its first sequence number, so that the record with the greatest
 //! key at or below a sequence number still holds that number's entry.
 
-use super::nodes::{BuildU64, Header, entries, join_payloads, unpack_refs};
+use super::nodes::{BuildU64, Link, Lookup, NO_SEQ, entries, join_payloads};
 use super::records::{dec, enc};
 use super::threads::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
 use super::{
-    Lease, META_TABLE, NODES, PAYLOADS, Progress, Result, Store, StoreError, TYPE_INDEX, Writer,
+    IDS, LINKS, Lease, META_TABLE, PAYLOADS, Progress, Result, Store, StoreError, TYPE_INDEX,
+    Writer,
 };
 use crate::cas::NodeId;
 use crate::cas::bootstrap::{self, META};
@@ -107,22 +109,32 @@ struct Marked {
 }
 
 /// Marks `roots` and everything they reach in `live`; returns how many present nodes it added.
-fn mark_from<N>(nodes: &N, live: &mut Ids, roots: impl IntoIterator<Item = u64>) -> Result<u64>
+fn mark_from<I, L>(
+    lk: &Lookup<'_, I, L>,
+    live: &mut Ids,
+    roots: impl IntoIterator<Item = u64>,
+) -> Result<u64>
 where
-    N: ReadableTable<u64, &'static [u8]>,
+    I: ReadableTable<u64, u64>,
+    L: ReadableTable<u64, &'static [u8]>,
 {
-    let mut queue: VecDeque<u64> = roots.into_iter().filter(|r| !live.contains(r)).collect();
+    let mut queue: VecDeque<(u64, u64)> = roots
+        .into_iter()
+        .filter(|r| !live.contains(r))
+        .map(|r| (r, NO_SEQ))
+        .collect();
     let mut added = 0;
-    while let Some(id) = queue.pop_front() {
+    let mut buf = Vec::new();
+    while let Some((id, hint)) = queue.pop_front() {
         if !live.insert(id) {
             continue;
         }
-        if let Some(v) = nodes.get(id)? {
-            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+        if lk.read(NodeId(id), hint, &mut buf)?.is_some() {
+            let l = Link::read(&buf).ok_or(StoreError::Corrupt(NodeId(id)))?;
             added += 1;
-            for r in unpack_refs(h.refs) {
+            for (r, seq) in l.refs() {
                 if !live.contains(&r.0) {
-                    queue.push_back(r.0);
+                    queue.push_back((r.0, seq));
                 }
             }
         }
@@ -339,7 +351,8 @@ impl Store {
         seen_seq: &mut u64,
         batch: &[(u64, u64)],
     ) -> Result<(u64, u64)> {
-        let mut nodes = tx.open_table(NODES)?;
+        let mut ids = tx.open_table(IDS)?;
+        let mut links = tx.open_table(LINKS)?;
         // Heads moved, threads finished and names registered since the snapshot.
         let (roots, next) = table_roots(
             &tx.open_table(THREADS)?,
@@ -349,7 +362,11 @@ impl Store {
             &tx.open_table(REGISTRY_HISTORY)?,
         )?;
         m.history_next = next;
-        mark_from(&nodes, &mut m.live, roots)?;
+        let lk = Lookup {
+            ids: &ids,
+            links: &links,
+        };
+        mark_from(&lk, &mut m.live, roots)?;
         // Nodes written since: they are kept, and so is what they reference.
         let now_seq = tx
             .open_table(META_TABLE)?
@@ -357,18 +374,15 @@ impl Store {
             .map_or(0, |v| v.value());
         if now_seq > *seen_seq {
             let mut fresh = Vec::new();
-            let payloads = tx.open_table(PAYLOADS)?;
-            for e in payloads.range(*seen_seq..)? {
+            for e in links.range(*seen_seq..)? {
                 let (k, v) = e?;
-                for x in entries(k.value(), v.value()) {
-                    let (_, id, _) = x.map_err(|first| StoreError::CorruptRecord {
-                        what: "payloads",
-                        message: format!("the record at {first} does not parse"),
-                    })?;
-                    fresh.push(id.0);
-                }
+                let l = Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
+                    what: "links",
+                    message: format!("the record at {} does not parse", k.value()),
+                })?;
+                fresh.push(l.id.0);
             }
-            mark_from(&nodes, &mut m.live, fresh)?;
+            mark_from(&lk, &mut m.live, fresh)?;
             *seen_seq = now_seq;
         }
         let pins = tx.open_table(PINS)?;
@@ -379,17 +393,21 @@ impl Store {
             if m.live.contains(&id) || pins.get(id)?.is_some() || touched.get(id)?.is_some() {
                 continue;
             }
-            let type_id = match nodes.get(id)? {
+            // Put again after the snapshot (under another number) or removed since: kept.
+            if ids.get(id)?.map(|v| v.value()) != Some(seq) {
+                continue;
+            }
+            let type_id = match links.get(seq)? {
                 Some(v) => {
-                    let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
-                    if h.seq != seq {
-                        continue;
-                    }
-                    h.type_id.0
+                    let l = Link::read(v.value())
+                        .filter(|l| l.id.0 == id)
+                        .ok_or(StoreError::Corrupt(NodeId(id)))?;
+                    l.type_id.0
                 }
-                None => continue,
+                None => return Err(StoreError::Corrupt(NodeId(id))),
             };
-            nodes.remove(id)?;
+            ids.remove(id)?;
+            links.remove(seq)?;
             index.remove((type_id, seq))?;
             removed.push((seq, id));
         }
@@ -407,7 +425,7 @@ impl Store {
         live_lease: Option<&dyn Fn(&Lease) -> bool>,
     ) -> Result<Marked> {
         let tx = self.begin_read()?;
-        let nodes = tx.open_table(NODES)?;
+        let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
         let mut cutoff_ms = cutoff_ms;
         if let (Some(c), Some(is_live)) = (cutoff_ms.as_mut(), live_lease) {
             match tx.open_table(super::leases::LEASES) {
@@ -464,21 +482,28 @@ impl Store {
         }
         let mut old = Vec::new();
         let mut scanned = 0;
-        for e in nodes.iter()? {
+        for e in links.iter()? {
             let (k, v) = e?;
-            let id = k.value();
-            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
+            let seq = k.value();
+            let l = Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
+                what: "links",
+                message: format!("the record at {seq} does not parse"),
+            })?;
             scanned += 1;
-            if cutoff_ms.is_some_and(|c| h.timestamp >= c) {
-                roots.push(id);
+            if cutoff_ms.is_some_and(|c| l.timestamp >= c) {
+                roots.push(l.id.0);
             } else {
-                old.push((h.seq, id));
+                old.push((seq, l.id.0));
             }
         }
         let mut live: Ids = HashSet::with_capacity_and_hasher(1024, BuildU64);
-        let reachable = mark_from(&nodes, &mut live, roots)?;
+        let lk = Lookup {
+            ids: &ids,
+            links: &links,
+        };
+        let reachable = mark_from(&lk, &mut live, roots)?;
+        // In seq order already.
         old.retain(|(_, id)| !live.contains(id));
-        old.sort_unstable();
         Ok(Marked {
             live,
             candidates: old,
@@ -606,7 +631,7 @@ impl Store {
     /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
     pub(crate) fn pin(&self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
         self.write(|w| {
-            let nodes = w.tx.open_table(NODES)?;
+            let nodes = w.tx.open_table(IDS)?;
             let mut pins = w.tx.open_table(PINS)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
@@ -665,7 +690,7 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self.tx.open_table(NODES)?.get(id.0)?.is_some())
+        Ok(self.tx.open_table(IDS)?.get(id.0)?.is_some())
     }
 
     /// The first node missing from what `from` reaches, seeing this transaction's writes: the
@@ -681,21 +706,26 @@ impl Writer<'_> {
         stop: &[NodeId],
         stop_types: &[NodeId],
     ) -> Result<Option<NodeId>> {
-        let nodes = self.tx.open_table(NODES)?;
+        let (ids, links) = (self.tx.open_table(IDS)?, self.tx.open_table(LINKS)?);
+        let lk = Lookup {
+            ids: &ids,
+            links: &links,
+        };
         let mut seen: Ids = HashSet::with_hasher(BuildU64);
-        let mut queue = VecDeque::from([from.0]);
+        let mut queue = VecDeque::from([(from.0, NO_SEQ)]);
+        let mut buf = Vec::new();
         seen.insert(from.0);
-        while let Some(id) = queue.pop_front() {
-            let Some(v) = nodes.get(id)? else {
+        while let Some((id, hint)) = queue.pop_front() {
+            if lk.read(NodeId(id), hint, &mut buf)?.is_none() {
                 return Ok(Some(NodeId(id)));
-            };
-            let h = Header::read(v.value()).ok_or(StoreError::Corrupt(NodeId(id)))?;
-            if id != from.0 && (stop.contains(&NodeId(id)) || stop_types.contains(&h.type_id)) {
+            }
+            let l = Link::read(&buf).ok_or(StoreError::Corrupt(NodeId(id)))?;
+            if id != from.0 && (stop.contains(&NodeId(id)) || stop_types.contains(&l.type_id)) {
                 continue;
             }
-            for r in unpack_refs(h.refs) {
+            for (r, seq) in l.refs() {
                 if seen.insert(r.0) {
-                    queue.push_back(r.0);
+                    queue.push_back((r.0, seq));
                 }
             }
         }

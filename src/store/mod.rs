@@ -52,7 +52,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub(crate) const NODES: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
+/// Node id → sequence number (format 2).
+pub(crate) const IDS: TableDefinition<u64, u64> = TableDefinition::new("ids");
+/// Sequence number → the node's id, type, timestamp, digest and references (format 2).
+pub(crate) const LINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("links");
+/// Node id → digest, timestamp, type, seq and references: format 1, read by its migration.
+pub(crate) const NODES_V1: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
 pub(crate) const TYPE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("type_index");
 pub(crate) const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads");
 pub(crate) const META_TABLE: TableDefinition<&str, u64> = TableDefinition::new("meta");

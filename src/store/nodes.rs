@@ -1,15 +1,18 @@
 //! Nodes: prepare (hash, check, find refs), put, get, prefix lookup, refs and walk.
 
-use super::{META_TABLE, NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
+use super::{IDS, LINKS, META_TABLE, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::id::{ID_LEN, digit_value};
 use crate::cas::{NodeId, Value, cbor, hash, schema};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
-/// Length of the fixed part of a `nodes` record: digest, timestamp, type, seq. The packed
-/// references follow it.
-pub(crate) const HEADER: usize = 32 + 8 + 8 + 8;
+/// Length of the fixed part of a `links` record: id, type, timestamp, digest. The references
+/// follow it, 16 bytes each: the referenced id and the sequence number it was stored under
+/// when this node was written ([`NO_SEQ`] when it was not stored then).
+pub(crate) const LINK_HEAD: usize = 8 + 8 + 8 + 32;
+/// The sequence number of a reference whose node was not stored when the referrer was written.
+pub(crate) const NO_SEQ: u64 = u64::MAX;
 /// Bytes a payload adds to a `payloads` record: its end offset (u32 LE), the node id (u64 LE).
 const ENTRY_HEAD: usize = 4 + 8;
 /// Most bytes a `payloads` record collects from several payloads: one 16 KiB page minus room
@@ -41,13 +44,14 @@ pub enum PutOutcome {
 
 /// A consistent view of the nodes at one moment: see [`Store::snapshot`].
 pub struct Snapshot {
-    /// `nodes` and `payloads`; `None` before the first node is stored.
-    tables: Option<(BytesTable, BytesTable)>,
+    /// `ids`, `links` and `payloads`; `None` before the first node is stored.
+    tables: Option<(IdsTable, BytesTable, BytesTable)>,
     /// The store's file, named by damage errors.
     path: std::path::PathBuf,
 }
 
 type BytesTable = redb::ReadOnlyTable<u64, &'static [u8]>;
+type IdsTable = redb::ReadOnlyTable<u64, u64>;
 
 impl Snapshot {
     /// The node `id`, if stored.
@@ -56,18 +60,18 @@ impl Snapshot {
     /// A redb failure or a corrupt record.
     pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
         super::guard_at(&self.path, || match &self.tables {
-            Some((nodes, payloads)) => read_node(nodes, payloads, id),
+            Some((ids, links, payloads)) => read_node(&Lookup { ids, links }, payloads, id),
             None => Ok(None),
         })
     }
 
-    /// Whether `id` is stored (its `nodes` record only; the payload is not read).
+    /// Whether `id` is stored (its `ids` entry only).
     ///
     /// # Errors
     /// A redb failure.
     pub(crate) fn has(&self, id: NodeId) -> Result<bool> {
         match &self.tables {
-            Some((nodes, _)) => Ok(nodes.get(id.0)?.is_some()),
+            Some((ids, _, _)) => Ok(ids.get(id.0)?.is_some()),
             None => Ok(false),
         }
     }
@@ -90,31 +94,113 @@ pub struct StoredNode {
     pub payload_cbor: Vec<u8>,
 }
 
-/// The fixed part of a `nodes` record, read in place.
+/// A `links` record, read in place: `id ‖ type ‖ timestamp (u64 LE each) ‖ BLAKE3 digest (32)
+/// ‖ (referenced id ‖ its seq or NO_SEQ) (u64 LE each) per reference, in schema order`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Header<'a> {
-    pub(crate) digest: &'a [u8],
-    pub(crate) timestamp: u64,
+pub(crate) struct Link<'a> {
+    pub(crate) id: NodeId,
     pub(crate) type_id: NodeId,
-    pub(crate) seq: u64,
-    /// The packed references (derived): u64 LE each.
-    pub(crate) refs: &'a [u8],
+    pub(crate) timestamp: u64,
+    pub(crate) digest: &'a [u8],
+    /// The references (derived).
+    refs: &'a [u8],
 }
 
-impl Header<'_> {
-    /// Reads a `nodes` record; `None` when it is too short or its references are not whole ids.
-    pub(crate) fn read(b: &[u8]) -> Option<Header<'_>> {
-        if b.len() < HEADER || !(b.len() - HEADER).is_multiple_of(8) {
+impl Link<'_> {
+    /// Reads a `links` record; `None` when it is too short or its references are not whole.
+    pub(crate) fn read(b: &[u8]) -> Option<Link<'_>> {
+        if b.len() < LINK_HEAD || !(b.len() - LINK_HEAD).is_multiple_of(16) {
             return None;
         }
         let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        Some(Header {
-            digest: &b[..32],
-            timestamp: u(32),
-            type_id: NodeId(u(40)),
-            seq: u(48),
-            refs: &b[HEADER..],
+        Some(Link {
+            id: NodeId(u(0)),
+            type_id: NodeId(u(8)),
+            timestamp: u(16),
+            digest: &b[24..56],
+            refs: &b[LINK_HEAD..],
         })
+    }
+
+    /// The references: each id with the sequence number its node had when this one was
+    /// written ([`NO_SEQ`] when it was not stored then). The number is a hint: a node removed by
+    /// a collection and put again has another.
+    pub(crate) fn refs(&self) -> impl Iterator<Item = (NodeId, u64)> + '_ {
+        self.refs.chunks_exact(16).map(|c| {
+            let u = |o: usize| u64::from_le_bytes(c[o..o + 8].try_into().expect("8 bytes"));
+            (NodeId(u(0)), u(8))
+        })
+    }
+
+    /// The referenced ids, in schema order.
+    pub(crate) fn ref_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.refs().map(|(id, _)| id)
+    }
+}
+
+/// The `links` record of a node: see [`Link`].
+pub(crate) fn encode_link_into(
+    id: NodeId,
+    type_id: NodeId,
+    timestamp: u64,
+    digest: &[u8],
+    refs: impl IntoIterator<Item = (NodeId, u64)>,
+    v: &mut Vec<u8>,
+) {
+    v.clear();
+    v.extend_from_slice(&id.0.to_le_bytes());
+    v.extend_from_slice(&type_id.0.to_le_bytes());
+    v.extend_from_slice(&timestamp.to_le_bytes());
+    v.extend_from_slice(digest);
+    for (r, seq) in refs {
+        v.extend_from_slice(&r.0.to_le_bytes());
+        v.extend_from_slice(&seq.to_le_bytes());
+    }
+}
+
+/// The `ids` and `links` tables of one transaction, for reading nodes by id.
+pub(crate) struct Lookup<'a, I, L> {
+    pub(crate) ids: &'a I,
+    pub(crate) links: &'a L,
+}
+
+impl<I, L> Lookup<'_, I, L>
+where
+    I: ReadableTable<u64, u64>,
+    L: ReadableTable<u64, &'static [u8]>,
+{
+    /// The sequence number of node `id`, if stored.
+    pub(crate) fn seq(&self, id: NodeId) -> Result<Option<u64>> {
+        Ok(self.ids.get(id.0)?.map(|v| v.value()))
+    }
+
+    /// Copies the `links` record of node `id` into `buf` and returns its sequence number, or
+    /// `None` when the node is not stored. `hint`, a sequence number a reference remembers
+    /// ([`NO_SEQ`] for none), is tried first: a walk then reads records in write order instead
+    /// of looking each id up.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] when `ids` names a record that is missing or another node's.
+    pub(crate) fn read(&self, id: NodeId, hint: u64, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+        let own = id.0.to_le_bytes();
+        if hint != NO_SEQ
+            && let Some(v) = self.links.get(hint)?
+            && v.value().get(..8) == Some(&own[..])
+        {
+            buf.clear();
+            buf.extend_from_slice(v.value());
+            return Ok(Some(hint));
+        }
+        let Some(seq) = self.seq(id)? else {
+            return Ok(None);
+        };
+        let v = self.links.get(seq)?.ok_or(StoreError::Corrupt(id))?;
+        if v.value().get(..8) != Some(&own[..]) {
+            return Err(StoreError::Corrupt(id));
+        }
+        buf.clear();
+        buf.extend_from_slice(v.value());
+        Ok(Some(seq))
     }
 }
 
@@ -279,18 +365,24 @@ where
     }
 }
 
-/// Reads node `id`: its `nodes` record, then its payload by sequence number.
-pub(crate) fn read_node<N, P>(nodes: &N, payloads: &P, id: NodeId) -> Result<Option<StoredNode>>
+/// Reads node `id`: its sequence number, its `links` record, then its payload.
+pub(crate) fn read_node<I, L, P>(
+    lk: &Lookup<'_, I, L>,
+    payloads: &P,
+    id: NodeId,
+) -> Result<Option<StoredNode>>
 where
-    N: ReadableTable<u64, &'static [u8]>,
+    I: ReadableTable<u64, u64>,
+    L: ReadableTable<u64, &'static [u8]>,
     P: ReadableTable<u64, &'static [u8]>,
 {
-    let Some(rec) = nodes.get(id.0)? else {
+    let mut buf = Vec::new();
+    let Some(seq) = lk.read(id, NO_SEQ, &mut buf)? else {
         return Ok(None);
     };
-    let h = Header::read(rec.value()).ok_or(StoreError::Corrupt(id))?;
-    let payload = find_payload(payloads, id, h.seq)?.ok_or(StoreError::Corrupt(id))?;
-    Ok(Some(StoredNode::new(id, &h, payload)))
+    let l = Link::read(&buf).ok_or(StoreError::Corrupt(id))?;
+    let payload = find_payload(payloads, id, seq)?.ok_or(StoreError::Corrupt(id))?;
+    Ok(Some(StoredNode::new(seq, &l, payload)))
 }
 
 impl StoredNode {
@@ -311,13 +403,13 @@ impl StoredNode {
             && hash::digest(self.type_id, self_typed, &self.payload_cbor) == self.digest
     }
 
-    pub(crate) fn new(id: NodeId, h: &Header<'_>, payload_cbor: Vec<u8>) -> StoredNode {
+    pub(crate) fn new(seq: u64, l: &Link<'_>, payload_cbor: Vec<u8>) -> StoredNode {
         StoredNode {
-            id,
-            digest: h.digest.try_into().expect("32 bytes"),
-            timestamp: h.timestamp,
-            type_id: h.type_id,
-            seq: h.seq,
+            id: l.id,
+            digest: l.digest.try_into().expect("32 bytes"),
+            timestamp: l.timestamp,
+            type_id: l.type_id,
+            seq,
             payload_cbor,
         }
     }
@@ -334,22 +426,6 @@ impl StoredNode {
     pub(crate) fn file_bytes(&self) -> Vec<u8> {
         cbor::encode_node(&self.type_id.to_wire(), &self.payload_cbor, self.timestamp)
     }
-}
-
-/// The `nodes` record of `p`: digest, timestamp, type, seq, packed references.
-pub(crate) fn encode_record_into(p: &Prepared, timestamp: u64, seq: u64, v: &mut Vec<u8>) {
-    v.clear();
-    v.reserve(HEADER + 8 * p.refs.len());
-    v.extend_from_slice(&p.digest);
-    v.extend_from_slice(&timestamp.to_le_bytes());
-    v.extend_from_slice(&p.type_id.0.to_le_bytes());
-    v.extend_from_slice(&seq.to_le_bytes());
-    v.extend(p.refs.iter().flat_map(|r| r.0.to_le_bytes()));
-}
-
-pub(crate) fn unpack_refs(b: &[u8]) -> impl Iterator<Item = NodeId> + '_ {
-    b.chunks_exact(8)
-        .map(|c| NodeId(u64::from_le_bytes(c.try_into().expect("8 bytes"))))
 }
 
 /// References of a payload of the type `info` describes, found in its canonical CBOR, so in the
@@ -463,8 +539,8 @@ impl Store {
     pub fn snapshot(&self) -> Result<Snapshot> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let tables = match tx.open_table(NODES) {
-                Ok(t) => Some((t, tx.open_table(PAYLOADS)?)),
+            let tables = match tx.open_table(IDS) {
+                Ok(t) => Some((t, tx.open_table(LINKS)?, tx.open_table(PAYLOADS)?)),
                 Err(redb::TableError::TableDoesNotExist(_)) => None,
                 Err(e) => return Err(e.into()),
             };
@@ -482,7 +558,7 @@ impl Store {
     pub fn has(&self, id: NodeId) -> Result<bool> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let t = tx.open_table(NODES)?;
+            let t = tx.open_table(IDS)?;
             Ok(t.get(id.0)?.is_some())
         })
     }
@@ -494,7 +570,7 @@ impl Store {
     pub fn node_count(&self) -> Result<u64> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            Ok(tx.open_table(NODES)?.len()?)
+            Ok(tx.open_table(IDS)?.len()?)
         })
     }
 
@@ -524,7 +600,7 @@ impl Store {
             let lo = (p << shift) as u64;
             let hi = (((p + 1) << shift) - 1) as u64;
             let tx = self.begin_read()?;
-            let t = tx.open_table(NODES)?;
+            let t = tx.open_table(IDS)?;
             let mut found = Vec::new();
             for e in t.range(lo..=hi)?.take(10) {
                 found.push(NodeId(e?.0.value()));
@@ -547,38 +623,54 @@ impl Store {
     pub fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let t = tx.open_table(NODES)?;
-            let Some(rec) = t.get(id.0)? else {
+            let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
+            let mut buf = Vec::new();
+            if (Lookup {
+                ids: &ids,
+                links: &links,
+            })
+            .read(id, NO_SEQ, &mut buf)?
+            .is_none()
+            {
                 return Ok(None);
-            };
-            let h = Header::read(rec.value()).ok_or(StoreError::Corrupt(id))?;
-            Ok(Some(unpack_refs(h.refs).collect()))
+            }
+            let l = Link::read(&buf).ok_or(StoreError::Corrupt(id))?;
+            Ok(Some(l.ref_ids().collect()))
         })
     }
 
     /// Breadth-first walk from `root`, root first, each node once. Missing nodes are reported
     /// through `visit` as [`WalkEvent::Missing`], never skipped silently.
     ///
+    /// Each reference carries the sequence number its node was stored under, so the walk reads
+    /// `links` records by write order (the nodes of a thread lie close together) and looks an
+    /// id up only when that number is stale.
+    ///
     /// # Errors
     /// A redb failure.
     pub fn walk(&self, root: NodeId, mut visit: impl FnMut(WalkEvent)) -> Result<WalkStats> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let t = tx.open_table(NODES)?;
+            let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
+            let lk = Lookup {
+                ids: &ids,
+                links: &links,
+            };
             let mut seen: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
             let mut queue = VecDeque::new();
             let mut stats = WalkStats::default();
+            let mut buf = Vec::new();
             seen.insert(root.0);
-            queue.push_back((root, None));
-            while let Some((id, parent)) = queue.pop_front() {
-                match t.get(id.0)? {
-                    Some(v) => {
-                        let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
+            queue.push_back((root, NO_SEQ, None));
+            while let Some((id, hint, parent)) = queue.pop_front() {
+                match lk.read(id, hint, &mut buf)? {
+                    Some(_) => {
+                        let l = Link::read(&buf).ok_or(StoreError::Corrupt(id))?;
                         stats.visited += 1;
                         visit(WalkEvent::Node(id));
-                        for r in unpack_refs(h.refs) {
+                        for (r, seq) in l.refs() {
                             if seen.insert(r.0) {
-                                queue.push_back((r, Some(id)));
+                                queue.push_back((r, seq, Some(id)));
                             }
                         }
                     }
@@ -650,16 +742,22 @@ impl Store {
     ) -> std::result::Result<(), E> {
         super::catching_damage(&self.path, || {
             let tx = self.begin_read()?;
-            let t = tx.open_table(NODES).map_err(self.located())?;
+            let t = tx.open_table(IDS).map_err(self.located())?;
+            let links = tx.open_table(LINKS).map_err(self.located())?;
             let payloads = tx.open_table(PAYLOADS).map_err(self.located())?;
             for e in t.iter().map_err(self.located())? {
                 let (k, v) = e.map_err(self.located())?;
-                let id = NodeId(k.value());
-                let h = Header::read(v.value())
-                    .ok_or_else(|| StoreError::Corrupt(id).located(&self.path))?;
-                let payload = find_payload(&payloads, id, h.seq)?
-                    .ok_or_else(|| StoreError::Corrupt(id).located(&self.path))?;
-                f(StoredNode::new(id, &h, payload))?;
+                let (id, seq) = (NodeId(k.value()), v.value());
+                let corrupt = || StoreError::Corrupt(id).located(&self.path);
+                let rec = links
+                    .get(seq)
+                    .map_err(self.located())?
+                    .ok_or_else(corrupt)?;
+                let l = Link::read(rec.value())
+                    .filter(|l| l.id == id)
+                    .ok_or_else(corrupt)?;
+                let payload = find_payload(&payloads, id, seq)?.ok_or_else(corrupt)?;
+                f(StoredNode::new(seq, &l, payload))?;
             }
             Ok(())
         })
@@ -667,10 +765,9 @@ impl Store {
 
     /// Visits every stored node in write (sequence) order, in one read snapshot, streaming.
     ///
-    /// The payloads are read in the order they lie in the file, each record once, where
-    /// [`for_each_node`](Self::for_each_node) looks each one up by its node. The small `nodes`
-    /// records are read in passes: each pass keeps the nodes of one window of 2^19 sequence
-    /// numbers (64 bytes each), so memory stays bounded whatever the store's size.
+    /// The `links` and payload records are read in the order they lie in the file, each once,
+    /// where [`for_each_node`](Self::for_each_node) looks each node up by its id; memory holds
+    /// one chunk of 8,192 nodes' records whatever the store's size.
     ///
     /// # Errors
     /// A redb failure, [`StoreError::Corrupt`] for a node whose payload entry is missing, or
@@ -752,16 +849,16 @@ impl Store {
         })
     }
 
-    /// `for_each_node_in_write_order` with passes of
-    /// `window` sequence numbers, from `from` up to (not including) `until`.
+    /// `for_each_node_in_write_order` from `from` up to (not including) `until`: the `links`
+    /// records in chunks of `chunk`, each joined with the payload records that hold its nodes.
     fn for_each_in_windows<E: From<StoreError>>(
         &self,
-        window_len: u64,
+        chunk: usize,
         from: u64,
         until: u64,
         mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        /// A node of the current window.
+        /// A node of the current chunk.
         struct Slot {
             seq: u64,
             id: NodeId,
@@ -769,42 +866,41 @@ impl Store {
             timestamp: u64,
             digest: [u8; 32],
         }
+        if from >= until {
+            return Ok(());
+        }
         let tx = self.begin_read()?;
-        let nodes = match tx.open_table(NODES) {
+        let links = match tx.open_table(LINKS) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
             Err(e) => return Err(StoreError::from(e).located(&self.path).into()),
         };
         let payloads = tx.open_table(PAYLOADS).map_err(self.located())?;
-        let total = nodes.len().map_err(self.located())?;
-        let mut window: Vec<Slot> = Vec::with_capacity(total.min(window_len) as usize);
-        let mut lo = from;
+        let mut window: Vec<Slot> = Vec::with_capacity(chunk);
+        let mut records = links.range(from..until).map_err(self.located())?;
         loop {
-            let hi = lo.saturating_add(window_len).min(until);
-            // The first sequence number of the next pass: the least one past this window.
-            let mut next: Option<u64> = None;
             window.clear();
-            for e in nodes.iter().map_err(self.located())? {
+            for e in records.by_ref().take(chunk) {
                 let (k, v) = e.map_err(self.located())?;
-                let id = NodeId(k.value());
-                let h = Header::read(v.value())
-                    .ok_or_else(|| StoreError::Corrupt(id).located(&self.path))?;
-                if h.seq < lo {
-                    continue;
-                }
-                if h.seq >= hi {
-                    next = Some(next.map_or(h.seq, |n| n.min(h.seq)));
-                    continue;
-                }
+                let seq = k.value();
+                let l = Link::read(v.value()).ok_or_else(|| {
+                    StoreError::CorruptRecord {
+                        what: "links",
+                        message: format!("the record at {seq} does not parse"),
+                    }
+                    .located(&self.path)
+                })?;
                 window.push(Slot {
-                    seq: h.seq,
-                    id,
-                    type_id: h.type_id,
-                    timestamp: h.timestamp,
-                    digest: h.digest.try_into().expect("32 bytes"),
+                    seq,
+                    id: l.id,
+                    type_id: l.type_id,
+                    timestamp: l.timestamp,
+                    digest: l.digest.try_into().expect("32 bytes"),
                 });
             }
-            window.sort_unstable_by_key(|s| s.seq);
+            if window.is_empty() {
+                return Ok(());
+            }
             join_payloads(
                 &payloads,
                 &window,
@@ -825,10 +921,6 @@ impl Store {
                 Walked::Store(e) => E::from(e.located(&self.path)),
                 Walked::Caller(e) => e,
             })?;
-            match next {
-                Some(n) if n < until => lo = n,
-                _ => return Ok(()),
-            }
         }
     }
 }
@@ -849,8 +941,8 @@ impl<E> From<StoreError> for Walked<E> {
 /// The greatest timestamp a node can have: JavaScript's `Number.MAX_SAFE_INTEGER`.
 const MAX_SAFE_MS: u64 = (1 << 53) - 1;
 
-/// Sequence numbers per pass of [`Store::for_each_node_in_write_order`].
-const SEQ_WINDOW: u64 = 1 << 19;
+/// `links` records per chunk of [`Store::for_each_node_in_write_order`].
+const SEQ_WINDOW: usize = 8192;
 
 /// Hashes a payload of `type_id` without any check (`type_id == META` makes a schema node;
 /// a self-typed node is not made here).
@@ -868,16 +960,18 @@ pub fn prepare_unchecked(type_id: NodeId, payload: &Value) -> Prepared {
 /// Writes `nodes` inside `tx`; see [`Store::put`].
 ///
 /// Nothing is written until every node has been checked, so a collision leaves `tx` as it was.
-/// Sequence numbers follow the order of `nodes`: payloads are appended under them (ascending
-/// keys, so each leaf is written once, full) and the type index lists a type's nodes in write
-/// order. The small `nodes` records are written in id order: ids are uniformly random, so
-/// sorted inserts make consecutive ones share the B-tree path that is already cached and dirty.
+/// Sequence numbers follow the order of `nodes`: payloads and `links` records are appended
+/// under them (ascending keys, so each leaf is written once, full) and the type index lists a
+/// type's nodes in write order. The `ids` entries (16 bytes) are written in id order:
+/// ids are uniformly random, so sorted inserts make consecutive ones share the B-tree path that
+/// is already cached and dirty.
 pub(crate) fn put_in<'a>(
     tx: &WriteTransaction,
     nodes: impl ExactSizeIterator<Item = (&'a Prepared, u64)>,
 ) -> Result<Vec<PutOutcome>> {
     let items: Vec<(&Prepared, u64)> = nodes.collect();
-    let mut t = tx.open_table(NODES)?;
+    let mut ids = tx.open_table(IDS)?;
+    let mut links = tx.open_table(LINKS)?;
     let mut order: Vec<usize> = (0..items.len()).collect();
     // Stable: of two equal ids in one batch, the earlier one is written.
     order.sort_by_key(|&i| items[i].0.id.0);
@@ -895,25 +989,28 @@ pub(crate) fn put_in<'a>(
             continue;
         }
         prev = Some(p.id.0);
-        match t.get(p.id.0)? {
-            Some(old) => {
+        match ids.get(p.id.0)?.map(|v| v.value()) {
+            Some(seq) => {
+                let old = links.get(seq)?.ok_or(StoreError::Corrupt(p.id))?;
                 let b = old.value();
-                if b.len() < HEADER || b[..32] != p.digest {
+                let l = Link::read(b)
+                    .filter(|l| l.id == p.id)
+                    .ok_or(StoreError::Corrupt(p.id))?;
+                if l.digest != p.digest {
                     return Err(StoreError::HashCollision(p.id));
                 }
                 // The timestamp is the first write's: an import may know an earlier one.
-                let ts = u64::from_le_bytes(b[32..40].try_into().expect("8 bytes"));
-                if items[i].1 < ts {
+                if items[i].1 < l.timestamp {
                     let mut v = b.to_vec();
-                    v[32..40].copy_from_slice(&items[i].1.to_le_bytes());
-                    earlier.push((p.id.0, v));
+                    v[16..24].copy_from_slice(&items[i].1.to_le_bytes());
+                    earlier.push((seq, v));
                 }
             }
             None => out[i] = PutOutcome::Inserted,
         }
     }
-    for (id, v) in earlier {
-        t.insert(id, v.as_slice())?;
+    for (seq, v) in earlier {
+        links.insert(seq, v.as_slice())?;
     }
     // A collection in progress keeps what is put again while it runs.
     if out.contains(&PutOutcome::Existed) {
@@ -937,13 +1034,30 @@ pub(crate) fn put_in<'a>(
     if seq == first_seq {
         return Ok(out);
     }
-    let mut buf = Vec::new();
     for &i in order.iter().filter(|&&i| out[i] == PutOutcome::Inserted) {
-        let (p, now_ms) = items[i];
-        encode_record_into(p, now_ms, seqs[i], &mut buf);
-        t.insert(p.id.0, buf.as_slice())?;
+        ids.insert(items[i].0.id.0, seqs[i])?;
     }
-    drop(t);
+    // The `links` records in seq order (appended), each reference with the sequence number of
+    // its node: the batch's own are in `ids` by now.
+    let mut buf = Vec::new();
+    let mut refs = Vec::new();
+    for i in (0..items.len()).filter(|&i| out[i] == PutOutcome::Inserted) {
+        let (p, now_ms) = items[i];
+        refs.clear();
+        for r in &p.refs {
+            refs.push((*r, ids.get(r.0)?.map_or(NO_SEQ, |v| v.value())));
+        }
+        encode_link_into(
+            p.id,
+            p.type_id,
+            now_ms,
+            &p.digest,
+            refs.iter().copied(),
+            &mut buf,
+        );
+        links.insert(seqs[i], buf.as_slice())?;
+    }
+    drop((ids, links));
     // Payloads in seq order, packed several to a record (one insert and one page write for
     // many payloads instead of one each).
     let mut pt = tx.open_table(PAYLOADS)?;
@@ -1039,7 +1153,7 @@ mod tests {
             .collect()
     }
 
-    fn in_windows(s: &Store, window: u64) -> Result<Vec<StoredNode>> {
+    fn in_windows(s: &Store, window: usize) -> Result<Vec<StoredNode>> {
         let mut seen = Vec::new();
         s.for_each_in_windows::<StoreError>(window, 0, u64::MAX, |n| {
             seen.push(n);
@@ -1095,11 +1209,78 @@ mod tests {
             p.remove(key).expect("remove");
         }
         tx.commit().expect("commit");
-        for window in [3, 1 << 19] {
+        for window in [3, 8192] {
             match in_windows(&s, window) {
                 Err(StoreError::Damaged { what, .. }) if what.starts_with("corrupt record") => {}
                 other => panic!("window {window}: {:?}", other.map(|v| v.len())),
             }
+        }
+    }
+
+    /// The sequence number a reference keeps is a hint: a wrong one (a node collected and put
+    /// again has another) costs a lookup by id, and the walk, the references and verify are
+    /// as they were.
+    #[test]
+    fn a_stale_reference_seq_is_only_a_hint() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = Store::open(&dir.path().join("uwf.redb")).expect("store");
+        let v = |j: &str| Value::from_json_str(j).expect("json");
+        let out = texts(&s, 0, 3);
+        s.put(&out, 7).expect("put");
+        let start = s
+            .prepare(
+                crate::workflow::nodes::START_NODE,
+                &v(r#"{"workflow":"95ST8MZ0QTKP9","prompt":"p","cwd":"/"}"#),
+                true,
+            )
+            .expect("start");
+        let step = s
+            .prepare(
+                crate::workflow::nodes::STEP_NODE,
+                &v(&format!(
+                    r#"{{"start":"{}","prev":null,"role":"r","output":"{}","detail":"{}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/","assembledPrompt":null}}"#,
+                    start.id, out[1].id, out[0].id
+                )),
+                true,
+            )
+            .expect("step");
+        s.put(&[start.clone(), step.clone()], 8).expect("put");
+        let walk = |s: &Store| {
+            let mut seen = Vec::new();
+            let st = s.walk(step.id, |e| seen.push(e)).expect("walk");
+            (seen, st)
+        };
+        let before = walk(&s);
+        assert_eq!(before.1.visited, 4);
+        let seq_of = |id: NodeId| s.get(id).expect("get").expect("stored").seq;
+        let step_seq = seq_of(step.id);
+        // Point the step's references at other records (another node's, and none at all).
+        for hints in [
+            [seq_of(out[0].id), seq_of(out[2].id)],
+            [1 << 40, NO_SEQ - 1],
+        ] {
+            let tx = s.begin_write().expect("tx");
+            {
+                let mut links = tx.open_table(LINKS).expect("links");
+                let mut rec = links
+                    .get(step_seq)
+                    .expect("get")
+                    .expect("rec")
+                    .value()
+                    .to_vec();
+                for (i, h) in hints.iter().enumerate() {
+                    let at = LINK_HEAD + 16 * i + 8;
+                    rec[at..at + 8].copy_from_slice(&h.to_le_bytes());
+                }
+                links.insert(step_seq, rec.as_slice()).expect("insert");
+            }
+            tx.commit().expect("commit");
+            assert_eq!(walk(&s), before, "hints {hints:?}");
+            assert_eq!(
+                s.refs(step.id).expect("refs"),
+                Some(vec![start.id, out[0].id, out[1].id])
+            );
+            assert!(s.verify(&|_, _| {}).expect("verify").is_clean());
         }
     }
 }

@@ -1,14 +1,14 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
 use super::nodes::{
-    BuildU64, HEADER, Header, entries as entries_of, find_payload, join_payloads, read_node,
-    unpack_refs,
+    BuildU64, LINK_HEAD, Link, Lookup, NO_SEQ, encode_link_into, entries as entries_of,
+    join_payloads, read_node,
 };
-use super::{NODES, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
+use super::{IDS, LINKS, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, cbor, hash};
 use redb::{ReadableTable, ReadableTableMetadata};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// One problem `verify` found.
@@ -49,8 +49,12 @@ pub enum Damage {
     WrongRefs(NodeId),
     /// The node's payload record is missing or names another node.
     NoPayload(NodeId),
+    /// The node's `ids` entry is missing or names another sequence number than its record's.
+    Unlisted(NodeId),
     /// A `payloads` record whose entries from this sequence number on do not parse.
     BrokenPayloads(u64),
+    /// The `links` record of this sequence number does not parse.
+    BrokenLinks(u64),
     /// A payload entry whose node is not stored, or is stored with another sequence number.
     StalePayload {
         /// The node the record names.
@@ -87,9 +91,11 @@ impl std::fmt::Display for Damage {
                 write!(f, "{id}: stored references differ from the payload's")
             }
             Damage::NoPayload(id) => write!(f, "{id}: payload record missing"),
+            Damage::Unlisted(id) => write!(f, "{id}: id table entry missing or wrong"),
             Damage::BrokenPayloads(seq) => {
                 write!(f, "payload entries from seq {seq} on do not parse")
             }
+            Damage::BrokenLinks(seq) => write!(f, "the links record of seq {seq} does not parse"),
             Damage::StalePayload { id, seq } => {
                 write!(
                     f,
@@ -156,13 +162,46 @@ struct Entry {
 /// Schemas by type id, as `reindex` meets them (`None`: the type is not a schema).
 type Types = HashMap<u64, Option<Arc<super::TypeInfo>>, BuildU64>;
 
+/// `links` records per chunk of `reindex`.
+const CHUNK: usize = 8192;
+
+/// One type's entries of the type index, read in order beside the nodes of that type.
+struct Cursor<'a> {
+    it: redb::Range<'a, (u64, u64), u64>,
+    /// The current entry: (seq, id).
+    cur: Option<(u64, u64)>,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(index: &'a redb::Table<'_, (u64, u64), u64>, type_id: u64) -> Result<Cursor<'a>> {
+        let mut c = Cursor {
+            it: index.range((type_id, 0)..=(type_id, u64::MAX))?,
+            cur: None,
+        };
+        c.advance()?;
+        Ok(c)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.cur = match self.it.next() {
+            Some(e) => {
+                let (k, v) = e?;
+                Some((k.value().1, v.value()))
+            }
+            None => None,
+        };
+        Ok(())
+    }
+}
+
 impl Store {
     /// Rebuilds the derived data from the nodes and their payloads, in one transaction: the
-    /// references in every `nodes` record (rewriting only records that differ) and the type
-    /// index. Returns the number of nodes indexed.
+    /// references in every `links` record (rewriting only records that differ) and the type
+    /// index (rewritten only when it is wrong). Returns the number of nodes indexed.
     ///
-    /// The `nodes` records are read first (they are small), then the payloads in sequence
-    /// order, which is the order they lie in the file.
+    /// The `links` records and the payloads are read in sequence order, the order they lie in
+    /// the file, one chunk at a time; the type index is read beside them, one cursor per type.
+    /// A store whose derived data is right is read and not written.
     ///
     /// # Errors
     /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
@@ -170,87 +209,138 @@ impl Store {
     pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
         self.guard(|| {
             let tx = self.begin_write()?;
-            tx.delete_table(TYPE_INDEX)?;
             let mut count = 0u64;
+            let mut index_ok = true;
             {
-                let mut nodes = tx.open_table(NODES)?;
+                let ids = tx.open_table(IDS)?;
+                let mut links = tx.open_table(LINKS)?;
                 let payloads = tx.open_table(PAYLOADS)?;
-                let total = nodes.len()?;
-                let mut nodes_by_seq: Vec<Entry> = Vec::with_capacity(total as usize);
-                let mut stored: Vec<u64> = Vec::new();
-                for e in nodes.iter()? {
-                    let (k, v) = e?;
-                    let id = NodeId(k.value());
-                    let h = Header::read(v.value()).ok_or(StoreError::Corrupt(id))?;
-                    let refs_at = stored.len();
-                    stored.extend(unpack_refs(h.refs).map(|r| r.0));
-                    nodes_by_seq.push(Entry {
-                        seq: h.seq,
-                        id: id.0,
-                        type_id: h.type_id.0,
-                        refs_at,
-                        refs_len: stored.len() - refs_at,
-                    });
-                }
-                nodes_by_seq.sort_unstable_by_key(|e| e.seq);
-                let mut types: Types = HashMap::with_hasher(BuildU64);
+                let index = tx.open_table(TYPE_INDEX)?;
+                let total = links.len()?;
                 let mut fixes: Vec<(u64, Vec<NodeId>)> = Vec::new();
-                let mut found = Vec::new();
-                // Walk the payload entries in seq order beside the nodes sorted by seq.
-                join_payloads(
-                    &payloads,
-                    &nodes_by_seq,
-                    |e| (e.seq, NodeId(e.id)),
-                    |e, payload| {
-                        let id = NodeId(e.id);
-                        found.clear();
-                        let type_id = NodeId(e.type_id);
-                        if type_id != META && type_id != id {
-                            let info = match types.get(&type_id.0) {
-                                Some(i) => i,
-                                None => {
-                                    // A type that is not a schema (kept from an import) gives its
-                                    // nodes no references.
-                                    let i = match self.type_info_in(&nodes, &payloads, type_id) {
-                                        Ok(i) => Some(i),
-                                        Err(StoreError::UnknownType(_)) => None,
-                                        Err(e) => return Err(e),
+                {
+                    let lk = Lookup {
+                        ids: &ids,
+                        links: &links,
+                    };
+                    let mut types: Types = HashMap::with_hasher(BuildU64);
+                    let mut cursors: HashMap<u64, Cursor<'_>, BuildU64> =
+                        HashMap::with_hasher(BuildU64);
+                    let mut indexed = 0u64;
+                    let mut found = Vec::new();
+                    let mut chunk: Vec<Entry> = Vec::with_capacity(CHUNK);
+                    let mut stored: Vec<u64> = Vec::new();
+                    let mut records = links.range(0..)?;
+                    loop {
+                        chunk.clear();
+                        stored.clear();
+                        for e in records.by_ref().take(CHUNK) {
+                            let (k, v) = e?;
+                            let seq = k.value();
+                            let l =
+                                Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
+                                    what: "links",
+                                    message: format!("the record at {seq} does not parse"),
+                                })?;
+                            let refs_at = stored.len();
+                            stored.extend(l.ref_ids().map(|r| r.0));
+                            chunk.push(Entry {
+                                seq,
+                                id: l.id.0,
+                                type_id: l.type_id.0,
+                                refs_at,
+                                refs_len: stored.len() - refs_at,
+                            });
+                        }
+                        if chunk.is_empty() {
+                            break;
+                        }
+                        join_payloads(
+                            &payloads,
+                            &chunk,
+                            |e| (e.seq, NodeId(e.id)),
+                            |e, payload| {
+                                let id = NodeId(e.id);
+                                found.clear();
+                                let type_id = NodeId(e.type_id);
+                                if type_id != META && type_id != id {
+                                    let info = match types.get(&type_id.0) {
+                                        Some(i) => i,
+                                        None => {
+                                            // A type that is not a schema (kept from an import)
+                                            // gives its nodes no references.
+                                            let i = match self.type_info_in(&lk, &payloads, type_id)
+                                            {
+                                                Ok(i) => Some(i),
+                                                Err(StoreError::UnknownType(_)) => None,
+                                                Err(e) => return Err(e),
+                                            };
+                                            types.entry(type_id.0).or_insert(i)
+                                        }
                                     };
-                                    types.entry(type_id.0).or_insert(i)
+                                    if let Some(info) = info {
+                                        info.plan()?
+                                            .ids_in_cbor(payload, &mut found)
+                                            .map_err(|_| StoreError::Corrupt(id))?;
+                                    }
                                 }
-                            };
-                            if let Some(info) = info {
-                                info.plan()?
-                                    .ids_in_cbor(payload, &mut found)
-                                    .map_err(|_| StoreError::Corrupt(id))?;
-                            }
-                        }
-                        let old = &stored[e.refs_at..e.refs_at + e.refs_len];
-                        if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
-                            fixes.push((e.id, found.clone()));
-                        }
-                        count += 1;
-                        if count.is_multiple_of(65536) {
-                            progress(count, total);
-                        }
-                        Ok::<_, StoreError>(())
-                    },
-                )?;
-                drop(payloads);
-                for (id, refs) in fixes {
-                    let mut rec = nodes.get(id)?.expect("read above").value()[..HEADER].to_vec();
-                    rec.extend(refs.iter().flat_map(|r| r.0.to_le_bytes()));
-                    nodes.insert(id, rec.as_slice())?;
+                                let old = &stored[e.refs_at..e.refs_at + e.refs_len];
+                                if !found.iter().map(|r| r.0).eq(old.iter().copied()) {
+                                    fixes.push((e.seq, found.clone()));
+                                }
+                                let c = match cursors.entry(e.type_id) {
+                                    std::collections::hash_map::Entry::Occupied(c) => c.into_mut(),
+                                    std::collections::hash_map::Entry::Vacant(v) => {
+                                        v.insert(Cursor::new(&index, e.type_id)?)
+                                    }
+                                };
+                                // Entries before this node's are stale.
+                                while c.cur.is_some_and(|(s, _)| s < e.seq) {
+                                    index_ok = false;
+                                    c.advance()?;
+                                }
+                                if c.cur == Some((e.seq, e.id)) {
+                                    indexed += 1;
+                                    c.advance()?;
+                                } else {
+                                    index_ok = false;
+                                }
+                                count += 1;
+                                if count.is_multiple_of(65536) {
+                                    progress(count, total);
+                                }
+                                Ok::<_, StoreError>(())
+                            },
+                        )?;
+                    }
+                    index_ok = index_ok && indexed == index.len()?;
                 }
-                let mut index: Vec<(u64, u64, u64)> = nodes_by_seq
-                    .iter()
-                    .map(|e| (e.type_id, e.seq, e.id))
-                    .collect();
-                drop(nodes_by_seq);
-                index.sort_unstable();
-                let mut ti = tx.open_table(TYPE_INDEX)?;
-                for (t, s, id) in index {
-                    ti.insert((t, s), id)?;
+                drop(payloads);
+                let mut buf = Vec::new();
+                for (seq, refs) in fixes {
+                    let head = links.get(seq)?.expect("read above").value()[..LINK_HEAD].to_vec();
+                    let l = Link::read(&head).expect("read above");
+                    let mut with_seqs = Vec::with_capacity(refs.len());
+                    for r in refs {
+                        with_seqs.push((r, ids.get(r.0)?.map_or(NO_SEQ, |v| v.value())));
+                    }
+                    encode_link_into(l.id, l.type_id, l.timestamp, l.digest, with_seqs, &mut buf);
+                    links.insert(seq, buf.as_slice())?;
+                }
+                drop(index);
+                if !index_ok {
+                    let mut all: Vec<(u64, u64, u64)> = Vec::with_capacity(total as usize);
+                    for e in links.iter()? {
+                        let (k, v) = e?;
+                        let l = Link::read(v.value()).expect("read above");
+                        all.push((l.type_id.0, k.value(), l.id.0));
+                    }
+                    all.sort_unstable();
+                    tx.delete_table(TYPE_INDEX)?;
+                    let mut ti = tx.open_table(TYPE_INDEX)?;
+                    for (t, s, id) in all {
+                        ti.insert((t, s), id)?;
+                    }
                 }
                 progress(count, total);
             }
@@ -260,46 +350,70 @@ impl Store {
     }
 
     /// The schema of `type_id`: from the cache, else as stored in the tables given.
-    fn type_info_in<N, P>(
+    fn type_info_in<I, L, P>(
         &self,
-        nodes: &N,
+        lk: &Lookup<'_, I, L>,
         payloads: &P,
         type_id: NodeId,
     ) -> Result<Arc<super::TypeInfo>>
     where
-        N: ReadableTable<u64, &'static [u8]>,
+        I: ReadableTable<u64, u64>,
+        L: ReadableTable<u64, &'static [u8]>,
         P: ReadableTable<u64, &'static [u8]>,
     {
         if let Ok(i) = self.type_info(type_id) {
             return Ok(i);
         }
-        match read_node(nodes, payloads, type_id)? {
+        match read_node(lk, payloads, type_id)? {
             Some(n) if n.type_id == META => Ok(Arc::new(super::TypeInfo::new(n.payload()?))),
             _ => Err(StoreError::UnknownType(type_id)),
         }
     }
 
     /// Re-hashes every node, checks its digest, recomputes its references and compares them
-    /// with the stored ones, checks its presence in the type index, and checks that no payload
-    /// or index entry names a missing node.
+    /// with the stored ones, checks its `ids` entry and its presence in the type index, and
+    /// checks that no payload, `ids` or index entry names a missing node.
     ///
-    /// The payloads are read in sequence order (the order they lie in the file); each one's
-    /// `nodes` record is looked up by id.
+    /// The payloads and the `links` records are read side by side in sequence order (the order
+    /// they lie in the file).
     ///
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
     pub fn verify(&self, progress: Progress<'_>) -> Result<VerifyReport> {
         self.guard(|| {
             let tx = self.begin_read()?;
-            let nodes = tx.open_table(NODES)?;
+            let ids = tx.open_table(IDS)?;
+            let links = tx.open_table(LINKS)?;
             let payloads = tx.open_table(PAYLOADS)?;
             let index = tx.open_table(TYPE_INDEX)?;
-            let total = nodes.len()?;
+            let lk = Lookup {
+                ids: &ids,
+                links: &links,
+            };
+            let total = links.len()?;
             let mut report = VerifyReport::default();
             // Per type: whether it is a stored schema, and its schema when that can be read.
             let mut types: HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64> =
                 HashMap::with_hasher(BuildU64);
-            let mut unreadable: HashSet<u64, BuildU64> = HashSet::with_hasher(BuildU64);
+            let mut recs = links.iter()?;
+            let mut next = || -> Result<Option<(u64, Vec<u8>)>> {
+                Ok(match recs.next() {
+                    Some(e) => {
+                        let (k, v) = e?;
+                        Some((k.value(), v.value().to_vec()))
+                    }
+                    None => None,
+                })
+            };
+            // A `links` record with no payload entry.
+            let no_payload = |report: &mut VerifyReport, seq: u64, rec: &[u8]| {
+                report.nodes += 1;
+                match Link::read(rec) {
+                    Some(l) => report.push(Damage::NoPayload(l.id)),
+                    None => report.push(Damage::BrokenLinks(seq)),
+                }
+            };
+            let mut cur = next()?;
             for r in payloads.iter()? {
                 let (k, v) = r?;
                 for entry in entries_of(k.value(), v.value()) {
@@ -310,65 +424,69 @@ impl Store {
                             break;
                         }
                     };
-                    let Some(rec) = nodes.get(id.0)? else {
+                    while let Some((s, rec)) = cur.as_ref().filter(|(s, _)| *s < seq) {
+                        no_payload(&mut report, *s, rec);
+                        cur = next()?;
+                    }
+                    let Some((_, rec)) = cur.take_if(|(s, _)| *s == seq) else {
                         report.push(Damage::StalePayload { id, seq });
                         continue;
                     };
-                    let Some(h) = Header::read(rec.value()) else {
-                        if unreadable.insert(id.0) {
-                            report.nodes += 1;
-                            report.push(Damage::Unreadable(id));
-                        }
+                    cur = next()?;
+                    let Some(l) = Link::read(&rec) else {
+                        report.nodes += 1;
+                        report.push(Damage::BrokenLinks(seq));
                         continue;
                     };
-                    if h.seq != seq {
+                    if l.id != id {
                         report.push(Damage::StalePayload { id, seq });
+                        no_payload(&mut report, seq, &rec);
                         continue;
                     }
                     report.nodes += 1;
                     if report.nodes.is_multiple_of(65536) {
                         progress(report.nodes, total);
                     }
+                    if lk.seq(id)? != Some(seq) {
+                        report.push(Damage::Unlisted(id));
+                    }
                     self.check_node(
                         &mut report,
-                        &nodes,
+                        &lk,
                         &payloads,
                         &index,
                         &mut types,
-                        id,
-                        &h,
+                        seq,
+                        &l,
                         payload,
                     )?;
                 }
             }
-            if report.nodes != total {
-                // Some nodes have no payload record of their own.
-                for e in nodes.iter()? {
+            while let Some((s, rec)) = cur.take() {
+                no_payload(&mut report, s, &rec);
+                cur = next()?;
+            }
+            if ids.len()? != total {
+                // Some `ids` entries name no record of their node.
+                for e in ids.iter()? {
                     let (k, v) = e?;
                     let id = NodeId(k.value());
-                    let Some(h) = Header::read(v.value()) else {
-                        if unreadable.insert(id.0) {
-                            report.nodes += 1;
-                            report.push(Damage::Unreadable(id));
-                        }
-                        continue;
-                    };
-                    let own = find_payload(&payloads, id, h.seq)?.is_some();
-                    if !own {
-                        report.nodes += 1;
-                        report.push(Damage::NoPayload(id));
+                    let ok = links
+                        .get(v.value())?
+                        .is_some_and(|r| Link::read(r.value()).is_some_and(|l| l.id == id));
+                    if !ok {
+                        report.push(Damage::Unreadable(id));
                     }
                 }
             }
             if index.len()? != report.nodes {
                 for e in index.iter()? {
                     let (k, v) = e?;
-                    let (t, _) = k.value();
+                    let (t, seq) = k.value();
                     let id = NodeId(v.value());
-                    let ok = nodes
-                        .get(id.0)?
-                        .and_then(|g| Header::read(g.value()).map(|h| h.type_id.0 == t))
-                        .unwrap_or(false);
+                    let ok = links.get(seq)?.is_some_and(|r| {
+                        Link::read(r.value()).is_some_and(|l| l.id == id && l.type_id.0 == t)
+                    });
                     if !ok {
                         report.push(Damage::StaleIndex {
                             type_id: NodeId(t),
@@ -382,32 +500,33 @@ impl Store {
         })
     }
 
-    /// The checks of one node whose `nodes` record `h` and payload were read.
+    /// The checks of one node whose `links` record `l` and payload were read.
     #[allow(clippy::too_many_arguments)]
-    fn check_node<N, P, I>(
+    fn check_node<I, L, P, X>(
         &self,
         report: &mut VerifyReport,
-        nodes: &N,
+        lk: &Lookup<'_, I, L>,
         payloads: &P,
-        index: &I,
+        index: &X,
         types: &mut HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64>,
-        id: NodeId,
-        h: &Header<'_>,
+        seq: u64,
+        l: &Link<'_>,
         payload: &[u8],
     ) -> Result<()>
     where
-        N: ReadableTable<u64, &'static [u8]>,
+        I: ReadableTable<u64, u64>,
+        L: ReadableTable<u64, &'static [u8]>,
         P: ReadableTable<u64, &'static [u8]>,
-        I: ReadableTable<(u64, u64), u64>,
+        X: ReadableTable<(u64, u64), u64>,
     {
-        let seq = h.seq;
+        let id = l.id;
         let mut found = Vec::new();
-        let self_typed = h.type_id == id;
-        let actual = hash::id_for(h.type_id, self_typed, payload);
+        let self_typed = l.type_id == id;
+        let actual = hash::id_for(l.type_id, self_typed, payload);
         if actual != id {
             report.push(Damage::WrongId { id, actual });
         }
-        if hash::digest(h.type_id, self_typed, payload)[..] != *h.digest {
+        if hash::digest(l.type_id, self_typed, payload)[..] != *l.digest {
             report.push(Damage::BadDigest(id));
         }
         if !cbor::decode(payload).is_ok_and(|v| cbor::encode(&v) == payload) {
@@ -415,32 +534,31 @@ impl Store {
         }
         let mut info = None;
         if !self_typed {
-            let (ok, i) = match types.get(&h.type_id.0) {
+            let (ok, i) = match types.get(&l.type_id.0) {
                 Some(t) => t,
                 None => {
-                    let ok = h.type_id == META
-                        || nodes
-                            .get(h.type_id.0)?
-                            .and_then(|t| Header::read(t.value()).map(|t| t.type_id == META))
-                            .unwrap_or(false);
-                    let i = if ok && h.type_id != META {
-                        self.type_info_in(nodes, payloads, h.type_id).ok()
+                    let mut buf = Vec::new();
+                    let ok = l.type_id == META
+                        || (lk.read(l.type_id, NO_SEQ, &mut buf)?.is_some()
+                            && Link::read(&buf).is_some_and(|t| t.type_id == META));
+                    let i = if ok && l.type_id != META {
+                        self.type_info_in(lk, payloads, l.type_id).ok()
                     } else {
                         None
                     };
                     if let Some(Err(e)) = i.as_ref().map(|i| i.plan()) {
                         report.push(Damage::BadSchema {
-                            type_id: h.type_id,
+                            type_id: l.type_id,
                             message: e.to_string(),
                         });
                     }
-                    types.entry(h.type_id.0).or_insert((ok, i))
+                    types.entry(l.type_id.0).or_insert((ok, i))
                 }
             };
             if !ok {
                 report.push(Damage::MissingType {
                     id,
-                    type_id: h.type_id,
+                    type_id: l.type_id,
                 });
             }
             info = i.clone();
@@ -451,17 +569,12 @@ impl Store {
             Some(i) => i
                 .plan()
                 .is_ok_and(|p| p.ids_in_cbor(payload, &mut found).is_ok()),
-            None => self_typed || h.type_id == META,
+            None => self_typed || l.type_id == META,
         };
-        if known
-            && !found
-                .iter()
-                .map(|r| r.0)
-                .eq(unpack_refs(h.refs).map(|r| r.0))
-        {
+        if known && !found.iter().copied().eq(l.ref_ids()) {
             report.push(Damage::WrongRefs(id));
         }
-        if index.get((h.type_id.0, seq))?.map(|g| g.value()) != Some(id.0) {
+        if index.get((l.type_id.0, seq))?.map(|g| g.value()) != Some(id.0) {
             report.push(Damage::NotIndexed(id));
         }
         Ok(())

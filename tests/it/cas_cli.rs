@@ -269,15 +269,15 @@ fn newer_format_is_refused_untouched() {
     }
     let fp = fingerprint(&env.db());
     insta::assert_snapshot!(env.transcript("cas get 95ST"), @"
-    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    ! store [ROOT]/uwf.redb has format version 3, newer than this uwf supports (2); upgrade uwf
     [exit 1]
     ");
     insta::assert_snapshot!(env.transcript("cas put-text x"), @"
-    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    ! store [ROOT]/uwf.redb has format version 3, newer than this uwf supports (2); upgrade uwf
     [exit 1]
     ");
     insta::assert_snapshot!(env.transcript("cas reindex"), @"
-    ! store [ROOT]/uwf.redb has format version 2, newer than this uwf supports (1); upgrade uwf
+    ! store [ROOT]/uwf.redb has format version 3, newer than this uwf supports (2); upgrade uwf
     [exit 1]
     ");
     assert_eq!(fingerprint(&env.db()), fp);

@@ -157,11 +157,19 @@ fn verify_reports_and_reindex_repairs_stored_references() {
         let tx = db.begin_write().unwrap();
         {
             use redb::ReadableTable;
-            let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("nodes");
+            let ids: redb::TableDefinition<u64, u64> = redb::TableDefinition::new("ids");
+            let seq = tx
+                .open_table(ids)
+                .unwrap()
+                .get(st.id.0)
+                .unwrap()
+                .unwrap()
+                .value();
+            let def: redb::TableDefinition<u64, &[u8]> = redb::TableDefinition::new("links");
             let mut t = tx.open_table(def).unwrap();
-            let rec = t.get(st.id.0).unwrap().unwrap().value().to_vec();
-            assert_eq!(rec.len(), 56 + 8 * want.len());
-            t.insert(st.id.0, &rec[..56]).unwrap();
+            let rec = t.get(seq).unwrap().unwrap().value().to_vec();
+            assert_eq!(rec.len(), 56 + 16 * want.len());
+            t.insert(seq, &rec[..56]).unwrap();
         }
         tx.commit().unwrap();
     }
