@@ -119,117 +119,216 @@ fn obj(fields: Vec<(&str, Value)>) -> Value {
 
 /// The generated nodes, in write order, and the head of the long thread.
 struct Data {
+    /// Every node, for the sizes whose put is benched again and again (up to 1M); empty at
+    /// 10M, where the nodes are generated and stored chunk by chunk.
     nodes: Vec<Prepared>,
+    /// Ids to get: every node's up to 1M, a sample of 100,000 at 10M.
+    sample: Vec<NodeId>,
     long_head: NodeId,
     /// Nodes reachable from `long_head`.
     long_len: u64,
 }
 
+/// The fixed-seed generator of [`Data`]: threads one after the other, the first holding a
+/// quarter of the nodes.
+struct Gen<'a> {
+    store: &'a Store,
+    n: usize,
+    /// Longest text payload: 2,000 bytes up to 1M nodes, 1,000 at 10M.
+    max_len: u64,
+    rng: Rng,
+    workflows: Vec<NodeId>,
+    made: usize,
+    thread: u64,
+    long_head: NodeId,
+    long_len: u64,
+}
+
+impl<'a> Gen<'a> {
+    fn new(store: &'a Store, n: usize) -> Gen<'a> {
+        Gen {
+            store,
+            n,
+            max_len: if n > 1_000_000 { 1000 } else { 2000 },
+            rng: Rng(0x5EED_0000_0000_0001),
+            workflows: Vec::new(),
+            made: 0,
+            thread: 0,
+            long_head: NodeId(0),
+            long_len: 0,
+        }
+    }
+
+    fn push(&mut self, out: &mut Vec<Prepared>, t: NodeId, v: Value) -> NodeId {
+        let p = self.store.prepare(t, &v, false).expect("prepare");
+        let id = p.id;
+        out.push(p);
+        self.made += 1;
+        id
+    }
+
+    /// The next whole threads, at least `at_least` nodes of them (fewer at the end); empty when
+    /// all `n` are made.
+    fn chunk(&mut self, at_least: usize) -> Vec<Prepared> {
+        let id = |s: &str| NodeId::parse(s).expect("builtin id");
+        let (text_t, start_t, step_t, wf_t) = (
+            id(ids::TEXT),
+            id(ids::START_NODE),
+            id(ids::STEP_NODE),
+            id(ids::WORKFLOW),
+        );
+        let mut nodes = Vec::with_capacity(at_least + 200);
+        if self.made == 0 {
+            for w in 0..4.min(self.n) {
+                let mut r = Rng(w as u64);
+                let v = obj(vec![
+                    ("name", Value::str(format!("wf-{w}"))),
+                    ("description", Value::str(text(&mut r, 300, w as u64))),
+                    ("roles", obj(vec![])),
+                    ("graph", obj(vec![])),
+                ]);
+                let wf = self.push(&mut nodes, wf_t, v);
+                self.workflows.push(wf);
+            }
+            self.long_head = self.workflows[0];
+        }
+        let (n, max_len) = (self.n, self.max_len);
+        let long_target = n / 4;
+        while self.made < n && nodes.len() < at_least {
+            let rng = &mut self.rng;
+            let first = self.thread == 0;
+            let thread = self.thread;
+            let before = self.made;
+            let wf = self.workflows[rng.below(self.workflows.len() as u64) as usize];
+            let cwd = format!("/home/dev/projects/p{}", rng.below(1000));
+            let plen = rng.range(200, 800) as usize;
+            let prompt = text(rng, plen, thread);
+            let start = self.push(
+                &mut nodes,
+                start_t,
+                obj(vec![
+                    ("workflow", Value::str(wf.to_wire())),
+                    ("prompt", Value::str(prompt)),
+                    ("cwd", Value::str(cwd.clone())),
+                ]),
+            );
+            let steps = if first {
+                usize::MAX
+            } else {
+                self.rng.range(5, 60) as usize
+            };
+            let mut prev = Value::Null;
+            let mut t0 = NOW_MS - 86_400_000 + thread * 1000;
+            for s in 0..steps {
+                let budget = if first { before + 1 + long_target } else { n };
+                if self.made + 3 > budget || self.made + 3 > n {
+                    break;
+                }
+                let tag = thread << 20 | s as u64;
+                let out_len = self.rng.range(200, max_len) as usize;
+                let out_text = text(&mut self.rng, out_len, tag);
+                let output = self.push(&mut nodes, text_t, Value::str(out_text));
+                let det_len = self.rng.range(200, max_len) as usize;
+                let det_text = text(&mut self.rng, det_len, tag);
+                let detail = self.push(&mut nodes, text_t, Value::str(det_text));
+                let dur = self.rng.range(500, 120_000);
+                let mut f = vec![
+                    ("start", Value::str(start.to_wire())),
+                    ("prev", prev.clone()),
+                    ("role", Value::str(["planner", "coder", "reviewer"][s % 3])),
+                    ("output", Value::str(output.to_wire())),
+                    ("detail", Value::str(detail.to_wire())),
+                    ("agent", Value::str("hermes")),
+                    ("startedAtMs", Value::Number(t0 as f64)),
+                    ("completedAtMs", Value::Number((t0 + dur) as f64)),
+                    ("cwd", Value::str(cwd.clone())),
+                    ("assembledPrompt", Value::Null),
+                ];
+                if s > 0 {
+                    let l = self.rng.range(40, 200) as usize;
+                    f.push(("edgePrompt", Value::str(text(&mut self.rng, l, tag))));
+                }
+                t0 += dur;
+                let step = self.push(&mut nodes, step_t, obj(f));
+                prev = Value::str(step.to_wire());
+                if first {
+                    self.long_head = step;
+                    self.long_len += 3;
+                }
+            }
+            if first {
+                self.long_len += 2; // the start node and its workflow
+            }
+            // Pad with text nodes when the budget ends mid-thread.
+            while self.made < n && self.made - before < 2 {
+                let l = self.rng.range(200, max_len) as usize;
+                let tag = u64::MAX - self.made as u64;
+                let t = text(&mut self.rng, l, tag);
+                self.push(&mut nodes, text_t, Value::str(t));
+            }
+            self.thread += 1;
+        }
+        nodes
+    }
+}
+
 /// Generates `n` nodes (not counting the bootstrap schemas) with a fixed seed.
 fn generate(store: &Store, n: usize) -> Data {
-    let id = |s: &str| NodeId::parse(s).expect("builtin id");
-    let (text_t, start_t, step_t, wf_t) = (
-        id(ids::TEXT),
-        id(ids::START_NODE),
-        id(ids::STEP_NODE),
-        id(ids::WORKFLOW),
-    );
-    let mut rng = Rng(0x5EED_0000_0000_0001);
-    let mut nodes: Vec<Prepared> = Vec::with_capacity(n);
-    let push = |nodes: &mut Vec<Prepared>, t: NodeId, v: Value| {
-        let p = store.prepare(t, &v, false).expect("prepare");
-        let id = p.id;
-        nodes.push(p);
-        id
-    };
-    let mut workflows = Vec::new();
-    for w in 0..4.min(n) {
-        let mut r = Rng(w as u64);
-        let v = obj(vec![
-            ("name", Value::str(format!("wf-{w}"))),
-            ("description", Value::str(text(&mut r, 300, w as u64))),
-            ("roles", obj(vec![])),
-            ("graph", obj(vec![])),
-        ]);
-        workflows.push(push(&mut nodes, wf_t, v));
-    }
-    let long_target = n / 4;
-    let mut long_head = workflows[0];
-    let mut long_len = 0u64;
-    let mut thread = 0u64;
-    while nodes.len() < n {
-        let first = thread == 0;
-        let before = nodes.len();
-        let wf = workflows[rng.below(workflows.len() as u64) as usize];
-        let cwd = format!("/home/dev/projects/p{}", rng.below(1000));
-        let plen = rng.range(200, 800) as usize;
-        let start = push(
-            &mut nodes,
-            start_t,
-            obj(vec![
-                ("workflow", Value::str(wf.to_wire())),
-                ("prompt", Value::str(text(&mut rng, plen, thread))),
-                ("cwd", Value::str(cwd.clone())),
-            ]),
-        );
-        let steps = if first {
-            usize::MAX
-        } else {
-            rng.range(5, 60) as usize
-        };
-        let mut prev = Value::Null;
-        let mut t0 = NOW_MS - 86_400_000 + thread * 1000;
-        for s in 0..steps {
-            let budget = if first { before + 1 + long_target } else { n };
-            if nodes.len() + 3 > budget || nodes.len() + 3 > n {
-                break;
-            }
-            let tag = thread << 20 | s as u64;
-            let out_len = rng.range(200, 2000) as usize;
-            let output = push(&mut nodes, text_t, Value::str(text(&mut rng, out_len, tag)));
-            let det_len = rng.range(200, 2000) as usize;
-            let detail = push(&mut nodes, text_t, Value::str(text(&mut rng, det_len, tag)));
-            let dur = rng.range(500, 120_000);
-            let mut f = vec![
-                ("start", Value::str(start.to_wire())),
-                ("prev", prev.clone()),
-                ("role", Value::str(["planner", "coder", "reviewer"][s % 3])),
-                ("output", Value::str(output.to_wire())),
-                ("detail", Value::str(detail.to_wire())),
-                ("agent", Value::str("hermes")),
-                ("startedAtMs", Value::Number(t0 as f64)),
-                ("completedAtMs", Value::Number((t0 + dur) as f64)),
-                ("cwd", Value::str(cwd.clone())),
-                ("assembledPrompt", Value::Null),
-            ];
-            if s > 0 {
-                let l = rng.range(40, 200) as usize;
-                f.push(("edgePrompt", Value::str(text(&mut rng, l, tag))));
-            }
-            t0 += dur;
-            let step = push(&mut nodes, step_t, obj(f));
-            prev = Value::str(step.to_wire());
-            if first {
-                long_head = step;
-                long_len += 3;
-            }
-        }
-        if first {
-            long_len += 2; // the start node and its workflow
-        }
-        // Pad with text nodes when the budget ends mid-thread.
-        while nodes.len() < n && nodes.len() - before < 2 {
-            let l = rng.range(200, 2000) as usize;
-            let tag = u64::MAX - nodes.len() as u64;
-            push(&mut nodes, text_t, Value::str(text(&mut rng, l, tag)));
-        }
-        thread += 1;
-    }
+    let mut g = Gen::new(store, n);
+    let mut nodes = g.chunk(n);
     nodes.truncate(n);
     Data {
+        sample: nodes.iter().map(|p| p.id).collect(),
         nodes,
-        long_head,
-        long_len,
+        long_head: g.long_head,
+        long_len: g.long_len,
+    }
+}
+
+/// Generates `n` nodes and stores them chunk by chunk ([`batch`] nodes a transaction), timing
+/// the puts alone; keeps a sample of the ids. With `store_them` false the nodes are only
+/// generated (a store built before).
+fn generate_streaming(store: &Store, n: usize, store_them: bool) -> Data {
+    let mut g = Gen::new(store, n);
+    let mut sample = Vec::new();
+    let every = (n / 100_000).max(1);
+    let (mut put_time, mut gen_time) = (Duration::ZERO, Duration::ZERO);
+    let mut seen = 0usize;
+    let mut bulk = store.bulk(bulk_commit());
+    loop {
+        let t = Instant::now();
+        let chunk = g.chunk(batch());
+        gen_time += t.elapsed();
+        if chunk.is_empty() {
+            break;
+        }
+        for p in &chunk {
+            if seen.is_multiple_of(every) {
+                sample.push(p.id);
+            }
+            seen += 1;
+        }
+        if store_them {
+            let t = Instant::now();
+            bulk.put(&chunk, NOW_MS).expect("put");
+            put_time += t.elapsed();
+        }
+    }
+    let t = Instant::now();
+    bulk.finish().expect("commit");
+    put_time += t.elapsed();
+    if store_them {
+        eprintln!(
+            "generated {n} nodes in {gen_time:.1?}; put them in {put_time:.1?} ({:.0} nodes/s, batches of {})",
+            n as f64 / put_time.as_secs_f64(),
+            batch()
+        );
+    }
+    Data {
+        nodes: Vec::new(),
+        sample,
+        long_head: g.long_head,
+        long_len: g.long_len,
     }
 }
 
@@ -241,10 +340,22 @@ fn batch() -> usize {
         .unwrap_or(BATCH)
 }
 
+/// Nodes per commit of a bulk load: `$UWF_BENCH_BULK` (0, the default: one transaction per
+/// [`batch`]).
+fn bulk_commit() -> usize {
+    std::env::var("UWF_BENCH_BULK")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .filter(|&b| b > 0)
+        .unwrap_or(1)
+}
+
 fn load(store: &Store, nodes: &[Prepared]) {
+    let mut bulk = store.bulk(bulk_commit());
     for b in nodes.chunks(batch()) {
-        store.put(b, NOW_MS).expect("put");
+        bulk.put(b, NOW_MS).expect("put");
     }
+    bulk.finish().expect("commit");
 }
 
 /// One size's shared store and data.
@@ -257,6 +368,12 @@ struct Fixture {
 }
 
 fn fixture(n: usize) -> Fixture {
+    if let Some(mb) = std::env::var("UWF_BENCH_CACHE_MB")
+        .ok()
+        .and_then(|m| m.parse::<usize>().ok())
+    {
+        uwf::store::set_cache_size(mb << 20);
+    }
     let (dir, root) = match std::env::var_os("UWF_BENCH_DIR") {
         Some(d) => (None, Path::new(&d).join(n.to_string())),
         None => {
@@ -268,22 +385,29 @@ fn fixture(n: usize) -> Fixture {
     let path = root.join(uwf::store::DB_FILE);
     let existed = path.exists();
     let store = Store::open(&path).expect("open");
-    let t = Instant::now();
-    let data = generate(&store, n);
-    eprintln!("generated {n} nodes in {:.1?}", t.elapsed());
-    let bootstrap = store.node_count().expect("count") as usize;
-    if !existed || bootstrap < n {
+    let full = existed && store.node_count().expect("count") as usize >= n;
+    let data = if n > 1_000_000 {
+        generate_streaming(&store, n, !full)
+    } else {
         let t = Instant::now();
-        load(&store, &data.nodes);
-        eprintln!("loaded {n} nodes in {:.1?}", t.elapsed());
-    }
-    let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let data = generate(&store, n);
+        eprintln!("generated {n} nodes in {:.1?}", t.elapsed());
+        if !full {
+            let t = Instant::now();
+            load(&store, &data.nodes);
+            eprintln!("loaded {n} nodes in {:.1?}", t.elapsed());
+        }
+        data
+    };
+    let meta = std::fs::metadata(&path).expect("store file");
+    let used = std::os::unix::fs::MetadataExt::blocks(&meta) * 512;
     eprintln!(
-        "store {}: {} nodes, {} bytes ({:.0} B/node)",
+        "store {}: {} nodes, {} bytes long, {} bytes on disk ({:.0} B/node)",
         path.display(),
         store.node_count().expect("count"),
-        size,
-        size as f64 / n as f64
+        meta.len(),
+        used,
+        used as f64 / n as f64
     );
     Fixture {
         n,
@@ -295,9 +419,13 @@ fn fixture(n: usize) -> Fixture {
 }
 
 fn sizes() -> Vec<usize> {
+    let on = |v: &str| std::env::var_os(v).is_some_and(|v| v != "0");
     let mut s = vec![1_000, 100_000];
-    if std::env::var_os("UWF_BENCH_1M").is_some_and(|v| v != "0") {
+    if on("UWF_BENCH_1M") {
         s.push(1_000_000);
+    }
+    if on("UWF_BENCH_10M") {
+        s.push(10_000_000);
     }
     s
 }
@@ -329,7 +457,7 @@ fn bench_put(c: &mut Criterion, f: &Fixture) {
 fn bench_get(c: &mut Criterion, f: &Fixture) {
     let mut rng = Rng(42);
     let picks: Vec<NodeId> = (0..GETS)
-        .map(|_| f.data.nodes[rng.below(f.n as u64) as usize].id)
+        .map(|_| f.data.sample[rng.below(f.data.sample.len() as u64) as usize])
         .collect();
     let mut g = c.benchmark_group("get");
     g.throughput(Throughput::Elements(GETS as u64));
@@ -377,6 +505,19 @@ fn bench_reindex(c: &mut Criterion, f: &Fixture) {
 
 fn bench_verify(c: &mut Criterion, f: &Fixture) {
     let total = f.store.node_count().expect("count");
+    if f.n > 1_000_000 {
+        // A minute or more a pass: timed once.
+        let t = Instant::now();
+        let r = f.store.verify(&|_, _| {}).expect("verify");
+        let e = t.elapsed();
+        assert!(r.is_clean(), "{:?}", r.damage.first());
+        eprintln!(
+            "verify/{}: {e:.2?} once ({:.0} nodes/s)",
+            f.n,
+            total as f64 / e.as_secs_f64()
+        );
+        return;
+    }
     let mut g = c.benchmark_group("verify");
     g.sampling_mode(SamplingMode::Flat);
     g.throughput(Throughput::Elements(total));
@@ -390,21 +531,53 @@ fn bench_verify(c: &mut Criterion, f: &Fixture) {
     g.finish();
 }
 
+/// One `uwf` process on the fixture's store; returns its standard output.
+fn uwf(f: &Fixture, args: &[&str]) -> Vec<u8> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_uwf"))
+        .args(args)
+        .env_clear()
+        .env("UWF_HOME", &f.root)
+        .output()
+        .expect("spawn uwf");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 fn bench_cli_get(c: &mut Criterion, f: &Fixture) {
-    let bin = env!("CARGO_BIN_EXE_uwf");
-    let id = f.data.nodes[f.n / 2].id.to_string();
+    let id = f.data.sample[f.data.sample.len() / 2].to_string();
     let mut g = c.benchmark_group("cli_get");
     g.sample_size(50);
     g.bench_function(BenchmarkId::from_parameter(f.n), |b| {
+        b.iter(|| uwf(f, &["cas", "get", &id]))
+    });
+    g.finish();
+}
+
+/// Whole `uwf cas walk` (the long thread, one line per node) and `uwf cas reindex` processes.
+fn bench_cli_walk_reindex(c: &mut Criterion, f: &Fixture) {
+    let head = f.data.long_head.to_string();
+    let mut g = c.benchmark_group("cli_walk");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(f.data.long_len));
+    g.bench_function(BenchmarkId::from_parameter(f.n), |b| {
         b.iter(|| {
-            let out = std::process::Command::new(bin)
-                .args(["cas", "get", &id])
-                .env_clear()
-                .env("UWF_HOME", &f.root)
-                .output()
-                .expect("spawn uwf");
-            assert!(out.status.success());
+            let out = uwf(f, &["cas", "walk", &head]);
+            assert!(out.len() as u64 >= 13 * f.data.long_len);
         })
+    });
+    g.finish();
+    let total = f.store.node_count().expect("count");
+    let mut g = c.benchmark_group("cli_reindex");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(total));
+    g.bench_function(BenchmarkId::from_parameter(f.n), |b| {
+        b.iter(|| uwf(f, &["cas", "reindex"]))
     });
     g.finish();
 }
@@ -417,7 +590,7 @@ fn benches(c: &mut Criterion) {
     };
     for n in sizes() {
         let f = fixture(n);
-        if on("put") {
+        if on("put") && !f.data.nodes.is_empty() {
             bench_put(c, &f);
         }
         if on("get") {
@@ -434,6 +607,9 @@ fn benches(c: &mut Criterion) {
         }
         if on("cli_get") {
             bench_cli_get(c, &f);
+        }
+        if on("cli_walk") {
+            bench_cli_walk_reindex(c, &f);
         }
     }
 }

@@ -6,6 +6,7 @@
 //! ```sh
 //! cargo bench --bench engine
 //! UWF_BENCH_BIN=/path/to/other/uwf cargo bench --bench engine   # another build, same bench
+//! UWF_BENCH_100K=1 cargo bench --bench engine -- threads_100k      # `thread list` of 100,000 threads
 //! ```
 
 #![allow(clippy::unwrap_used)] // A test or bench fails loudly on an unexpected error.
@@ -256,6 +257,73 @@ fn setup_threads(dir: &Path) -> (PathBuf, String) {
     (home, last)
 }
 
+/// A store of `n` idle threads of one workflow, each a StartNode and its thread record as
+/// `thread start` writes them, written 5,000 threads a transaction.
+fn setup_threads_batched(dir: &Path, n: usize) -> PathBuf {
+    use uwf::store::ThreadRecord;
+    use uwf::workflow::nodes::{START_NODE, StartNode};
+    let home = dir.join("home");
+    let wf = dir.join("loop.yaml");
+    std::fs::write(&wf, LOOP).unwrap();
+    let store = Store::open(&home.join("uwf.redb")).unwrap();
+    let (_, wf_id) = thread::register_workflow(&store, &wf, 1).unwrap();
+    let t0 = 1_767_225_600_000u64;
+    for from in (0..n).step_by(5000) {
+        let batch: Vec<_> = (from..(from + 5000).min(n))
+            .map(|i| {
+                let start = StartNode {
+                    workflow: Some(wf_id),
+                    prompt: format!("task {i}"),
+                    cwd: "/tmp".into(),
+                };
+                let node = store.prepare(START_NODE, &start.to_value(), true).unwrap();
+                let id = ThreadId::new(t0 + i as u64 * 1000, [(i % 251) as u8; 10]);
+                (id, node)
+            })
+            .collect();
+        store
+            .write(|w| {
+                let nodes: Vec<_> = batch.iter().map(|(_, p)| p.clone()).collect();
+                w.put(&nodes, t0)?;
+                for (id, p) in &batch {
+                    let rec = ThreadRecord {
+                        head: p.id,
+                        workflow: Some(wf_id),
+                        updated_ms: t0,
+                    };
+                    w.set_thread(id, &rec)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+    home
+}
+
+/// `uwf thread list` of 100,000 threads (with `UWF_BENCH_100K=1`).
+fn list_100k(c: &mut Criterion) {
+    if std::env::var_os("UWF_BENCH_100K").is_none_or(|v| v == "0") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let home = setup_threads_batched(dir.path(), 100_000);
+    let out = run(&home, &["thread", "list"]);
+    assert_eq!(
+        out.split(|&b| b == b'{').count() - 1,
+        100_000,
+        "one object per thread"
+    );
+    let mut g = c.benchmark_group("threads_100k");
+    g.sample_size(20);
+    g.bench_function("thread_list_all_100k", |b| {
+        b.iter(|| run(&home, &["thread", "list"]))
+    });
+    g.bench_function("thread_list_take_20", |b| {
+        b.iter(|| run(&home, &["thread", "list", "--take", "20"]))
+    });
+    g.finish();
+}
+
 fn show_and_list(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let (home, t) = setup_threads(dir.path());
@@ -291,5 +359,5 @@ fn read_long(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, step_overhead, show_and_list, read_long);
+criterion_group!(benches, step_overhead, show_and_list, read_long, list_100k);
 criterion_main!(benches);

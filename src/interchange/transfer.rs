@@ -552,18 +552,24 @@ fn run_node_import(
     ) -> Result<(), TransferError>,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
-    // Batches are committed on a second thread while the next one is read and prepared: at
-    // most one batch waits for it and one is being committed.
-    let (to_commit, batches) = std::sync::mpsc::sync_channel::<Vec<(Prepared, u64)>>(1);
+    // Batches are put on a second thread while the next one is read and prepared: at most one
+    // batch waits for it and one is being put. They share a write transaction, committed every
+    // `BULK_COMMIT` nodes and when the importer asks (a schema it needs).
+    let (to_commit, batches) = std::sync::mpsc::sync_channel::<(Vec<(Prepared, u64)>, bool)>(1);
     let (ack, acks) = std::sync::mpsc::channel::<()>();
     let (deferred, seen, committed) = std::thread::scope(|scope| {
         let committer = scope.spawn(move || -> Result<ImportReport, TransferError> {
             let mut done = ImportReport::default();
-            for mut batch in batches {
-                flush(store, &mut batch, &mut done)?;
+            let mut bulk = store.bulk(BULK_COMMIT);
+            for (mut batch, commit) in batches {
+                flush_with(&mut |b| bulk.put_at(b), &mut batch, &mut done)?;
+                if commit {
+                    bulk.commit()?;
+                }
                 // The importer may have stopped waiting.
                 let _ = ack.send(());
             }
+            bulk.finish()?;
             Ok(done)
         });
         let mut nodes = NodeImport {
@@ -792,8 +798,8 @@ struct NodeImport<'a, 'p> {
     progress: Progress<'p>,
     r: &'a mut ImportReport,
     batch: Vec<(Prepared, u64)>,
-    /// Full batches go to the committer thread.
-    to_commit: Option<std::sync::mpsc::SyncSender<Vec<(Prepared, u64)>>>,
+    /// Full batches go to the committer thread, with whether to commit after them.
+    to_commit: Option<std::sync::mpsc::SyncSender<(Vec<(Prepared, u64)>, bool)>>,
     /// One message per batch committed.
     acks: std::sync::mpsc::Receiver<()>,
     /// Batches handed over and not yet committed.
@@ -815,17 +821,22 @@ fn committer_gone() -> TransferError {
 impl NodeImport<'_, '_> {
     /// Hands the current batch to the committer.
     fn flush(&mut self) -> Result<(), TransferError> {
+        self.hand_over(false)
+    }
+
+    /// Hands the current batch (with `commit`, even an empty one) to the committer.
+    fn hand_over(&mut self, commit: bool) -> Result<(), TransferError> {
         while self.acks.try_recv().is_ok() {
             self.in_flight -= 1;
         }
-        if self.batch.is_empty() {
+        if self.batch.is_empty() && !commit {
             return Ok(());
         }
         let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(self.opts.batch));
         self.to_commit
             .as_ref()
             .ok_or_else(committer_gone)?
-            .send(batch)
+            .send((batch, commit))
             .map_err(|_| committer_gone())?;
         self.in_flight += 1;
         Ok(())
@@ -833,7 +844,7 @@ impl NodeImport<'_, '_> {
 
     /// Hands the current batch over and waits until everything handed over is committed.
     fn commit_all(&mut self) -> Result<(), TransferError> {
-        self.flush()?;
+        self.hand_over(true)?;
         while self.in_flight > 0 {
             self.acks.recv().map_err(|_| committer_gone())?;
             self.in_flight -= 1;
@@ -882,15 +893,28 @@ impl NodeImport<'_, '_> {
     }
 }
 
+/// Nodes an import puts between commits: each random `ids` leaf is written once per commit.
+const BULK_COMMIT: usize = 1 << 18;
+
 fn flush(
     store: &Store,
+    batch: &mut Vec<(Prepared, u64)>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    flush_with(&mut |b| store.put_at(b), batch, r)
+}
+
+/// Puts `batch` through `put_at`; after a hash collision, node by node, to keep the good nodes
+/// and name the bad one.
+fn flush_with(
+    put_at: &mut dyn FnMut(&[(Prepared, u64)]) -> Result<Vec<crate::store::PutOutcome>, StoreError>,
     batch: &mut Vec<(Prepared, u64)>,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
     if batch.is_empty() {
         return Ok(());
     }
-    match store.put_at(batch) {
+    match put_at(batch) {
         Ok(outcomes) => {
             for o in outcomes {
                 match o {
@@ -902,7 +926,7 @@ fn flush(
         Err(StoreError::HashCollision(_)) => {
             // Put one by one to keep the good nodes and name the bad one.
             for (p, ts) in batch.iter() {
-                match store.put_at(std::slice::from_ref(&(p.clone(), *ts))) {
+                match put_at(std::slice::from_ref(&(p.clone(), *ts))) {
                     Ok(o) if o[0] == crate::store::PutOutcome::Inserted => r.nodes.imported += 1,
                     Ok(_) => r.nodes.present += 1,
                     Err(e @ StoreError::HashCollision(_)) => {

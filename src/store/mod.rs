@@ -33,7 +33,7 @@ pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
-    Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,
+    Bulk, Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,
 };
 pub use removals::Removal;
 pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
@@ -343,15 +343,26 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// redb's page cache per open store. The operating system's page cache holds the file as well,
-/// so a small cache costs little speed and keeps a process's memory bounded whatever the size
-/// of the store (an import or export of millions of nodes stays well under 200 MB).
-const CACHE_BYTES: usize = 64 << 20;
+/// redb's page cache per open store, by default. The operating system's page cache holds the
+/// file as well, so a small cache costs little speed and keeps a process's memory bounded
+/// whatever the size of the store (an import or export of millions of nodes stays well under
+/// 200 MB). A bulk load into a store of many millions of nodes goes faster with a cache that
+/// holds the `ids` table (16 bytes a node): see [`set_cache_size`].
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+static CACHE_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(DEFAULT_CACHE_BYTES);
+
+/// Sets the page cache of the stores this process opens from now on (the CLI's
+/// `UWF_CACHE_MB`). It is memory the process may fill, on top of what a command holds.
+pub fn set_cache_size(bytes: usize) {
+    CACHE_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
 
 fn builder() -> redb::Builder {
     let mut b = Database::builder();
     b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
-    b.set_cache_size(CACHE_BYTES);
+    b.set_cache_size(CACHE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
     b
 }
 

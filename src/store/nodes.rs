@@ -5,7 +5,7 @@ use crate::cas::bootstrap::META;
 use crate::cas::id::{ID_LEN, digit_value};
 use crate::cas::{NodeId, Value, cbor, hash, schema};
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// Length of the fixed part of a `links` record: id, type, timestamp, digest. The references
 /// follow it, 16 bytes each: the referenced id and the sequence number it was stored under
@@ -442,6 +442,77 @@ pub(crate) fn refs_in(info: &super::TypeInfo, id: NodeId, cbor: &[u8]) -> Result
     Ok(found)
 }
 
+/// Puts sharing write transactions: see [`Store::bulk`]. Dropped without
+/// [`finish`](Bulk::finish), the puts since the last commit are lost.
+pub struct Bulk<'a> {
+    store: &'a Store,
+    tx: Option<WriteTransaction>,
+    pending: usize,
+    commit_every: usize,
+}
+
+impl Bulk<'_> {
+    /// Puts nodes (as [`Store::put`]); commits when `commit_every` nodes are pending.
+    ///
+    /// # Errors
+    /// As [`Store::put`]; after a hash collision nothing of this call is written and the
+    /// load may go on.
+    pub fn put(&mut self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
+        self.put_with(nodes.len(), |tx| {
+            put_in(tx, nodes.iter().map(|p| (p, now_ms)))
+        })
+    }
+
+    /// Puts nodes that carry their own first-write timestamps (an import).
+    ///
+    /// # Errors
+    /// As [`Bulk::put`].
+    pub(crate) fn put_at(&mut self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        self.put_with(nodes.len(), |tx| {
+            put_in(tx, nodes.iter().map(|(p, t)| (p, *t)))
+        })
+    }
+
+    fn put_with(
+        &mut self,
+        n: usize,
+        f: impl FnOnce(&WriteTransaction) -> Result<Vec<PutOutcome>>,
+    ) -> Result<Vec<PutOutcome>> {
+        let store = self.store;
+        let out = store.guard(|| {
+            if self.tx.is_none() {
+                self.tx = Some(store.begin_write()?);
+            }
+            f(self.tx.as_ref().expect("opened above"))
+        })?;
+        self.pending += n;
+        if self.pending >= self.commit_every {
+            self.commit()?;
+        }
+        Ok(out)
+    }
+
+    /// Commits what is pending.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn commit(&mut self) -> Result<()> {
+        self.pending = 0;
+        match self.tx.take() {
+            Some(tx) => self.store.guard(|| Ok(tx.commit()?)),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits what is pending and ends the load.
+    ///
+    /// # Errors
+    /// A redb failure.
+    pub fn finish(mut self) -> Result<()> {
+        self.commit()
+    }
+}
+
 /// One step of a walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WalkEvent {
@@ -520,6 +591,18 @@ impl Store {
             tx.commit()?;
             Ok(out)
         })
+    }
+
+    /// A bulk load: puts that share one write transaction, committed every `commit_every`
+    /// nodes and at [`Bulk::finish`]. Each random `ids` leaf is then written once per commit
+    /// instead of once per batch; other writers wait while a commit is pending.
+    pub fn bulk(&self, commit_every: usize) -> Bulk<'_> {
+        Bulk {
+            store: self,
+            tx: None,
+            pending: 0,
+            commit_every,
+        }
     }
 
     /// The node `id`, if stored.
@@ -1034,18 +1117,25 @@ pub(crate) fn put_in<'a>(
     if seq == first_seq {
         return Ok(out);
     }
+    let mut batch: HashMap<u64, u64, BuildU64> =
+        HashMap::with_capacity_and_hasher(items.len(), BuildU64);
     for &i in order.iter().filter(|&&i| out[i] == PutOutcome::Inserted) {
         ids.insert(items[i].0.id.0, seqs[i])?;
+        batch.insert(items[i].0.id.0, seqs[i]);
     }
     // The `links` records in seq order (appended), each reference with the sequence number of
-    // its node: the batch's own are in `ids` by now.
+    // its node: from the batch, else from `ids`.
     let mut buf = Vec::new();
     let mut refs = Vec::new();
     for i in (0..items.len()).filter(|&i| out[i] == PutOutcome::Inserted) {
         let (p, now_ms) = items[i];
         refs.clear();
         for r in &p.refs {
-            refs.push((*r, ids.get(r.0)?.map_or(NO_SEQ, |v| v.value())));
+            let seq = match batch.get(&r.0) {
+                Some(&s) => s,
+                None => ids.get(r.0)?.map_or(NO_SEQ, |v| v.value()),
+            };
+            refs.push((*r, seq));
         }
         encode_link_into(
             p.id,
