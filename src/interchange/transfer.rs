@@ -555,7 +555,7 @@ fn run_node_import(
     // Batches are put on a second thread while the next one is read and prepared: at most one
     // batch waits for it and one is being put. They share a write transaction, committed every
     // `BULK_COMMIT` nodes and when the importer asks (a schema it needs).
-    let (to_commit, batches) = std::sync::mpsc::sync_channel::<(Vec<(Prepared, u64)>, bool)>(1);
+    let (to_commit, batches) = std::sync::mpsc::sync_channel::<Handed>(1);
     let (ack, acks) = std::sync::mpsc::channel::<()>();
     let (deferred, seen, committed) = std::thread::scope(|scope| {
         let committer = scope.spawn(move || -> Result<ImportReport, TransferError> {
@@ -799,7 +799,7 @@ struct NodeImport<'a, 'p> {
     r: &'a mut ImportReport,
     batch: Vec<(Prepared, u64)>,
     /// Full batches go to the committer thread, with whether to commit after them.
-    to_commit: Option<std::sync::mpsc::SyncSender<(Vec<(Prepared, u64)>, bool)>>,
+    to_commit: Option<std::sync::mpsc::SyncSender<Handed>>,
     /// One message per batch committed.
     acks: std::sync::mpsc::Receiver<()>,
     /// Batches handed over and not yet committed.
@@ -896,6 +896,13 @@ impl NodeImport<'_, '_> {
 /// Nodes an import puts between commits: each random `ids` leaf is written once per commit.
 const BULK_COMMIT: usize = 1 << 18;
 
+/// A batch handed to the committer thread, and whether to commit after it.
+type Handed = (Vec<(Prepared, u64)>, bool);
+
+/// A put of nodes with their timestamps: [`Store::put_at`] or a bulk load's.
+type PutAt<'a> =
+    dyn FnMut(&[(Prepared, u64)]) -> Result<Vec<crate::store::PutOutcome>, StoreError> + 'a;
+
 fn flush(
     store: &Store,
     batch: &mut Vec<(Prepared, u64)>,
@@ -907,7 +914,7 @@ fn flush(
 /// Puts `batch` through `put_at`; after a hash collision, node by node, to keep the good nodes
 /// and name the bad one.
 fn flush_with(
-    put_at: &mut dyn FnMut(&[(Prepared, u64)]) -> Result<Vec<crate::store::PutOutcome>, StoreError>,
+    put_at: &mut PutAt<'_>,
     batch: &mut Vec<(Prepared, u64)>,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
