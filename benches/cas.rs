@@ -1,4 +1,5 @@
-//! Store benchmarks at 1k, 100k and (with `UWF_BENCH_1M=1`) 1M nodes.
+//! Store benchmarks at 1k, 100k, (with `UWF_BENCH_1M=1`) 1M and (with `UWF_BENCH_10M=1`) 10M
+//! nodes.
 //!
 //! The data is generated from a fixed seed: threads made of a StartNode (referencing one of a
 //! few Workflow nodes) and a chain of StepNodes, each step referencing its start, the previous
@@ -10,8 +11,15 @@
 //! kept and reused across runs when that variable is set) and shared by the get, walk, reindex
 //! and verify benches; batch put writes fresh stores.
 //!
-//! `cli_get` spawns the release `uwf` binary for one `uwf cas get <id>` against the largest
-//! store built in the run.
+//! At 10M the payloads are 0.2–1 KB, the nodes are generated and stored chunk by chunk
+//! (`UWF_BENCH_BATCH` nodes a put, `UWF_BENCH_BULK` nodes a commit; the load's put time is
+//! printed: that is the 10M batch put), `get` draws from a sample of 100,000 ids and `verify`
+//! runs once.
+//!
+//! `cli_get`, `cli_walk` and `cli_reindex` spawn the release `uwf` binary (`uwf cas get <id>`,
+//! `uwf cas walk` of the long thread, `uwf cas reindex`) against each size's store;
+//! `sqlite_walk` runs SQLite's recursive CTE over the same nodes through the `sqlite3` shell.
+//! `UWF_BENCH_CACHE_MB` sets the page cache of the bench's store handle.
 
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
@@ -582,6 +590,106 @@ fn bench_cli_walk_reindex(c: &mut Criterion, f: &Fixture) {
     g.finish();
 }
 
+/// SQLite's recursive CTE over the same nodes, the baseline of the walk: one table
+/// `nodes(id INTEGER PRIMARY KEY, type, payload BLOB, refs)`, each row with a payload of its
+/// node's length and its references as a JSON array, walked from the long thread's head with
+/// `UNION` (each node once). Built once beside the store (`sqlite.db`) through the `sqlite3`
+/// shell, which must be on `PATH` (skipped otherwise).
+fn bench_sqlite_walk(c: &mut Criterion, f: &Fixture) {
+    use std::io::Write;
+    if std::process::Command::new("sqlite3")
+        .arg("-version")
+        .output()
+        .is_err()
+    {
+        eprintln!("sqlite_walk: no sqlite3 on PATH, skipped");
+        return;
+    }
+    let db = f.root.join("sqlite.db");
+    let sqlite = |sql: &str| {
+        let out = std::process::Command::new("sqlite3")
+            .arg(&db)
+            .arg(sql)
+            .output()
+            .expect("sqlite3");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    };
+    let signed = |id: NodeId| id.0 as i64;
+    if !db.exists() {
+        let t = Instant::now();
+        let csv = f.root.join("sqlite.csv");
+        {
+            let mut w = std::io::BufWriter::new(std::fs::File::create(&csv).expect("csv"));
+            f.store
+                .for_each_node_written_between::<uwf::store::StoreError>(0, u64::MAX, |n| {
+                    let refs = f.store.refs(n.id)?.unwrap_or_default();
+                    let refs: Vec<String> = refs.iter().map(|r| signed(*r).to_string()).collect();
+                    writeln!(
+                        w,
+                        "{},{},{},\"[{}]\"",
+                        signed(n.id),
+                        signed(n.type_id),
+                        n.payload_cbor.len(),
+                        refs.join(",")
+                    )
+                    .expect("write");
+                    Ok(())
+                })
+                .expect("nodes");
+        }
+        let tmp = db.with_extension("tmp");
+        let _ = std::fs::remove_file(&tmp);
+        let script = format!(
+            "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;\n\
+             CREATE TABLE raw(id INTEGER, type INTEGER, len INTEGER, refs TEXT);\n\
+             .mode csv\n.import {} raw\n\
+             CREATE TABLE nodes(id INTEGER PRIMARY KEY, type INTEGER, payload BLOB, refs TEXT);\n\
+             INSERT INTO nodes SELECT id, type, zeroblob(len), refs FROM raw ORDER BY id;\n\
+             DROP TABLE raw;\n",
+            csv.display()
+        );
+        let mut child = std::process::Command::new("sqlite3")
+            .arg(&tmp)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sqlite3");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("script");
+        assert!(child.wait().expect("sqlite3").success());
+        std::fs::rename(&tmp, &db).expect("rename");
+        std::fs::remove_file(&csv).expect("csv");
+        eprintln!("sqlite.db built in {:.1?}", t.elapsed());
+    }
+    let walk = format!(
+        "WITH RECURSIVE walk(id) AS (SELECT {} UNION \
+         SELECT j.value FROM walk JOIN nodes n ON n.id = walk.id, json_each(n.refs) j) \
+         SELECT count(*) FROM walk JOIN nodes USING (id);",
+        signed(f.data.long_head)
+    );
+    assert_eq!(
+        sqlite(&walk).trim().parse::<u64>().expect("count"),
+        f.data.long_len,
+        "SQLite reaches the same nodes"
+    );
+    let mut g = c.benchmark_group("sqlite_walk");
+    g.sampling_mode(SamplingMode::Flat);
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(f.data.long_len));
+    g.bench_function(BenchmarkId::from_parameter(f.n), |b| {
+        b.iter(|| sqlite(&walk))
+    });
+    g.finish();
+}
+
 fn benches(c: &mut Criterion) {
     let only = std::env::var("UWF_BENCH_ONLY").ok();
     let on = |name: &str| {
@@ -610,6 +718,9 @@ fn benches(c: &mut Criterion) {
         }
         if on("cli_walk") {
             bench_cli_walk_reindex(c, &f);
+        }
+        if on("sqlite_walk") {
+            bench_sqlite_walk(c, &f);
         }
     }
 }

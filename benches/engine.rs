@@ -305,8 +305,13 @@ fn list_100k(c: &mut Criterion) {
     if std::env::var_os("UWF_BENCH_100K").is_none_or(|v| v == "0") {
         return;
     }
+    // `UWF_BENCH_DIR` keeps the store (for a profiler) and reuses it.
     let dir = tempfile::tempdir().unwrap();
-    let home = setup_threads_batched(dir.path(), 100_000);
+    let home = match std::env::var_os("UWF_BENCH_DIR") {
+        Some(d) if Path::new(&d).join("home/uwf.redb").exists() => Path::new(&d).join("home"),
+        Some(d) => setup_threads_batched(Path::new(&d), 100_000),
+        None => setup_threads_batched(dir.path(), 100_000),
+    };
     let out = run(&home, &["thread", "list"]);
     assert_eq!(
         out.split(|&b| b == b'{').count() - 1,

@@ -578,6 +578,10 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             .and_then(|v| v.trim().parse::<u64>().ok())
     };
     let fixed_now = number("UWF_TEST_NOW_MS");
+    // The page cache of the store, in MiB (64 unless set).
+    if let Some(mb) = number("UWF_CACHE_MB").filter(|&m| m > 0) {
+        store::set_cache_size(usize::try_from(mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX));
+    }
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let root = store::resolve_root(|k| std::env::var(k).ok());
     let mut ts_cas: Vec<PathBuf> = var("UNCAGED_CAS_DIR")
