@@ -65,6 +65,28 @@ impl Snapshot {
         })
     }
 
+    /// The type of node `id`, if stored (its `links` record only; the payload is not read).
+    ///
+    /// # Errors
+    /// A redb failure or a corrupt record.
+    pub(crate) fn type_of(&self, id: NodeId) -> Result<Option<NodeId>> {
+        super::guard_at(&self.path, || match &self.tables {
+            Some((ids, links, _)) => {
+                let mut buf = Vec::new();
+                if (Lookup { ids, links })
+                    .read(id, NO_SEQ, &mut buf)?
+                    .is_none()
+                {
+                    return Ok(None);
+                }
+                Ok(Some(
+                    Link::read(&buf).ok_or(StoreError::Corrupt(id))?.type_id,
+                ))
+            }
+            None => Ok(None),
+        })
+    }
+
     /// Whether `id` is stored (its `ids` entry only).
     ///
     /// # Errors

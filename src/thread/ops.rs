@@ -329,6 +329,21 @@ fn current_role_cached(
     (!d.is_end()).then_some(d.role)
 }
 
+/// The role a thread at its StartNode runs first, when its workflow's graph is a status map
+/// (which decides from the graph alone); `None` otherwise, or when there is none.
+fn role_at_start(snap: &Snapshot, wf: NodeId, evaluator: &Jsonata) -> Option<String> {
+    let wf = load_workflow(snap, wf).ok()?;
+    if !matches!(wf.graph, workflow::Graph::StatusMap(_)) {
+        return None;
+    }
+    let history = workflow::History {
+        start: Value::Null,
+        steps: Vec::new(),
+    };
+    let d = workflow::next(&wf, &history, evaluator).ok()?;
+    (!d.is_end()).then_some(d.role)
+}
+
 /// The status of an active thread, and the lease of the process running its step if one is.
 fn active_status(
     store: &Store,
@@ -514,8 +529,27 @@ pub(crate) fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let mut workflows = HashMap::new();
     let evaluator = Jsonata::default();
     let snap = store.snapshot()?;
+    // The role of a thread still at its StartNode, by workflow: under a status-map graph it
+    // depends on the graph alone (no step, no condition), so it is decided once per workflow.
+    let mut at_start: HashMap<NodeId, Option<String>> = HashMap::new();
     for r in rows.into_iter().skip(f.skip).take(take) {
         let active = r.status.is_active();
+        if active
+            && let Some(wf) = r.workflow.as_deref().and_then(|w| NodeId::parse(w).ok())
+            && snap.type_of(r.head).ok().flatten() == Some(START_NODE)
+            && let Some(role) = at_start
+                .entry(wf)
+                .or_insert_with(|| role_at_start(&snap, wf, &evaluator))
+        {
+            out.push(Listed {
+                thread: r.thread,
+                workflow: r.workflow,
+                head: r.head_text,
+                status: r.status,
+                current_role: Some(role.clone()),
+            });
+            continue;
+        }
         let chain = if active {
             chain_in(&snap, r.head).ok()
         } else {

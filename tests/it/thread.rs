@@ -690,6 +690,54 @@ fn list_filters_and_pages() {
     "#);
 }
 
+/// `thread list` decides the role of a thread still at its StartNode once per status-map
+/// workflow; every row agrees with `thread show`, for both graph forms, at the start and after
+/// a step.
+#[test]
+fn list_roles_agree_with_show_at_start_and_after_a_step() {
+    let env = TestEnv::new();
+    let mut threads = Vec::new();
+    for (file, script) in [
+        ("debate.yaml", debate_script(&env)),
+        ("solve-issue.yaml", solve_script(&env)),
+    ] {
+        let wf = p(&example(file));
+        let fresh = [env.start(&wf, "one"), env.start(&wf, "two")];
+        let stepped = env.start(&wf, "three");
+        env.ok(&["thread", "step", &stepped, "--agent", &script]);
+        threads.extend(fresh);
+        threads.push(stepped);
+    }
+    let listed = json(&env.ok(&["thread", "list"]));
+    let rows = listed.as_array().unwrap();
+    assert_eq!(rows.len(), threads.len());
+    let mut roles = Vec::new();
+    for row in rows {
+        let t = row.get("thread").unwrap().as_str().unwrap();
+        let shown = json(&env.ok(&["thread", "show", t]));
+        assert_eq!(row.get("currentRole"), shown.get("currentRole"), "{t}");
+        roles.push(
+            row.get("currentRole")
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    roles.sort();
+    assert_eq!(
+        roles,
+        [
+            "against",
+            "against",
+            "developer",
+            "for",
+            "planner",
+            "planner"
+        ]
+    );
+}
+
 #[test]
 fn read_renders_markdown_with_quota_and_before() {
     let env = TestEnv::new();
