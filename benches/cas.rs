@@ -21,9 +21,12 @@
 //! `sqlite_walk` runs SQLite's recursive CTE over the same nodes through the `sqlite3` shell.
 //! `UWF_BENCH_CACHE_MB` sets the page cache of the bench's store handle.
 
+#[path = "common/rng.rs"]
+mod rng;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
+use rng::Rng;
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -38,25 +41,6 @@ const BATCH: usize = 10_000;
 const NOW_MS: u64 = 1_700_000_000_000;
 /// Gets per measured iteration.
 const GETS: usize = 1_000;
-
-/// splitmix64: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
-}
 
 const WORDS: &[&str] = &[
     "the",

@@ -11,9 +11,12 @@
 //! figures BENCHMARKS.md quotes: the time, nodes removed per second, and the file size before,
 //! after the collection and after `compact`.
 
+#[path = "common/rng.rs"]
+mod rng;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
+use rng::Rng;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use uwf::cas::bootstrap::ids;
@@ -25,21 +28,6 @@ use uwf::thread::ThreadId;
 /// The fixed clock of every put; the collection runs a day later with no grace.
 const NOW_MS: u64 = 1_700_000_000_000;
 const BATCH: usize = 10_000;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-}
 
 const WORDS: &[&str] = &[
     "the", "agent", "reviewed", "patch", "and", "found", "that", "function", "returns", "error",

@@ -20,7 +20,10 @@
 //! followed by a pause before the next one creates files (see `settle_secs`). The medians and ratios are printed at the end and written to
 //! `target/interchange-summary.md`.
 
+#[path = "common/rng.rs"]
+mod rng;
 use criterion::{Criterion, SamplingMode, Throughput};
+use rng::Rng;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs;
@@ -33,22 +36,6 @@ use uwf::cas::{NodeId, Value};
 use uwf::interchange::archive;
 use uwf::interchange::transfer::{self, ImportOptions};
 use uwf::store::{HistoryEntry, Prepared, Store, StoreError, ThreadRecord};
-
-/// splitmix64: a fixed-seed generator, enough for test data.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
 
 const WORDS: &[&str] = &[
     "the",
@@ -97,7 +84,7 @@ const WORDS: &[&str] = &[
 fn text(rng: &mut Rng, len: usize) -> String {
     let mut s = String::with_capacity(len + 16);
     while s.len() < len {
-        s.push_str(WORDS[rng.range(0, WORDS.len() as u64) as usize]);
+        s.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
         s.push(' ');
     }
     s.truncate(len);
@@ -152,14 +139,14 @@ fn populate(s: &Store, n: u64) -> u64 {
     let mut threads = Vec::new();
     let mut history = Vec::new();
     while count < n {
-        let wf = &wfs[rng.range(0, wfs.len() as u64) as usize];
+        let wf = &wfs[rng.below(wfs.len() as u64) as usize];
         let now = 1_700_000_000_000 + t * 1000;
         let start = prep(
             start_t,
             &obj(vec![
                 ("workflow", Value::str(wf.id.to_wire())),
                 ("prompt", {
-                    let len = rng.range(200, 1000) as usize;
+                    let len = rng.range(200, 999) as usize;
                     Value::str(text(&mut rng, len))
                 }),
                 ("cwd", Value::str("/home/dev/project")),
@@ -169,11 +156,11 @@ fn populate(s: &Store, n: u64) -> u64 {
         let mut prev = Value::Null;
         batch.push(start.clone());
         count += 1;
-        for i in 0..rng.range(4, 40) {
+        for i in 0..rng.range(4, 39) {
             if count >= n {
                 break;
             }
-            let len = rng.range(200, 2000) as usize;
+            let len = rng.range(200, 1999) as usize;
             let out = prep(text_t, &Value::str(text(&mut rng, len)));
             let step = prep(
                 step_t,

@@ -24,11 +24,7 @@ fn at(env: &TestEnv, now_ms: u64, args: &[&str]) -> Run {
         .args(args)
         .output()
         .expect("run uwf");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 fn num(v: &Value, k: &str) -> u64 {

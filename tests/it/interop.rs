@@ -462,11 +462,7 @@ fn ts_way(home: &Path, root: &Path, extra: &[(&str, &Path)], args: &[&str]) -> c
         c.env(k, v);
     }
     let out = c.output().expect("run uwf");
-    crate::common::Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    crate::common::Run::from(out)
 }
 
 /// The TypeScript CLI's own nodes in `~/.uncaged/json-cas` (its default, a root with no

@@ -325,11 +325,7 @@ fn run_with(env: &TestEnv, bin: &std::path::Path, args: &[&str]) -> Run {
         std::env::var("PATH").unwrap_or_default()
     );
     let out = env.cmd().env("PATH", path).args(args).output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::from(out)
 }
 
 #[test]
