@@ -21,17 +21,16 @@
 //! `sqlite_walk` runs SQLite's recursive CTE over the same nodes through the `sqlite3` shell.
 //! `UWF_BENCH_CACHE_MB` sets the page cache of the bench's store handle.
 
-#[path = "common/rng.rs"]
-mod rng;
+#[path = "common/data.rs"]
+mod data;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use rng::Rng;
+use data::{Rng, obj};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use uwf::cas::bootstrap::ids;
-use uwf::cas::value::Map;
 use uwf::cas::{NodeId, Value};
 use uwf::store::{Prepared, Store};
 
@@ -99,14 +98,6 @@ fn text(rng: &mut Rng, len: usize, tag: u64) -> String {
     }
     s.truncate(len);
     s
-}
-
-fn obj(fields: Vec<(&str, Value)>) -> Value {
-    let mut m = Map::new();
-    for (k, v) in fields {
-        m.insert(k.to_string(), v);
-    }
-    Value::Object(m)
 }
 
 /// The generated nodes, in write order, and the head of the long thread.

@@ -11,16 +11,15 @@
 //! figures BENCHMARKS.md quotes: the time, nodes removed per second, and the file size before,
 //! after the collection and after `compact`.
 
-#[path = "common/rng.rs"]
-mod rng;
+#[path = "common/data.rs"]
+mod data;
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
-use rng::Rng;
+use data::{Rng, obj};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use uwf::cas::bootstrap::ids;
-use uwf::cas::value::Map;
 use uwf::cas::{NodeId, Value};
 use uwf::store::{GcOptions, GcReport, Lease, Prepared, Store, ThreadRecord};
 use uwf::thread::ThreadId;
@@ -42,14 +41,6 @@ fn text(rng: &mut Rng, len: usize, tag: u64) -> String {
     }
     s.truncate(len);
     s
-}
-
-fn obj(fields: Vec<(&str, Value)>) -> Value {
-    let mut m = Map::new();
-    for (k, v) in fields {
-        m.insert(k.to_string(), v);
-    }
-    Value::Object(m)
 }
 
 fn thread_id(i: u64) -> ThreadId {

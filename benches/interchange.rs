@@ -20,10 +20,10 @@
 //! followed by a pause before the next one creates files (see `settle_secs`). The medians and ratios are printed at the end and written to
 //! `target/interchange-summary.md`.
 
-#[path = "common/rng.rs"]
-mod rng;
+#[path = "common/data.rs"]
+mod data;
 use criterion::{Criterion, SamplingMode, Throughput};
-use rng::Rng;
+use data::{Rng, obj};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fs;
@@ -89,15 +89,6 @@ fn text(rng: &mut Rng, len: usize) -> String {
     }
     s.truncate(len);
     s
-}
-
-fn obj(fields: Vec<(&str, Value)>) -> Value {
-    Value::Object(
-        fields
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect::<Map>(),
-    )
 }
 
 fn id(s: &str) -> NodeId {

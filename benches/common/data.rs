@@ -1,4 +1,8 @@
-//! splitmix64: the small fixed-seed generator of the benches' data.
+//! What the benches that generate node data share: splitmix64, a small fixed-seed generator,
+//! and JSON objects from field lists.
+
+use uwf::cas::Value;
+use uwf::cas::value::Map;
 
 pub struct Rng(pub u64);
 
@@ -20,4 +24,13 @@ impl Rng {
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.below(hi - lo + 1)
     }
+}
+
+/// An object of `fields`, in their order.
+pub fn obj(fields: Vec<(&str, Value)>) -> Value {
+    let mut m = Map::new();
+    for (k, v) in fields {
+        m.insert(k.to_string(), v);
+    }
+    Value::Object(m)
 }
