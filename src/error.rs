@@ -68,7 +68,9 @@ impl StoreError {
             StoreError::Db(_) | StoreError::Internal(_) | StoreError::ReadOnly => {
                 ErrorKind::Internal
             }
-            StoreError::GcRunning { .. } | StoreError::InUse => ErrorKind::Retry,
+            StoreError::GcRunning { .. }
+            | StoreError::InUse
+            | StoreError::Server { retry: true, .. } => ErrorKind::Retry,
             _ => ErrorKind::User,
         }
     }

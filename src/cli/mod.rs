@@ -161,10 +161,10 @@ impl From<ThreadError> for CliError {
 fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
     let missing = e.missing.as_ref()?;
     let path = env.db_path();
-    if !path.exists() {
+    if env.server_url().is_none() && !path.exists() {
         return None;
     }
-    let s = Store::open_read_only(&path).ok()?;
+    let s = env.open_ro().ok()?;
     match missing {
         Missing::Workflow(name) => {
             let best = s
@@ -253,6 +253,10 @@ struct Cli {
     /// filter such as `debug` or `uwf::engine=trace`).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
+    /// The store: a `postgres://` or `postgresql://` URL for a PostgreSQL server, else a redb
+    /// file path (default `$UWF_STORE`, then `store:` in config.yaml, then `<root>/uwf.redb`).
+    #[arg(long, global = true, value_name = "URL|FILE")]
+    store: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -409,6 +413,9 @@ pub(crate) struct Env {
     seed: Option<(u64, std::cell::Cell<u64>)>,
     /// `<root>/.env`, once read.
     dotenv_file: std::cell::OnceCell<Vec<(String, String)>>,
+    /// Where the store is when not `<root>/uwf.redb`: `--store`, `UWF_STORE` or `store:` in
+    /// config.yaml; a PostgreSQL URL or a redb file path.
+    pub store: Option<String>,
 }
 
 /// Milliseconds since the epoch from the system clock.
@@ -508,17 +515,33 @@ impl Env {
         m
     }
 
-    /// The store file of the root.
+    /// The store file: `<root>/uwf.redb`, or the file `--store` (`UWF_STORE`, `store:`)
+    /// names; with a server URL, the path where the file would be (it is never created).
     pub(crate) fn db_path(&self) -> PathBuf {
-        self.root.join(store::DB_FILE)
+        match &self.store {
+            Some(s) if !Store::is_server_url(s) => self.cwd.join(s),
+            _ => self.root.join(store::DB_FILE),
+        }
     }
 
-    /// Opens the store for writing, creating it on first use.
+    /// The PostgreSQL URL the store is on, if any.
+    pub(crate) fn server_url(&self) -> Option<&str> {
+        self.store.as_deref().filter(|s| Store::is_server_url(s))
+    }
+
+    /// Opens the store for writing, creating it on first use. A root that has only the
+    /// TypeScript tool's file layout is imported first into a new redb file (never into a
+    /// server: `uwf import` does that).
     ///
     /// # Errors
     /// A store that cannot be opened.
     pub(crate) fn open_rw(&self) -> CliResult<Store> {
-        if let Some(s) = interchange::auto_import(self)? {
+        if let Some(url) = self.server_url() {
+            return Ok(Store::open_url(url, &|k| std::env::var(k).ok())?);
+        }
+        if self.store.is_none()
+            && let Some(s) = interchange::auto_import(self)?
+        {
             return Ok(s);
         }
         Ok(Store::open(&self.db_path())?)
@@ -529,6 +552,9 @@ impl Env {
     /// # Errors
     /// A store that cannot be opened.
     pub(crate) fn open_ro(&self) -> CliResult<Store> {
+        if self.server_url().is_some() {
+            return self.open_rw();
+        }
         let p = self.db_path();
         if p.exists() {
             Ok(Store::open_read_only(&p)?)
@@ -595,6 +621,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     }
     ts_cas.retain(|c| *c != root.join(crate::interchange::layout::CAS_DIR));
     ts_cas.dedup();
+    let root_for_config = root.clone();
     let env = Env {
         root,
         ts_cas,
@@ -606,6 +633,12 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
         dotenv_file: std::cell::OnceCell::new(),
+        store: cli
+            .store
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| var("UWF_STORE"))
+            .or_else(|| configured_store(&root_for_config)),
     };
     let logged = !matches!(
         cli.command,
@@ -673,6 +706,14 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     code
 }
 
+/// `store:` in `<root>/config.yaml`, if set (a config that does not parse sets nothing here;
+/// the commands that read it report it).
+fn configured_store(root: &Path) -> Option<String> {
+    let c = crate::thread::Config::load(root).ok()?;
+    let s = c.doc.get("store")?.as_str()?.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
 /// Sends this process's events to `<root>/logs/` (with `file`) and, with `-v` or `UWF_LOG`, to
 /// stderr; masks the values of `.env` and of variables named like secrets; logs the start.
 fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
@@ -701,6 +742,11 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
         {
             crate::logs::mask(&v);
         }
+    }
+    if let Some(url) = env.server_url()
+        && let Some(pw) = store::url_password(url)
+    {
+        crate::logs::mask(&pw);
     }
     let root = env.root.clone();
     let sink = file.then(|| crate::logs::Sink {

@@ -24,7 +24,9 @@ enum Held {
 pub(crate) fn lease_is_live(l: &Lease) -> bool {
     let boot = boot_id();
     if !l.boot_id.is_empty() && !boot.is_empty() && l.boot_id != boot {
-        return false;
+        // Another machine's holder (or one from before a reboot): alive while it renews the
+        // lease's expiry, where the store keeps one.
+        return l.unexpired == Some(true);
     }
     if !pid_alive(l.pid) {
         return false;
@@ -40,6 +42,7 @@ pub(crate) fn lease_of(pid: u32, now_ms: u64) -> Lease {
         since_ms: now_ms,
         boot_id: boot_id(),
         start_ticks: start_ticks(pid),
+        unexpired: None,
     }
 }
 

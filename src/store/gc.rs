@@ -621,6 +621,9 @@ impl Store {
                 Err(e) => Err(StoreError::Db(e.into())),
             },
             super::Db::Ro(_) => Err(StoreError::ReadOnly),
+            super::Db::Pg(_) => Err(StoreError::Unsupported {
+                server: path.display().to_string(),
+            }),
         })
     }
 
@@ -631,8 +634,8 @@ impl Store {
     /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
     pub(crate) fn pin(&self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
         self.write(|w| {
-            let nodes = w.tx.open_table(IDS)?;
-            let mut pins = w.tx.open_table(PINS)?;
+            let nodes = w.redb()?.open_table(IDS)?;
+            let mut pins = w.redb()?.open_table(PINS)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
                 if nodes.get(id.0)?.is_none() {
@@ -653,7 +656,7 @@ impl Store {
     /// A redb failure.
     pub(crate) fn unpin(&self, ids: &[NodeId]) -> Result<Vec<bool>> {
         self.write(|w| {
-            let mut pins = w.tx.open_table(PINS)?;
+            let mut pins = w.redb()?.open_table(PINS)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
                 out.push(pins.remove(id.0)?.is_some());
@@ -690,7 +693,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self.tx.open_table(IDS)?.get(id.0)?.is_some())
+        if let Some(w) = self.pg() {
+            return w.has(id);
+        }
+        Ok(self.redb()?.open_table(IDS)?.get(id.0)?.is_some())
     }
 
     /// The first node missing from what `from` reaches, seeing this transaction's writes: the
@@ -706,7 +712,14 @@ impl Writer<'_> {
         stop: &[NodeId],
         stop_types: &[NodeId],
     ) -> Result<Option<NodeId>> {
-        let (ids, links) = (self.tx.open_table(IDS)?, self.tx.open_table(LINKS)?);
+        // Nothing collects nodes on a PostgreSQL store: what is stored stays.
+        if let Some(w) = self.pg() {
+            return Ok((!w.has(from)?).then_some(from));
+        }
+        let (ids, links) = (
+            self.redb()?.open_table(IDS)?,
+            self.redb()?.open_table(LINKS)?,
+        );
         let lk = Lookup {
             ids: &ids,
             links: &links,
@@ -765,6 +778,7 @@ mod tests {
             since_ms: 0,
             boot_id: String::new(),
             start_ticks: 0,
+            unexpired: None,
         }
     }
 
@@ -949,6 +963,7 @@ mod tests {
             since_ms: 0,
             boot_id: String::new(),
             start_ticks: 0,
+            unexpired: None,
         };
         s.gc_begin(&other, &|_| false).expect("begin");
         let e = s

@@ -84,23 +84,25 @@ impl Store {
         let n = jobs.len();
         let mut failed: Option<(usize, StoreError)> = None;
         let r = self.guard(|| {
-            let tx = self.begin_write()?;
-            let mut outs = Vec::with_capacity(n);
-            {
-                let mut w = Writer { tx: &tx };
+            self.transact(|w| {
+                let mut outs = Vec::with_capacity(n);
                 for (i, job) in jobs.into_iter().enumerate() {
-                    match job(&mut w) {
+                    match job(w) {
                         Ok(v) => outs.push(v),
                         Err(e) => {
                             failed = Some((i, e));
-                            return Ok(None);
+                            return Err(StoreError::Internal("a grouped write failed".into()));
                         }
                     }
                 }
-            }
-            tx.commit()?;
-            Ok(Some(outs))
+                Ok(outs)
+            })
         });
+        let r = match (r, failed.is_some()) {
+            (Ok(outs), _) => Ok(Some(outs)),
+            (Err(_), true) => Ok(None),
+            (Err(e), false) => Err(e),
+        };
         let (culprit, error) = match r {
             Ok(Some(outs)) => {
                 for (s, v) in senders.into_iter().zip(outs) {
@@ -121,7 +123,22 @@ impl Store {
                 (true, Some(e)) => e,
                 (_, e) => {
                     error = e;
-                    StoreError::Internal(format!("a write grouped with this one failed: {msg}"))
+                    match &error {
+                        // A lost connection or an aborted transaction fails every write of
+                        // the group alike: each may be tried again.
+                        Some(StoreError::Server {
+                            server,
+                            message,
+                            retry,
+                        }) => StoreError::Server {
+                            server: server.clone(),
+                            message: message.clone(),
+                            retry: *retry,
+                        },
+                        _ => StoreError::Internal(format!(
+                            "a write grouped with this one failed: {msg}"
+                        )),
+                    }
                 }
             };
             let _ = s.send(Err(e));

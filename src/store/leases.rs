@@ -26,6 +26,10 @@ pub struct Lease {
     /// The owner's process start time in clock ticks since boot (0 when unknown): a reused pid
     /// has another start time.
     pub start_ticks: u64,
+    /// Whether the lease's expiry, which its holder renews while it runs, is still ahead:
+    /// known where the store keeps one (PostgreSQL, by the server's clock), `None` on redb.
+    /// A holder on another machine is judged by it.
+    pub unexpired: Option<bool>,
 }
 
 /// Creates the table of this module (migration and first use).
@@ -40,6 +44,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
+        if let Some(pg) = self.pg() {
+            return pg.lease(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(LEASES) {
@@ -56,6 +63,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
+        if let Some(pg) = self.pg() {
+            return pg.leases();
+        }
         self.thread_records(LEASES)
     }
 }
@@ -102,7 +112,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
-        let t = self.tx.open_table(LEASES)?;
+        if let Some(w) = self.pg() {
+            return w.lease(id);
+        }
+        let t = self.redb()?.open_table(LEASES)?;
         t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
 
@@ -111,7 +124,11 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
-        self.tx
+        if let Some(pg) = self.pg_server() {
+            let w = self.pg().expect("a PostgreSQL writer");
+            return w.set_lease(id, lease, pg);
+        }
+        self.redb()?
             .open_table(LEASES)?
             .insert(id.as_str(), enc(lease).as_slice())?;
         Ok(())
@@ -122,7 +139,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
-        let mut t = self.tx.open_table(LEASES)?;
+        if let Some(w) = self.pg() {
+            return w.remove_lease(id);
+        }
+        let mut t = self.redb()?.open_table(LEASES)?;
         let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }

@@ -87,6 +87,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
+        if let Some(pg) = self.pg() {
+            return pg.thread_state(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(THREAD_STATE) {
@@ -106,6 +109,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        if let Some(pg) = self.pg() {
+            return pg.thread_states();
+        }
         self.thread_records(THREAD_STATE)
     }
 }
@@ -116,7 +122,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
-        let t = self.tx.open_table(THREAD_STATE)?;
+        if let Some(w) = self.pg() {
+            return w.thread_state(id);
+        }
+        let t = self.redb()?.open_table(THREAD_STATE)?;
         Ok(t.get(id.as_str())?
             .map(|v| dec(v.value()))
             .transpose()?
@@ -128,7 +137,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        super::leases::all_records(&self.tx.open_table(THREAD_STATE)?)
+        if let Some(w) = self.pg() {
+            return w.thread_states();
+        }
+        super::leases::all_records(&self.redb()?.open_table(THREAD_STATE)?)
     }
 
     /// Sets the state of thread `id`; the default state removes its row.
@@ -136,7 +148,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
-        let mut t = self.tx.open_table(THREAD_STATE)?;
+        if let Some(w) = self.pg() {
+            return w.set_thread_state(id, s);
+        }
+        let mut t = self.redb()?.open_table(THREAD_STATE)?;
         if s.is_default() {
             t.remove(id.as_str())?;
         } else {
@@ -150,7 +165,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
-        self.tx.open_table(THREAD_STATE)?.remove(id.as_str())?;
+        if let Some(w) = self.pg() {
+            return w.remove_thread_state(id);
+        }
+        self.redb()?.open_table(THREAD_STATE)?.remove(id.as_str())?;
         Ok(())
     }
 }

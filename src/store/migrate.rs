@@ -39,18 +39,9 @@ pub static MIGRATIONS: &[Migration] = &[
     },
 ];
 
-fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
-    tx.open_table(IDS)?;
-    tx.open_table(LINKS)?;
-    tx.open_table(PAYLOADS)?;
-    tx.open_table(TYPE_INDEX)?;
-    tx.open_table(META_TABLE)?;
-    super::threads::create_tables(tx)?;
-    super::leases::create_tables(tx)?;
-    super::lifecycle::create_tables(tx)?;
-    super::removals::create_tables(tx)?;
-    super::gc::create_tables(tx)?;
-    let nodes: Vec<Prepared> = bootstrap::builtins()
+/// The bootstrap schemas as nodes: the meta-schema typed by itself, the others by it.
+pub(crate) fn bootstrap_nodes() -> Vec<Prepared> {
+    bootstrap::builtins()
         .iter()
         .enumerate()
         .map(|(i, b)| {
@@ -63,7 +54,21 @@ fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
                 refs: Vec::new(),
             }
         })
-        .collect();
+        .collect()
+}
+
+fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
+    tx.open_table(IDS)?;
+    tx.open_table(LINKS)?;
+    tx.open_table(PAYLOADS)?;
+    tx.open_table(TYPE_INDEX)?;
+    tx.open_table(META_TABLE)?;
+    super::threads::create_tables(tx)?;
+    super::leases::create_tables(tx)?;
+    super::lifecycle::create_tables(tx)?;
+    super::removals::create_tables(tx)?;
+    super::gc::create_tables(tx)?;
+    let nodes = bootstrap_nodes();
     put_in(tx, nodes.iter().map(|p| (p, now_ms)))?;
     Ok(())
 }

@@ -23,6 +23,7 @@ mod leases;
 mod lifecycle;
 mod migrate;
 mod nodes;
+mod pg;
 mod records;
 mod removals;
 mod threads;
@@ -35,6 +36,8 @@ pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
     Bulk, Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,
 };
+pub use pg::SCHEMA_VERSION as PG_SCHEMA_VERSION;
+pub(crate) use pg::url_password;
 pub use removals::Removal;
 pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
@@ -147,6 +150,25 @@ pub enum StoreError {
     GcRunning {
         /// Its pid.
         pid: u32,
+    },
+    /// The PostgreSQL server cannot be reached, refused the login or failed a statement.
+    #[error("PostgreSQL server {server}: {message}")]
+    Server {
+        /// The server, without a password.
+        server: String,
+        /// What the server or the connection said.
+        message: String,
+        /// Whether the operation may succeed when tried again (a lost connection, a conflict
+        /// the server aborted).
+        retry: bool,
+    },
+    /// An operation the PostgreSQL backend does not offer.
+    #[error(
+        "this operation is not available on a PostgreSQL store ({server}); copy the store to a redb file with \"uwf store copy\" and run it there"
+    )]
+    Unsupported {
+        /// The server.
+        server: String,
     },
     /// Another process has a transaction open on the file (an operation that needs it alone).
     #[error(
@@ -291,6 +313,8 @@ impl_db_err!(
 enum Db {
     Rw(Database),
     Ro(ReadOnlyDatabase),
+    /// A PostgreSQL server.
+    Pg(Arc<pg::Pg>),
 }
 
 /// What the store knows about one type: its schema and what it takes to check and walk it.
@@ -467,6 +491,7 @@ impl Store {
         match &self.db {
             Db::Rw(d) => d.begin_read(),
             Db::Ro(d) => d.begin_read(),
+            Db::Pg(_) => return Err(self.unsupported()),
         }
         .map_err(self.located())
     }
@@ -475,6 +500,61 @@ impl Store {
         match &self.db {
             Db::Rw(d) => d.begin_write().map_err(self.located()),
             Db::Ro(_) => Err(StoreError::ReadOnly),
+            Db::Pg(_) => Err(self.unsupported()),
+        }
+    }
+
+    /// The PostgreSQL server of this store, if it is on one.
+    pub(crate) fn pg(&self) -> Option<&Arc<pg::Pg>> {
+        match &self.db {
+            Db::Pg(p) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The error of an operation that the PostgreSQL backend does not offer.
+    fn unsupported(&self) -> StoreError {
+        StoreError::Unsupported {
+            server: self.path.display().to_string(),
+        }
+    }
+
+    /// Connects to the PostgreSQL server of `url` (`postgres://` or `postgresql://`), creating
+    /// or migrating uwf's schema there on first use. `env` looks up libpq's variables
+    /// (`PGHOST`, `PGPORT`, `PGUSER`, `PGPASSWORD`, `PGDATABASE`) for what the URL leaves out.
+    ///
+    /// # Errors
+    /// [`StoreError::Server`] naming the server (never the password) when it cannot be
+    /// reached or refuses the login; [`StoreError::TooNew`] for a newer schema.
+    pub fn open_url(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Store> {
+        let pg = pg::Pg::open(url, env)?;
+        Ok(Store {
+            path: PathBuf::from(pg.server()),
+            db: Db::Pg(Arc::new(pg)),
+            types: Default::default(),
+            group: group::Group::default(),
+        })
+    }
+
+    /// Whether `location` names a PostgreSQL server rather than a redb file.
+    pub fn is_server_url(location: &str) -> bool {
+        pg::is_url(location)
+    }
+
+    /// Where the store is: the redb file, or the PostgreSQL server without its password.
+    pub fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// The backend's name and the version of its format (redb: the file's format version;
+    /// PostgreSQL: the schema version).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn backend(&self) -> Result<(&'static str, u64)> {
+        match &self.db {
+            Db::Pg(p) => Ok(("postgresql", p.schema_version()?.unwrap_or(0))),
+            _ => Ok(("redb", migrate::read_version(self)?.unwrap_or(0))),
         }
     }
 

@@ -46,6 +46,9 @@ pub enum PutOutcome {
 pub struct Snapshot {
     /// `ids`, `links` and `payloads`; `None` before the first node is stored.
     tables: Option<(IdsTable, BytesTable, BytesTable)>,
+    /// The server, for a store on PostgreSQL (nodes never change there: each lookup is a
+    /// query of its own).
+    pg: Option<std::sync::Arc<super::pg::Pg>>,
     /// The store's file, named by damage errors.
     path: std::path::PathBuf,
 }
@@ -59,6 +62,9 @@ impl Snapshot {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        if let Some(pg) = &self.pg {
+            return pg.get(id);
+        }
         super::guard_at(&self.path, || match &self.tables {
             Some((ids, links, payloads)) => read_node(&Lookup { ids, links }, payloads, id),
             None => Ok(None),
@@ -70,6 +76,9 @@ impl Snapshot {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn type_of(&self, id: NodeId) -> Result<Option<NodeId>> {
+        if let Some(pg) = &self.pg {
+            return pg.type_of(id);
+        }
         super::guard_at(&self.path, || match &self.tables {
             Some((ids, links, _)) => {
                 let mut buf = Vec::new();
@@ -92,6 +101,9 @@ impl Snapshot {
     /// # Errors
     /// A redb failure.
     pub(crate) fn has(&self, id: NodeId) -> Result<bool> {
+        if let Some(pg) = &self.pg {
+            return pg.has(id);
+        }
         match &self.tables {
             Some((ids, _, _)) => Ok(ids.get(id.0)?.is_some()),
             None => Ok(false),
@@ -480,6 +492,9 @@ impl Bulk<'_> {
     /// As [`Store::put`]; after a hash collision nothing of this call is written and the
     /// load may go on.
     pub fn put(&mut self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
+        if self.store.pg().is_some() {
+            return self.store.put(nodes, now_ms);
+        }
         self.put_with(nodes.len(), |tx| {
             put_in(tx, nodes.iter().map(|p| (p, now_ms)))
         })
@@ -490,6 +505,9 @@ impl Bulk<'_> {
     /// # Errors
     /// As [`Bulk::put`].
     pub(crate) fn put_at(&mut self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        if self.store.pg().is_some() {
+            return self.store.put_at(nodes);
+        }
         self.put_with(nodes.len(), |tx| {
             put_in(tx, nodes.iter().map(|(p, t)| (p, *t)))
         })
@@ -594,6 +612,9 @@ impl Store {
     /// [`StoreError::HashCollision`] when an id exists with different bytes (nothing is
     /// written then).
     pub fn put(&self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
+        if self.pg().is_some() {
+            return self.write(|w| w.put(nodes, now_ms));
+        }
         self.guard(|| {
             let tx = self.begin_write()?;
             let out = put_in(&tx, nodes.iter().map(|p| (p, now_ms)))?;
@@ -607,6 +628,16 @@ impl Store {
     /// # Errors
     /// As [`Store::put`].
     pub(crate) fn put_at(&self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        if let Some(pg) = self.pg() {
+            let items: Vec<(&Prepared, u64)> = nodes.iter().map(|(p, t)| (p, *t)).collect();
+            return self.guard(|| {
+                let mut c = pg.conn()?;
+                let mut w = super::pg::PgWriter::begin(pg, &mut c)?;
+                let out = w.put(&items)?;
+                w.commit()?;
+                Ok(out)
+            });
+        }
         self.guard(|| {
             let tx = self.begin_write()?;
             let out = put_in(&tx, nodes.iter().map(|(p, t)| (p, *t)))?;
@@ -632,6 +663,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        if let Some(pg) = self.pg() {
+            return pg.get(id);
+        }
         self.snapshot()?.get(id)
     }
 
@@ -642,6 +676,13 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn snapshot(&self) -> Result<Snapshot> {
+        if let Some(pg) = self.pg() {
+            return Ok(Snapshot {
+                tables: None,
+                pg: Some(pg.clone()),
+                path: self.path.clone(),
+            });
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let tables = match tx.open_table(IDS) {
@@ -651,6 +692,7 @@ impl Store {
             };
             Ok(Snapshot {
                 tables,
+                pg: None,
                 path: self.path.clone(),
             })
         })
@@ -661,6 +703,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn has(&self, id: NodeId) -> Result<bool> {
+        if let Some(pg) = self.pg() {
+            return pg.has(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(IDS)?;
@@ -673,6 +718,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn node_count(&self) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return pg.node_count();
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             Ok(tx.open_table(IDS)?.len()?)
@@ -704,12 +752,18 @@ impl Store {
             let shift = 5 * (ID_LEN - s.len()) as u32;
             let lo = (p << shift) as u64;
             let hi = (((p + 1) << shift) - 1) as u64;
-            let tx = self.begin_read()?;
-            let t = tx.open_table(IDS)?;
-            let mut found = Vec::new();
-            for e in t.range(lo..=hi)?.take(10) {
-                found.push(NodeId(e?.0.value()));
-            }
+            let found = match self.pg() {
+                Some(pg) => pg.ids_in(lo, hi)?,
+                None => {
+                    let tx = self.begin_read()?;
+                    let t = tx.open_table(IDS)?;
+                    let mut found = Vec::new();
+                    for e in t.range(lo..=hi)?.take(10) {
+                        found.push(NodeId(e?.0.value()));
+                    }
+                    found
+                }
+            };
             match found.len() {
                 0 => Err(StoreError::NoMatch(input.to_string())),
                 1 => Ok(found[0]),
@@ -726,6 +780,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>> {
+        if let Some(pg) = self.pg() {
+            return pg.refs(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
@@ -754,6 +811,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn walk(&self, root: NodeId, mut visit: impl FnMut(WalkEvent)) -> Result<WalkStats> {
+        if let Some(pg) = self.pg() {
+            return pg.walk(root, visit);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
@@ -826,6 +886,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
+        if let Some(pg) = self.pg() {
+            return pg.list_by_type(type_id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(TYPE_INDEX)?;
@@ -845,6 +908,9 @@ impl Store {
         &self,
         mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let Some(pg) = self.pg() {
+            return pg.for_each_node(false, f);
+        }
         super::catching_damage(&self.path, || {
             let tx = self.begin_read()?;
             let t = tx.open_table(IDS).map_err(self.located())?;
@@ -881,6 +947,9 @@ impl Store {
         &self,
         f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let Some(pg) = self.pg() {
+            return pg.for_each_node(true, f);
+        }
         super::catching_damage(&self.path, || {
             self.for_each_in_windows(SEQ_WINDOW, 0, u64::MAX, f)
         })

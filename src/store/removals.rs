@@ -38,6 +38,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn removal_mark(&self) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return pg.removal_mark();
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             match tx.open_table(META_TABLE) {
@@ -53,6 +56,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn removals_since(&self, from: u64) -> Result<Vec<Removal>> {
+        if let Some(pg) = self.pg() {
+            return pg.removals_since(from);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(REMOVALS) {
@@ -75,8 +81,11 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        if let Some(w) = self.pg() {
+            return w.record_removal(r);
+        }
         let seq = self.next(META_KEY_REMOVALS)?;
-        self.tx
+        self.redb()?
             .open_table(REMOVALS)?
             .insert(seq, enc(r).as_slice())?;
         Ok(())

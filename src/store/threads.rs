@@ -92,6 +92,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        if let Some(pg) = self.pg() {
+            return pg.threads();
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
@@ -109,6 +112,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        if let Some(pg) = self.pg() {
+            return pg.thread(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(THREADS)?;
@@ -121,6 +127,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn registry(&self) -> Result<Vec<(String, NodeId)>> {
+        if let Some(pg) = self.pg() {
+            return pg.registry();
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(REGISTRY)?;
@@ -138,6 +147,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
+        if let Some(pg) = self.pg() {
+            return pg.registry_history(name);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(REGISTRY_HISTORY)?;
@@ -154,6 +166,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+        if let Some(pg) = self.pg() {
+            return pg.all_registry_history();
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = tx.open_table(REGISTRY_HISTORY)?;
@@ -174,6 +189,9 @@ impl Store {
         &self,
         mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let Some(pg) = self.pg() {
+            return pg.for_each_history(f);
+        }
         super::catching_damage(&self.path, || {
             let tx = self.begin_read()?;
             let t = tx.open_table(HISTORY).map_err(self.located())?;
@@ -190,6 +208,9 @@ impl Store {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
+        if let Some(pg) = self.pg() {
+            return pg.history_of(id);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let by = tx.open_table(HISTORY_BY_THREAD)?;
@@ -206,19 +227,76 @@ impl Store {
     /// # Errors
     /// The error of `f` (nothing is committed then) or a redb failure.
     pub fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        self.guard(|| {
-            let tx = self.begin_write()?;
-            let mut w = Writer { tx: &tx };
+        self.guard(|| self.transact(f))
+    }
+
+    /// Runs `f` in one write transaction of the backend and commits it when `f` succeeds;
+    /// nothing of it is kept when `f` fails.
+    pub(crate) fn transact<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
+        if let Some(pg) = self.pg() {
+            let mut c = pg.conn()?;
+            let mut w = Writer {
+                inner: Inner::Pg {
+                    w: super::pg::PgWriter::begin(pg, &mut c)?,
+                    pg,
+                },
+            };
             let out = f(&mut w)?;
-            tx.commit()?;
-            Ok(out)
-        })
+            let Inner::Pg { w, .. } = w.inner else {
+                unreachable!("a PostgreSQL writer")
+            };
+            w.commit()?;
+            return Ok(out);
+        }
+        let tx = self.begin_write()?;
+        let out = f(&mut Writer {
+            inner: Inner::Redb(&tx),
+        })?;
+        tx.commit()?;
+        Ok(out)
     }
 }
 
 /// Writes inside one transaction; see [`Store::write`].
 pub struct Writer<'a> {
-    pub(crate) tx: &'a WriteTransaction,
+    inner: Inner<'a>,
+}
+
+/// The transaction of a [`Writer`], on one backend or the other.
+enum Inner<'a> {
+    Redb(&'a WriteTransaction),
+    Pg {
+        w: super::pg::PgWriter<'a>,
+        pg: &'a std::sync::Arc<super::pg::Pg>,
+    },
+}
+
+impl<'a> Writer<'a> {
+    /// The redb transaction; an error on PostgreSQL, for the operations it does not offer.
+    pub(crate) fn redb(&self) -> Result<&'a WriteTransaction> {
+        match &self.inner {
+            Inner::Redb(tx) => Ok(tx),
+            Inner::Pg { pg, .. } => Err(StoreError::Unsupported {
+                server: pg.server().to_string(),
+            }),
+        }
+    }
+
+    /// The PostgreSQL transaction, when the store is on a server.
+    pub(crate) fn pg(&mut self) -> Option<&mut super::pg::PgWriter<'a>> {
+        match &mut self.inner {
+            Inner::Pg { w, .. } => Some(w),
+            Inner::Redb(_) => None,
+        }
+    }
+
+    /// The server of a PostgreSQL transaction.
+    pub(crate) fn pg_server(&self) -> Option<&'a std::sync::Arc<super::pg::Pg>> {
+        match &self.inner {
+            Inner::Pg { pg, .. } => Some(pg),
+            Inner::Redb(_) => None,
+        }
+    }
 }
 
 impl Writer<'_> {
@@ -231,7 +309,10 @@ impl Writer<'_> {
         nodes: &[super::Prepared],
         now_ms: u64,
     ) -> Result<Vec<super::PutOutcome>> {
-        super::nodes::put_in(self.tx, nodes.iter().map(|p| (p, now_ms)))
+        if let Some(w) = self.pg() {
+            return w.put(&nodes.iter().map(|p| (p, now_ms)).collect::<Vec<_>>());
+        }
+        super::nodes::put_in(self.redb()?, nodes.iter().map(|p| (p, now_ms)))
     }
 
     /// The active thread `id`.
@@ -239,7 +320,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        let t = self.tx.open_table(THREADS)?;
+        if let Some(w) = self.pg() {
+            return w.thread(id);
+        }
+        let t = self.redb()?.open_table(THREADS)?;
         t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
     }
 
@@ -248,7 +332,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        let t = self.tx.open_table(THREADS)?;
+        if let Some(w) = self.pg() {
+            return w.threads();
+        }
+        let t = self.redb()?.open_table(THREADS)?;
         let mut out = Vec::new();
         for e in t.iter()? {
             let (k, v) = e?;
@@ -262,7 +349,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
-        self.tx
+        if let Some(w) = self.pg() {
+            return w.set_thread(id, rec);
+        }
+        self.redb()?
             .open_table(THREADS)?
             .insert(id.as_str(), enc(rec).as_slice())?;
         Ok(())
@@ -273,7 +363,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        let mut t = self.tx.open_table(THREADS)?;
+        if let Some(w) = self.pg() {
+            return w.remove_thread(id);
+        }
+        let mut t = self.redb()?.open_table(THREADS)?;
         let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
         Ok(old)
     }
@@ -308,8 +401,11 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        if let Some(w) = self.pg() {
+            return w.registry_get(name);
+        }
         Ok(self
-            .tx
+            .redb()?
             .open_table(REGISTRY)?
             .get(name)?
             .map(|v| NodeId(v.value())))
@@ -320,10 +416,16 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
-        self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
+        if let Some(w) = self.pg() {
+            w.set_registry_name(name, workflow)?;
+            return w.append_registry_version(name, &RegistryEntry { workflow, time_ms });
+        }
+        self.redb()?
+            .open_table(REGISTRY)?
+            .insert(name, workflow.0)?;
         let seq = self.next("next_registry_seq")?;
         let e = RegistryEntry { workflow, time_ms };
-        self.tx
+        self.redb()?
             .open_table(REGISTRY_HISTORY)?
             .insert((name, seq), enc(&e).as_slice())?;
         Ok(())
@@ -334,7 +436,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
-        let t = self.tx.open_table(REGISTRY_HISTORY)?;
+        if let Some(w) = self.pg() {
+            return w.has_registry_history(name);
+        }
+        let t = self.redb()?.open_table(REGISTRY_HISTORY)?;
         Ok(t.range((name, 0)..=(name, u64::MAX))?.next().is_some())
     }
 
@@ -343,8 +448,11 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        if let Some(w) = self.pg() {
+            return w.append_registry_version(name, e);
+        }
         let seq = self.next("next_registry_seq")?;
-        self.tx
+        self.redb()?
             .open_table(REGISTRY_HISTORY)?
             .insert((name, seq), enc(e).as_slice())?;
         Ok(())
@@ -355,7 +463,12 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
-        self.tx.open_table(REGISTRY)?.insert(name, workflow.0)?;
+        if let Some(w) = self.pg() {
+            return w.set_registry_name(name, workflow);
+        }
+        self.redb()?
+            .open_table(REGISTRY)?
+            .insert(name, workflow.0)?;
         Ok(())
     }
 
@@ -389,11 +502,14 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        if let Some(w) = self.pg() {
+            return w.append_history(e);
+        }
         let seq = self.next("next_history_seq")?;
-        self.tx
+        self.redb()?
             .open_table(HISTORY)?
             .insert(seq, enc(e).as_slice())?;
-        self.tx
+        self.redb()?
             .open_table(HISTORY_BY_THREAD)?
             .insert(e.thread.as_str(), seq)?;
         Ok(())
@@ -404,7 +520,10 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
-        let mut h = self.tx.open_table(HISTORY)?;
+        if let Some(w) = self.pg() {
+            return w.remove_history_of(id);
+        }
+        let mut h = self.redb()?.open_table(HISTORY)?;
         let mut seqs = Vec::new();
         for x in h.iter()? {
             let (k, v) = x?;
@@ -415,7 +534,9 @@ impl Writer<'_> {
         for s in &seqs {
             h.remove(s)?;
         }
-        self.tx.open_table(HISTORY_BY_THREAD)?.remove(id.as_str())?;
+        self.redb()?
+            .open_table(HISTORY_BY_THREAD)?
+            .remove(id.as_str())?;
         Ok(seqs.len())
     }
 
@@ -425,9 +546,12 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure.
     pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
-        let had = self.tx.open_table(REGISTRY)?.remove(name)?.is_some();
+        if let Some(w) = self.pg() {
+            return w.remove_registry_name(name, purge);
+        }
+        let had = self.redb()?.open_table(REGISTRY)?.remove(name)?.is_some();
         if purge {
-            let mut t = self.tx.open_table(REGISTRY_HISTORY)?;
+            let mut t = self.redb()?.open_table(REGISTRY_HISTORY)?;
             let keys: Vec<u64> = t
                 .range((name, 0)..=(name, u64::MAX))?
                 .map(|e| e.map(|(k, _)| k.value().1))
@@ -444,11 +568,14 @@ impl Writer<'_> {
     /// # Errors
     /// A redb failure or a corrupt record.
     pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
-        let h = self.tx.open_table(HISTORY)?;
+        if let Some(w) = self.pg() {
+            return w.has_history(e);
+        }
+        let h = self.redb()?.open_table(HISTORY)?;
         // Entries of one thread are few; scan from its latest backwards is not possible without
         // an index of all of them, so compare with the latest and fall back to a scan.
         if let Some(seq) = self
-            .tx
+            .redb()?
             .open_table(HISTORY_BY_THREAD)?
             .get(e.thread.as_str())?
         {
@@ -469,7 +596,7 @@ impl Writer<'_> {
     }
 
     pub(super) fn next(&mut self, key: &str) -> Result<u64> {
-        let mut m = self.tx.open_table(META_TABLE)?;
+        let mut m = self.redb()?.open_table(META_TABLE)?;
         let n = m.get(key)?.map_or(0, |v| v.value());
         m.insert(key, n + 1)?;
         Ok(n)

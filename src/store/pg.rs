@@ -1,0 +1,1285 @@
+//! The store on a PostgreSQL server, chosen by a `postgres://` or `postgresql://` URL.
+//!
+//! The schema is `migrations/pg/*.sql`, applied in order on first use under an advisory lock
+//! and recorded in `uwf_meta.schema_version`; a server whose schema is newer than this binary
+//! knows is refused. Nodes are rows keyed by their id (top bit flipped, so bigint order is id
+//! order) with the canonical payload CBOR, type, first-write time and BLAKE3 digest; their
+//! references are rows of `uwf_edges` written at put time, so a walk is one recursive query.
+//! The thread-layer records keep the MessagePack encodings of `records.rs`.
+//!
+//! Connections come from a small pool of sessions, each with its prepared statements. A write
+//! transaction takes a transaction-scoped advisory lock on each thread (and registry name) it
+//! reads or writes, so a compare-and-swap of a head stays one across processes and machines,
+//! as on redb. A lease carries an expiry that its holder renews while it lives
+//! ([`HEARTBEAT`]); a holder on another machine is judged by it.
+
+use super::records::{Record, dec, enc};
+use super::{HistoryEntry, Lease, PutOutcome, RegistryEntry, Result, StoreError, StoredNode};
+use super::{Prepared, Removal, ThreadRecord, ThreadState};
+use crate::cas::NodeId;
+use crate::workflow::ThreadId;
+use postgres::types::ToSql;
+use postgres::{Client, Statement};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+/// The schema files, in order: the schema version is the number of those applied.
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001-initial.sql",
+    include_str!("../../migrations/pg/0001-initial.sql"),
+)];
+
+/// The schema version this binary writes.
+pub const SCHEMA_VERSION: u64 = MIGRATIONS.len() as u64;
+
+/// How long a lease lives without its holder renewing it.
+const LEASE_TTL: &str = "30 seconds";
+/// How often a process renews the leases it holds.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
+/// Idle sessions a process keeps.
+const POOL_IDLE: usize = 16;
+/// The advisory lock key under which the schema is created or migrated.
+const MIGRATION_LOCK: i64 = 0x7577_665f_6d69_6772;
+
+/// Whether `s` selects the PostgreSQL backend.
+pub(crate) fn is_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// A node id as stored: its top bit flipped, so that bigint order is id order.
+fn key(id: NodeId) -> i64 {
+    (id.0 ^ (1 << 63)) as i64
+}
+
+/// The node id of a stored key.
+fn unkey(k: i64) -> NodeId {
+    NodeId((k as u64) ^ (1 << 63))
+}
+
+fn u(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// A connection to the server with its prepared statements.
+pub(crate) struct Session {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl Session {
+    fn stmt(&mut self, sql: &'static str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(s) = self.statements.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(sql)?;
+        self.statements.insert(sql, s.clone());
+        Ok(s)
+    }
+
+    fn query(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
+        let s = self.stmt(sql)?;
+        self.client.query(&s, params)
+    }
+
+    fn execute(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<u64, postgres::Error> {
+        let s = self.stmt(sql)?;
+        self.client.execute(&s, params)
+    }
+
+    fn opt(
+        &mut self,
+        sql: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> std::result::Result<Option<postgres::Row>, postgres::Error> {
+        let s = self.stmt(sql)?;
+        self.client.query_opt(&s, params)
+    }
+}
+
+/// A session borrowed from the pool, given back when dropped unless its connection closed.
+pub(crate) struct Conn<'a> {
+    pg: &'a Pg,
+    session: Option<Session>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        self.session.as_ref().expect("a live session")
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Session {
+        self.session.as_mut().expect("a live session")
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.session.take()
+            && !s.client.is_closed()
+            && let Ok(mut idle) = self.pg.idle.lock()
+            && idle.len() < POOL_IDLE
+        {
+            idle.push(s);
+        }
+    }
+}
+
+/// A PostgreSQL store: where it is, how to connect, and the idle sessions.
+pub(crate) struct Pg {
+    config: postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// The URL without its password, for messages.
+    server: String,
+    idle: Mutex<Vec<Session>>,
+    /// Who this process is, for the leases it renews.
+    holder: OnceLock<String>,
+}
+
+impl std::fmt::Debug for Pg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.server)
+    }
+}
+
+/// The connection settings of `url` completed from libpq's variables (`PGHOST`, `PGPORT`,
+/// `PGUSER`, `PGPASSWORD`, `PGDATABASE`) where the URL leaves them out.
+fn config_of(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<postgres::Config> {
+    let mut c: postgres::Config = url
+        .parse()
+        .map_err(|e: postgres::Error| StoreError::Server {
+            server: mask_url(url),
+            message: format!("not a PostgreSQL URL: {e}"),
+            retry: false,
+        })?;
+    if c.get_hosts().is_empty() {
+        match env("PGHOST") {
+            Some(h) if h.starts_with('/') => c.host_path(h),
+            Some(h) => c.host(&h),
+            None => c.host("localhost"),
+        };
+    }
+    if c.get_ports().is_empty()
+        && let Some(p) = env("PGPORT").and_then(|p| p.parse().ok())
+    {
+        c.port(p);
+    }
+    if c.get_user().is_none() {
+        let user = env("PGUSER")
+            .or_else(|| env("USER"))
+            .unwrap_or_else(|| "postgres".into());
+        c.user(&user);
+    }
+    if c.get_password().is_none()
+        && let Some(p) = env("PGPASSWORD")
+    {
+        c.password(p);
+    }
+    if c.get_dbname().is_none()
+        && let Some(d) = env("PGDATABASE")
+    {
+        c.dbname(&d);
+    }
+    c.connect_timeout(Duration::from_secs(10));
+    c.keepalives(true);
+    c.keepalives_idle(Duration::from_secs(30));
+    c.application_name("uwf");
+    Ok(c)
+}
+
+/// `url` with any password replaced by `***`.
+pub(crate) fn mask_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let (auth, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let Some((cred, host)) = auth.rsplit_once('@') else {
+        return url.to_string();
+    };
+    let user = cred.split_once(':').map_or(cred, |(u, _)| u);
+    format!("{scheme}://{user}@{host}{tail}")
+}
+
+/// The password in `url`, if it has one (for masking it in logs).
+pub(crate) fn url_password(url: &str) -> Option<String> {
+    let c: postgres::Config = url.parse().ok()?;
+    c.get_password()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .filter(|p| !p.is_empty())
+}
+
+/// The server named in messages: `postgres://user@host:port/db`, never the password.
+fn server_name(c: &postgres::Config) -> String {
+    let host = match c.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432);
+    format!(
+        "postgres://{}@{}:{}/{}",
+        c.get_user().unwrap_or(""),
+        host,
+        port,
+        c.get_dbname().or(c.get_user()).unwrap_or("")
+    )
+}
+
+fn tls() -> Result<tokio_postgres_rustls::MakeRustlsConnect> {
+    use rustls_platform_verifier::ConfigVerifierExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let config = rustls::ClientConfig::with_platform_verifier()
+        .map_err(|e| StoreError::Internal(format!("TLS setup: {e}")))?;
+    Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
+}
+
+impl Pg {
+    /// Connects to the server of `url`, creating or migrating the schema when needed.
+    ///
+    /// # Errors
+    /// [`StoreError::Server`] naming the server for a bad URL, a refused connection or a
+    /// failed login; [`StoreError::TooNew`] for a newer schema.
+    pub(crate) fn open(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
+        let config = config_of(url, env)?;
+        let pg = Pg {
+            server: server_name(&config),
+            config,
+            tls: tls()?,
+            idle: Mutex::new(Vec::new()),
+            holder: OnceLock::new(),
+        };
+        pg.migrate()?;
+        Ok(pg)
+    }
+
+    /// The server, for messages (no password).
+    pub(crate) fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// A store error for a failure of the server or the connection.
+    pub(crate) fn err(&self, e: &postgres::Error) -> StoreError {
+        error_at(&self.server, e)
+    }
+
+    /// A session: an idle one, else a new connection.
+    pub(crate) fn conn(&self) -> Result<Conn<'_>> {
+        while let Some(s) = self.idle.lock().expect("pool lock").pop() {
+            if !s.client.is_closed() {
+                return Ok(Conn {
+                    pg: self,
+                    session: Some(s),
+                });
+            }
+        }
+        let client = self
+            .config
+            .connect(self.tls.clone())
+            .map_err(|e| self.err(&e))?;
+        Ok(Conn {
+            pg: self,
+            session: Some(Session {
+                client,
+                statements: HashMap::new(),
+            }),
+        })
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let mut c = self.conn()?;
+        let found = schema_version(&mut c.client).map_err(|e| self.err(&e))?;
+        if found == Some(SCHEMA_VERSION) {
+            return Ok(());
+        }
+        if let Some(v) = found
+            && v > SCHEMA_VERSION
+        {
+            return Err(self.too_new(v));
+        }
+        let mut tx = c.client.transaction().map_err(|e| self.err(&e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+            .map_err(|e| self.err(&e))?;
+        // Another process may have migrated while this one waited for the lock.
+        let v = schema_version_in(&mut tx).map_err(|e| self.err(&e))?;
+        let from = v.unwrap_or(0);
+        if from > SCHEMA_VERSION {
+            return Err(self.too_new(from));
+        }
+        for (_, sql) in &MIGRATIONS[from as usize..] {
+            tx.batch_execute(sql).map_err(|e| self.err(&e))?;
+        }
+        tx.execute(
+            "INSERT INTO uwf_meta (key, value) VALUES ('schema_version', $1)
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            &[&i(SCHEMA_VERSION)],
+        )
+        .map_err(|e| self.err(&e))?;
+        tx.commit().map_err(|e| self.err(&e))?;
+        if from == 0 {
+            self.put_bootstrap(&mut c)?;
+        }
+        Ok(())
+    }
+
+    fn too_new(&self, found: u64) -> StoreError {
+        StoreError::TooNew {
+            path: self.server.clone().into(),
+            found,
+            supported: SCHEMA_VERSION,
+        }
+    }
+
+    fn put_bootstrap(&self, c: &mut Session) -> Result<()> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let nodes = super::migrate::bootstrap_nodes();
+        let mut w = PgWriter::begin(self, c)?;
+        w.put(&nodes.iter().map(|p| (p, now)).collect::<Vec<_>>())?;
+        w.commit()
+    }
+
+    /// The schema version of the server's database (`None` before the first use).
+    pub(crate) fn schema_version(&self) -> Result<Option<u64>> {
+        let mut c = self.conn()?;
+        schema_version(&mut c.client).map_err(|e| self.err(&e))
+    }
+
+    // ---- nodes ----
+
+    pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        let mut c = self.conn()?;
+        let row = c
+            .opt(
+                "SELECT type, ts, seq, digest, payload FROM uwf_nodes WHERE id = $1",
+                &[&key(id)],
+            )
+            .map_err(|e| self.err(&e))?;
+        row.map(|r| node_of(id, &r)).transpose()
+    }
+
+    pub(crate) fn type_of(&self, id: NodeId) -> Result<Option<NodeId>> {
+        let mut c = self.conn()?;
+        let row = c
+            .opt("SELECT type FROM uwf_nodes WHERE id = $1", &[&key(id)])
+            .map_err(|e| self.err(&e))?;
+        Ok(row.map(|r| unkey(r.get(0))))
+    }
+
+    pub(crate) fn has(&self, id: NodeId) -> Result<bool> {
+        Ok(self.type_of(id)?.is_some())
+    }
+
+    pub(crate) fn node_count(&self) -> Result<u64> {
+        let mut c = self.conn()?;
+        let r = c
+            .query("SELECT count(*) FROM uwf_nodes", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(u(r[0].get(0)))
+    }
+
+    /// Up to 10 ids in `lo..=hi`, in id order.
+    pub(crate) fn ids_in(&self, lo: u64, hi: u64) -> Result<Vec<NodeId>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT id FROM uwf_nodes WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT 10",
+                &[&key(NodeId(lo)), &key(NodeId(hi))],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(rows.iter().map(|r| unkey(r.get(0))).collect())
+    }
+
+    pub(crate) fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>> {
+        if !self.has(id)? {
+            return Ok(None);
+        }
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT dst FROM uwf_edges WHERE src = $1 ORDER BY pos",
+                &[&key(id)],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(Some(rows.iter().map(|r| unkey(r.get(0))).collect()))
+    }
+
+    pub(crate) fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT id FROM uwf_nodes WHERE type = $1 ORDER BY seq",
+                &[&key(type_id)],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(rows.iter().map(|r| unkey(r.get(0))).collect())
+    }
+
+    /// Everything `root` reaches: one recursive query returns the reachable nodes with their
+    /// references, and the breadth-first order (references in schema order) is taken here,
+    /// as on redb. Missing nodes are reported, never skipped.
+    pub(crate) fn walk(
+        &self,
+        root: NodeId,
+        mut visit: impl FnMut(super::WalkEvent),
+    ) -> Result<super::WalkStats> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "WITH RECURSIVE r(id) AS (
+                    SELECT $1::bigint
+                    UNION
+                    SELECT e.dst FROM r JOIN uwf_edges e ON e.src = r.id
+                 )
+                 SELECT r.id, n.id IS NOT NULL,
+                        coalesce(array_agg(e.dst ORDER BY e.pos) FILTER (WHERE e.dst IS NOT NULL), '{}')
+                 FROM r LEFT JOIN uwf_nodes n ON n.id = r.id
+                        LEFT JOIN uwf_edges e ON e.src = r.id
+                 GROUP BY r.id, n.id",
+                &[&key(root)],
+            )
+            .map_err(|e| self.err(&e))?;
+        drop(c);
+        let mut graph: HashMap<i64, (bool, Vec<i64>)> = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            graph.insert(r.get(0), (r.get(1), r.get(2)));
+        }
+        drop(rows);
+        let mut stats = super::WalkStats::default();
+        let mut seen: HashSet<i64> = HashSet::with_capacity(graph.len());
+        let mut queue = VecDeque::from([key(root)]);
+        seen.insert(key(root));
+        while let Some(k) = queue.pop_front() {
+            match graph.get(&k) {
+                Some((true, refs)) => {
+                    stats.visited += 1;
+                    visit(super::WalkEvent::Node(unkey(k)));
+                    for r in refs {
+                        if seen.insert(*r) {
+                            queue.push_back(*r);
+                        }
+                    }
+                }
+                _ => {
+                    stats.missing += 1;
+                    visit(super::WalkEvent::Missing(unkey(k)));
+                }
+            }
+        }
+        Ok(stats)
+    }
+
+    /// Every node in `order` ("id" or "seq"), streamed in pages of 8,192 rows.
+    pub(crate) fn for_each_node<E: From<StoreError>>(
+        &self,
+        by_seq: bool,
+        mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut after = i64::MIN;
+        let mut first = true;
+        loop {
+            let rows = {
+                let mut c = self.conn()?;
+                let sql = match (by_seq, first) {
+                    (true, _) => {
+                        "SELECT id, type, ts, seq, digest, payload FROM uwf_nodes
+                         WHERE seq > $1 ORDER BY seq LIMIT 8192"
+                    }
+                    (false, true) => {
+                        "SELECT id, type, ts, seq, digest, payload FROM uwf_nodes
+                         WHERE id >= $1 ORDER BY id LIMIT 8192"
+                    }
+                    (false, false) => {
+                        "SELECT id, type, ts, seq, digest, payload FROM uwf_nodes
+                         WHERE id > $1 ORDER BY id LIMIT 8192"
+                    }
+                };
+                c.query(sql, &[&after]).map_err(|e| self.err(&e))?
+            };
+            first = false;
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = if by_seq { last.get(3) } else { last.get(0) };
+            for r in &rows {
+                let n = StoredNode {
+                    id: unkey(r.get(0)),
+                    type_id: unkey(r.get(1)),
+                    timestamp: u(r.get(2)),
+                    seq: u(r.get(3)),
+                    digest: digest_of(r.get(4)).ok_or(StoreError::Corrupt(unkey(r.get(0))))?,
+                    payload_cbor: r.get(5),
+                };
+                f(n)?;
+            }
+        }
+    }
+
+    // ---- records ----
+
+    pub(crate) fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt("SELECT rec FROM uwf_threads WHERE id = $1", &[&id.as_str()])
+            .map_err(|e| self.err(&e))?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        self.keyed("SELECT id, rec FROM uwf_threads ORDER BY id")
+    }
+
+    pub(crate) fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt(
+                "SELECT rec FROM uwf_thread_state WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(r.map(|r| dec(r.get(0))).transpose()?.unwrap_or_default())
+    }
+
+    pub(crate) fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.keyed("SELECT thread, rec FROM uwf_thread_state ORDER BY thread")
+    }
+
+    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt(
+                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| self.err(&e))?;
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+
+    pub(crate) fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec, expires_at > now(), thread FROM uwf_leases ORDER BY thread",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(2)), lease_of_row(r, 0)?)))
+            .collect()
+    }
+
+    pub(crate) fn registry(&self) -> Result<Vec<(String, NodeId)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query("SELECT name, workflow FROM uwf_registry ORDER BY name", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(rows.iter().map(|r| (r.get(0), unkey(r.get(1)))).collect())
+    }
+
+    pub(crate) fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec FROM uwf_registry_history WHERE name = $1 ORDER BY seq",
+                &[&name],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
+    pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT name, rec FROM uwf_registry_history ORDER BY name, seq",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn for_each_history<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut after = 0i64;
+        loop {
+            let rows = {
+                let mut c = self.conn()?;
+                c.query(
+                    "SELECT seq, rec FROM uwf_history WHERE seq > $1 ORDER BY seq LIMIT 8192",
+                    &[&after],
+                )
+                .map_err(|e| self.err(&e))?
+            };
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = last.get(0);
+            for r in &rows {
+                f(dec(r.get(1))?)?;
+            }
+        }
+    }
+
+    pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt(
+                "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq DESC LIMIT 1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| self.err(&e))?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn removal_mark(&self) -> Result<u64> {
+        let mut c = self.conn()?;
+        let r = c
+            .query("SELECT coalesce(max(seq), 0) FROM uwf_removals", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(u(r[0].get(0)))
+    }
+
+    pub(crate) fn removals_since(&self, from: u64) -> Result<Vec<Removal>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec FROM uwf_removals WHERE seq > $1 ORDER BY seq",
+                &[&i(from)],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
+    fn keyed<T: Record>(&self, sql: &'static str) -> Result<Vec<(ThreadId, T)>> {
+        let mut c = self.conn()?;
+        let rows = c.query(sql, &[]).map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
+            .collect()
+    }
+
+    /// Counts for `uwf store info`: nodes, active threads, history entries, registry names,
+    /// leases.
+    pub(crate) fn counts(&self) -> Result<[u64; 5]> {
+        let mut c = self.conn()?;
+        let r = c
+            .query(
+                "SELECT (SELECT count(*) FROM uwf_nodes), (SELECT count(*) FROM uwf_threads),
+                        (SELECT count(*) FROM uwf_history), (SELECT count(*) FROM uwf_registry),
+                        (SELECT count(*) FROM uwf_leases)",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok([0, 1, 2, 3, 4].map(|k| u(r[0].get(k))))
+    }
+
+    /// Renews the expiry of the leases this process holds, every [`HEARTBEAT`], on a thread of
+    /// its own started with the first lease taken.
+    fn start_heartbeat(self: &Arc<Self>, holder: &str) {
+        let pg = Arc::downgrade(self);
+        let holder = holder.to_string();
+        let _ = std::thread::Builder::new()
+            .name("uwf-lease-heartbeat".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(HEARTBEAT);
+                    let Some(pg) = pg.upgrade() else { return };
+                    if let Ok(mut c) = pg.conn() {
+                        let _ = c.execute(
+                            "UPDATE uwf_leases SET expires_at = now() + $2::text::interval
+                             WHERE holder = $1",
+                            &[&holder, &LEASE_TTL],
+                        );
+                    }
+                }
+            });
+    }
+}
+
+/// The schema version recorded in the database, if any.
+fn schema_version(c: &mut Client) -> std::result::Result<Option<u64>, postgres::Error> {
+    let has: Option<String> = c
+        .query_one("SELECT to_regclass('uwf_meta')::text", &[])?
+        .get(0);
+    if has.is_none() {
+        return Ok(None);
+    }
+    let r = c.query_opt(
+        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
+        &[],
+    )?;
+    Ok(r.map(|r| u(r.get(0))))
+}
+
+fn schema_version_in(
+    tx: &mut postgres::Transaction<'_>,
+) -> std::result::Result<Option<u64>, postgres::Error> {
+    let has: Option<String> = tx
+        .query_one("SELECT to_regclass('uwf_meta')::text", &[])?
+        .get(0);
+    if has.is_none() {
+        return Ok(None);
+    }
+    let r = tx.query_opt(
+        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
+        &[],
+    )?;
+    Ok(r.map(|r| u(r.get(0))))
+}
+
+/// A store error for a failure of the server at `server`: retryable when the connection was
+/// lost or the server aborted the transaction for a conflict (deadlock, serialization).
+pub(crate) fn error_at(server: &str, e: &postgres::Error) -> StoreError {
+    use postgres::error::SqlState;
+    let retry = e.is_closed()
+        || e.code().is_some_and(|c| {
+            *c == SqlState::T_R_DEADLOCK_DETECTED
+                || *c == SqlState::T_R_SERIALIZATION_FAILURE
+                || *c == SqlState::ADMIN_SHUTDOWN
+                || *c == SqlState::CANNOT_CONNECT_NOW
+                || c.code().starts_with("08")
+        })
+        || e.code().is_none() && e.as_db_error().is_none();
+    let message = match e.as_db_error() {
+        Some(d) => d.message().to_string(),
+        None => {
+            let mut m = e.to_string();
+            let mut src = std::error::Error::source(e);
+            while let Some(s) = src {
+                m = format!("{m}: {s}");
+                src = s.source();
+            }
+            m
+        }
+    };
+    StoreError::Server {
+        server: server.to_string(),
+        message,
+        retry,
+    }
+}
+
+fn digest_of(b: &[u8]) -> Option<[u8; 32]> {
+    b.try_into().ok()
+}
+
+fn node_of(id: NodeId, r: &postgres::Row) -> Result<StoredNode> {
+    Ok(StoredNode {
+        id,
+        type_id: unkey(r.get(0)),
+        timestamp: u(r.get(1)),
+        seq: u(r.get(2)),
+        digest: digest_of(r.get(3)).ok_or(StoreError::Corrupt(id))?,
+        payload_cbor: r.get(4),
+    })
+}
+
+fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
+    let mut l: Lease = dec(r.get(at))?;
+    l.unexpired = Some(r.get(at + 1));
+    Ok(l)
+}
+
+/// The advisory lock key of a thread or registry name.
+fn lock_key(kind: u8, name: &str) -> i64 {
+    twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
+}
+
+/// One write transaction on the server: see [`super::Writer`].
+pub(crate) struct PgWriter<'c> {
+    pg: &'c Pg,
+    s: &'c mut Session,
+    locked: HashSet<i64>,
+    done: bool,
+    /// Whether a NOTIFY is due at commit: a thread started, a lease freed.
+    notify: bool,
+}
+
+impl Drop for PgWriter<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.s.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+/// The channel runners listen on: a thread was started or a lease was freed.
+pub(crate) const CHANNEL: &str = "uwf_threads";
+
+impl<'c> PgWriter<'c> {
+    pub(crate) fn begin(pg: &'c Pg, s: &'c mut Session) -> Result<PgWriter<'c>> {
+        s.client.batch_execute("BEGIN").map_err(|e| pg.err(&e))?;
+        Ok(PgWriter {
+            pg,
+            s,
+            locked: HashSet::new(),
+            done: false,
+            notify: false,
+        })
+    }
+
+    pub(crate) fn commit(mut self) -> Result<()> {
+        if self.notify {
+            self.s
+                .client
+                .batch_execute("NOTIFY uwf_threads")
+                .map_err(|e| self.pg.err(&e))?;
+        }
+        self.done = true;
+        self.s
+            .client
+            .batch_execute("COMMIT")
+            .map_err(|e| self.pg.err(&e))
+    }
+
+    fn e(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
+        |e| self.pg.err(&e)
+    }
+
+    /// Takes the transaction's advisory lock of `name` once.
+    fn lock(&mut self, kind: u8, name: &str) -> Result<()> {
+        let k = lock_key(kind, name);
+        if self.locked.insert(k) {
+            self.s
+                .execute("SELECT pg_advisory_xact_lock($1)", &[&k])
+                .map_err(|e| self.pg.err(&e))?;
+        }
+        Ok(())
+    }
+
+    /// Puts nodes with their timestamps; see [`super::Store::put`].
+    pub(crate) fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        let mut out = vec![PutOutcome::Existed; items.len()];
+        if items.is_empty() {
+            return Ok(out);
+        }
+        // The first of each id in the batch; a repeat must have the same bytes.
+        let mut first: HashMap<u64, usize> = HashMap::with_capacity(items.len());
+        for (n, (p, _)) in items.iter().enumerate() {
+            match first.get(&p.id.0) {
+                Some(&f) if items[f].0.digest != p.digest => {
+                    return Err(StoreError::HashCollision(p.id));
+                }
+                Some(_) => {}
+                None => {
+                    first.insert(p.id.0, n);
+                }
+            }
+        }
+        let ids: Vec<i64> = first.keys().map(|&k| key(NodeId(k))).collect();
+        let rows = self
+            .s
+            .query(
+                "SELECT id, digest, ts FROM uwf_nodes WHERE id = ANY($1)",
+                &[&ids],
+            )
+            .map_err(self.e())?;
+        let mut earlier: Vec<(i64, i64)> = Vec::new();
+        let mut existing: HashSet<u64> = HashSet::with_capacity(rows.len());
+        for r in &rows {
+            let id = unkey(r.get(0));
+            let n = first[&id.0];
+            let d: &[u8] = r.get(1);
+            if d != items[n].0.digest {
+                return Err(StoreError::HashCollision(id));
+            }
+            if items[n].1 < u(r.get(2)) {
+                earlier.push((key(id), i(items[n].1)));
+            }
+            existing.insert(id.0);
+        }
+        for (k, ts) in earlier {
+            self.s
+                .execute("UPDATE uwf_nodes SET ts = $2 WHERE id = $1", &[&k, &ts])
+                .map_err(self.e())?;
+        }
+        let fresh: Vec<usize> = (0..items.len())
+            .filter(|&n| first[&items[n].0.id.0] == n && !existing.contains(&items[n].0.id.0))
+            .collect();
+        if fresh.is_empty() {
+            return Ok(out);
+        }
+        let col = |f: &dyn Fn(&Prepared, u64) -> i64| -> Vec<i64> {
+            fresh.iter().map(|&n| f(items[n].0, items[n].1)).collect()
+        };
+        let (id, ty, ts) = (
+            col(&|p, _| key(p.id)),
+            col(&|p, _| key(p.type_id)),
+            col(&|_, t| i(t)),
+        );
+        let digest: Vec<&[u8]> = fresh.iter().map(|&n| &items[n].0.digest[..]).collect();
+        let payload: Vec<&[u8]> = fresh
+            .iter()
+            .map(|&n| items[n].0.payload_cbor.as_slice())
+            .collect();
+        // Rows in the order given (their sequence numbers are write order); an id another
+        // transaction wrote meanwhile is left to it and checked below.
+        let inserted = self
+            .s
+            .query(
+                "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
+                 SELECT id, type, ts, digest, payload
+                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[])
+                      WITH ORDINALITY AS t(id, type, ts, digest, payload, o)
+                 ORDER BY o
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING id",
+                &[&id, &ty, &ts, &digest, &payload],
+            )
+            .map_err(self.e())?;
+        let inserted: HashSet<i64> = inserted.iter().map(|r| r.get(0)).collect();
+        let mut raced = Vec::new();
+        for &n in &fresh {
+            if inserted.contains(&key(items[n].0.id)) {
+                out[n] = PutOutcome::Inserted;
+            } else {
+                raced.push(n);
+            }
+        }
+        for n in raced {
+            let p = items[n].0;
+            let r = self
+                .s
+                .opt("SELECT digest FROM uwf_nodes WHERE id = $1", &[&key(p.id)])
+                .map_err(self.e())?;
+            let same = r.is_some_and(|r| r.get::<_, &[u8]>(0) == p.digest);
+            if !same {
+                return Err(StoreError::HashCollision(p.id));
+            }
+        }
+        let (mut src, mut pos, mut dst) = (Vec::new(), Vec::new(), Vec::new());
+        for (n, o) in out.iter().enumerate() {
+            if *o == PutOutcome::Inserted {
+                for (k, r) in items[n].0.refs.iter().enumerate() {
+                    src.push(key(items[n].0.id));
+                    pos.push(k as i32);
+                    dst.push(key(*r));
+                }
+            }
+        }
+        if !src.is_empty() {
+            self.s
+                .execute(
+                    "INSERT INTO uwf_edges (src, pos, dst)
+                     SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[])",
+                    &[&src, &pos, &dst],
+                )
+                .map_err(self.e())?;
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
+        Ok(self
+            .s
+            .opt("SELECT 1 FROM uwf_nodes WHERE id = $1", &[&key(id)])
+            .map_err(self.e())?
+            .is_some())
+    }
+
+    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt("SELECT rec FROM uwf_threads WHERE id = $1", &[&id.as_str()])
+            .map_err(self.e())?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        let rows = self
+            .s
+            .query("SELECT id, rec FROM uwf_threads ORDER BY id", &[])
+            .map_err(self.e())?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt(
+                "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec
+                 RETURNING (xmax = 0)",
+                &[&id.as_str(), &enc(rec)],
+            )
+            .map_err(self.e())?;
+        // A new thread wakes the runners.
+        if r.is_some_and(|r| r.get::<_, bool>(0)) {
+            self.notify = true;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt(
+                "DELETE FROM uwf_threads WHERE id = $1 RETURNING rec",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt(
+                "SELECT rec FROM uwf_thread_state WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        Ok(r.map(|r| dec(r.get(0))).transpose()?.unwrap_or_default())
+    }
+
+    pub(crate) fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        let rows = self
+            .s
+            .query(
+                "SELECT thread, rec FROM uwf_thread_state ORDER BY thread",
+                &[],
+            )
+            .map_err(self.e())?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        if st.is_default() {
+            return self.remove_thread_state(id);
+        }
+        self.s
+            .execute(
+                "INSERT INTO uwf_thread_state (thread, rec) VALUES ($1, $2)
+                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                &[&id.as_str(), &enc(st)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.s
+            .execute(
+                "DELETE FROM uwf_thread_state WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt(
+                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+
+    pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
+        self.s
+            .execute(
+                "INSERT INTO uwf_leases (thread, rec, holder, expires_at)
+                 VALUES ($1, $2, $3, now() + $4::text::interval)
+                 ON CONFLICT (thread) DO UPDATE
+                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
+                &[&id.as_str(), &enc(l), &holder, &LEASE_TTL],
+            )
+            .map_err(self.e())?;
+        if l.pid == std::process::id() && pg.holder.set(holder.clone()).is_ok() {
+            pg.start_heartbeat(&holder);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s
+            .opt(
+                "DELETE FROM uwf_leases WHERE thread = $1 RETURNING rec, expires_at > now()",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        if r.is_some() {
+            self.notify = true;
+        }
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+
+    pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        self.lock(1, name)?;
+        let r = self
+            .s
+            .opt(
+                "SELECT workflow FROM uwf_registry WHERE name = $1",
+                &[&name],
+            )
+            .map_err(self.e())?;
+        Ok(r.map(|r| unkey(r.get(0))))
+    }
+
+    pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+        self.lock(1, name)?;
+        self.s
+            .execute(
+                "INSERT INTO uwf_registry (name, workflow) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow",
+                &[&name, &key(workflow)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        self.s
+            .execute(
+                "INSERT INTO uwf_registry_history (name, rec) VALUES ($1, $2)",
+                &[&name, &enc(e)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+        Ok(self
+            .s
+            .opt(
+                "SELECT 1 FROM uwf_registry_history WHERE name = $1 LIMIT 1",
+                &[&name],
+            )
+            .map_err(self.e())?
+            .is_some())
+    }
+
+    pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
+        self.lock(1, name)?;
+        let had = self
+            .s
+            .execute("DELETE FROM uwf_registry WHERE name = $1", &[&name])
+            .map_err(self.e())?
+            > 0;
+        if purge {
+            self.s
+                .execute("DELETE FROM uwf_registry_history WHERE name = $1", &[&name])
+                .map_err(self.e())?;
+        }
+        Ok(had)
+    }
+
+    pub(crate) fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        self.s
+            .execute(
+                "INSERT INTO uwf_history (thread, rec) VALUES ($1, $2)",
+                &[&e.thread, &enc(e)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
+        let n = self
+            .s
+            .execute("DELETE FROM uwf_history WHERE thread = $1", &[&id.as_str()])
+            .map_err(self.e())?;
+        Ok(n as usize)
+    }
+
+    pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
+        Ok(self
+            .s
+            .opt(
+                "SELECT 1 FROM uwf_history WHERE thread = $1 AND rec = $2 LIMIT 1",
+                &[&e.thread, &enc(e)],
+            )
+            .map_err(self.e())?
+            .is_some())
+    }
+
+    pub(crate) fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        self.s
+            .execute("INSERT INTO uwf_removals (rec) VALUES ($1)", &[&enc(r)])
+            .map_err(self.e())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_masked_and_named_without_its_password() {
+        assert_eq!(
+            mask_url("postgres://bob:s3cret@db.example:5433/uwf?sslmode=require"),
+            "postgres://bob@db.example:5433/uwf?sslmode=require"
+        );
+        assert_eq!(mask_url("postgresql://db/uwf"), "postgresql://db/uwf");
+        let env = |_: &str| None;
+        let c = config_of("postgres://bob:s3cret@db.example:5433/uwf", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://bob@db.example:5433/uwf");
+        assert!(!server_name(&c).contains("s3cret"));
+    }
+
+    #[test]
+    fn libpq_variables_fill_what_the_url_leaves_out() {
+        let env = |k: &str| match k {
+            "PGHOST" => Some("10.1.2.3".to_string()),
+            "PGPORT" => Some("6543".to_string()),
+            "PGUSER" => Some("carol".to_string()),
+            "PGPASSWORD" => Some("pw".to_string()),
+            "PGDATABASE" => Some("flows".to_string()),
+            _ => None,
+        };
+        let c = config_of("postgres://", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://carol@10.1.2.3:6543/flows");
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
+        let c = config_of("postgres://dave@h/x", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://dave@h:6543/x");
+    }
+
+    #[test]
+    fn stored_keys_keep_id_order() {
+        let ids = [0u64, 1, 1 << 62, (1 << 63) - 1, 1 << 63, u64::MAX];
+        for w in ids.windows(2) {
+            assert!(key(NodeId(w[0])) < key(NodeId(w[1])));
+            assert_eq!(unkey(key(NodeId(w[0]))), NodeId(w[0]));
+        }
+    }
+}
