@@ -11,6 +11,7 @@ mod run;
 mod serve;
 mod setup;
 mod skill;
+mod store_cmd;
 pub(crate) mod thread;
 pub(crate) mod workflow;
 
@@ -331,6 +332,9 @@ enum Command {
     /// The structured logs of <root>/logs: list, show (--follow), clean.
     #[command(subcommand, visible_alias = "logs")]
     Log(log::LogCmd),
+    /// The store itself: where it is and what it holds, and copying it to another backend.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -681,6 +685,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Man { dir } => man(dir.as_deref()),
             Command::Skill { name } => skill::run(name),
             Command::Log(c) => log::run(c, &env),
+            Command::Store(c) => store_cmd::run(c, &env),
         };
         r.map_err(|e| match did_you_mean(&env, &e) {
             Some(h) => e.hint(h),

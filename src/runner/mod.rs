@@ -177,7 +177,17 @@ pub fn run(
         .map_err(|e| thread::ThreadError::Invalid(format!("cannot start the runtime: {e}")))?;
     let max_retries = config.max_retries()?;
     let changed = Arc::new(tokio::sync::Notify::new());
-    let _watch = watch(store.path(), changed.clone());
+    // A store on a server says when threads start or leases free (LISTEN/NOTIFY); a file is
+    // watched.
+    let _listen = store.on_change({
+        let changed = changed.clone();
+        move || changed.notify_one()
+    });
+    let _watch = if _listen.is_some() {
+        None
+    } else {
+        watch(store.path(), changed.clone())
+    };
     rt.block_on(async move {
         let mut summary = Summary::default();
         let mut tracked: HashMap<ThreadId, Tracked> = HashMap::new();
@@ -207,10 +217,15 @@ pub fn run(
             // Look for new threads when the queue is empty, or every second anyway.
             let stale = last_scan.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             if stop.requested().is_none() && (queue.is_empty() || stale) {
-                if config.has_limits() {
-                    thread::promote(&store, &config)?;
-                }
-                for (t, wf) in scan(&store, &mut names, &wanted_threads, &wanted_workflows)? {
+                let (_, found) = look(
+                    &store,
+                    &config,
+                    &mut names,
+                    &wanted_threads,
+                    &wanted_workflows,
+                )
+                .await?;
+                for (t, wf) in found {
                     if !in_flight.contains(&t) && !stuck.contains(&t) && queued.insert(t.clone()) {
                         tracked.entry(t.clone()).or_default().workflow = wf;
                         queue.push_back(t);
@@ -278,11 +293,19 @@ pub fn run(
                 if queue.is_empty() {
                     if opts.until_idle {
                         // One more look: a thread promoted or started just now.
-                        if config.has_limits() && !thread::promote(&store, &config)?.is_empty() {
+                        let (promoted, found) = look(
+                            &store,
+                            &config,
+                            &mut names,
+                            &wanted_threads,
+                            &wanted_workflows,
+                        )
+                        .await?;
+                        if promoted {
                             last_scan = None;
                             continue;
                         }
-                        if scan(&store, &mut names, &wanted_threads, &wanted_workflows)?
+                        if found
                             .iter()
                             .all(|(t, _)| in_flight.contains(t) || stuck.contains(t))
                         {
@@ -422,6 +445,36 @@ fn scan(
     }
     out.sort();
     Ok(out)
+}
+
+/// Promotes queued threads where the config sets limits (whether any was), then
+/// [`scan`]s, on the blocking pool: the runtime's own thread never waits for the store (a
+/// store on a server is reached through a synchronous client).
+async fn look(
+    store: &Arc<Store>,
+    config: &Arc<Config>,
+    names: &mut HashMap<crate::cas::NodeId, String>,
+    threads: &HashSet<ThreadId>,
+    workflows: &HashSet<String>,
+) -> thread::Result<(bool, Vec<(ThreadId, String)>)> {
+    let (store, config, threads, workflows) = (
+        store.clone(),
+        config.clone(),
+        threads.clone(),
+        workflows.clone(),
+    );
+    let mut known = std::mem::take(names);
+    let (r, known) = tokio::task::spawn_blocking(move || {
+        let r = (|| {
+            let promoted = config.has_limits() && !thread::promote(&store, &config)?.is_empty();
+            Ok((promoted, scan(&store, &mut known, &threads, &workflows)?))
+        })();
+        (r, known)
+    })
+    .await
+    .map_err(|e| thread::ThreadError::Invalid(format!("a store scan panicked: {e}")))?;
+    *names = known;
+    r
 }
 
 /// Wakes `changed` whenever the store file (or its directory) changes; `None` where the

@@ -16,6 +16,7 @@
 //! small (about 90 bytes) and appending the payloads under ascending sequence numbers keeps that
 //! cost low. Derived data is rebuilt from `nodes` and `payloads` by [`Store::reindex`].
 
+mod copy;
 mod gc;
 mod group;
 mod import;
@@ -29,6 +30,7 @@ mod removals;
 mod threads;
 mod verify;
 
+pub use copy::{CopyProgress, CopyReport, copy};
 pub use gc::{GcOptions, GcReport};
 pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
@@ -36,10 +38,11 @@ pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
     Bulk, Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,
 };
+pub use pg::Listener;
 pub use pg::SCHEMA_VERSION as PG_SCHEMA_VERSION;
 pub(crate) use pg::url_password;
 pub use removals::Removal;
-pub use threads::{HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
+pub use threads::{Counts, HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
 
 use crate::cas::bootstrap::{self, META};
@@ -534,6 +537,13 @@ impl Store {
             types: Default::default(),
             group: group::Group::default(),
         })
+    }
+
+    /// Calls `f` whenever a thread starts or a step lease is freed, by any process on any
+    /// machine, for a store on a PostgreSQL server (`LISTEN/NOTIFY`); `None` for a redb file,
+    /// which a caller watches instead.
+    pub fn on_change(&self, f: impl Fn() + Send + 'static) -> Option<pg::Listener> {
+        self.pg().map(|p| p.listen(f))
     }
 
     /// Whether `location` names a PostgreSQL server rather than a redb file.

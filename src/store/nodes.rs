@@ -96,6 +96,32 @@ impl Snapshot {
         })
     }
 
+    /// The digests of `ids` (`None` for one not stored), in their order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn digests(&self, ids: &[NodeId]) -> Result<Vec<Option<[u8; 32]>>> {
+        if let Some(pg) = &self.pg {
+            return pg.digests(ids);
+        }
+        let mut buf = Vec::new();
+        super::guard_at(&self.path, || {
+            let Some((ids_t, links, _)) = &self.tables else {
+                return Ok(vec![None; ids.len()]);
+            };
+            let lk = Lookup { ids: ids_t, links };
+            ids.iter()
+                .map(|&id| {
+                    if lk.read(id, NO_SEQ, &mut buf)?.is_none() {
+                        return Ok(None);
+                    }
+                    let l = Link::read(&buf).ok_or(StoreError::Corrupt(id))?;
+                    Ok(l.digest.try_into().ok())
+                })
+                .collect()
+        })
+    }
+
     /// Whether `id` is stored (its `ids` entry only).
     ///
     /// # Errors

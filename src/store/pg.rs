@@ -130,13 +130,32 @@ impl std::ops::DerefMut for Conn<'_> {
 
 impl Drop for Conn<'_> {
     fn drop(&mut self) {
-        if let Some(s) = self.session.take()
-            && !s.client.is_closed()
+        let Some(s) = self.session.take() else { return };
+        if !s.client.is_closed()
             && let Ok(mut idle) = self.pg.idle.lock()
             && idle.len() < POOL_IDLE
         {
             idle.push(s);
+            return;
         }
+        drop_outside_runtime(s);
+    }
+}
+
+/// Drops `t` (sessions) where the synchronous client may block: on a thread of its own when
+/// this one runs an async runtime, which the client's own must not be nested in.
+fn drop_outside_runtime<T: Send + 'static>(t: T) {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        let _ = std::thread::spawn(move || drop(t)).join();
+    } else {
+        drop(t);
+    }
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        let idle = std::mem::take(self.idle.get_mut().unwrap_or_else(|e| e.into_inner()));
+        drop_outside_runtime(idle);
     }
 }
 
@@ -382,6 +401,25 @@ impl Pg {
             .opt("SELECT type FROM uwf_nodes WHERE id = $1", &[&key(id)])
             .map_err(|e| self.err(&e))?;
         Ok(row.map(|r| unkey(r.get(0))))
+    }
+
+    pub(crate) fn digests(&self, ids: &[NodeId]) -> Result<Vec<Option<[u8; 32]>>> {
+        let keys: Vec<i64> = ids.iter().map(|&id| key(id)).collect();
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT id, digest FROM uwf_nodes WHERE id = ANY($1)",
+                &[&keys],
+            )
+            .map_err(|e| self.err(&e))?;
+        let found: HashMap<i64, Option<[u8; 32]>> = rows
+            .iter()
+            .map(|r| (r.get(0), digest_of(r.get(1))))
+            .collect();
+        Ok(keys
+            .iter()
+            .map(|k| found.get(k).copied().flatten())
+            .collect())
     }
 
     pub(crate) fn has(&self, id: NodeId) -> Result<bool> {
@@ -718,6 +756,58 @@ impl Pg {
     }
 }
 
+/// A connection listening for the store's changes; see [`Pg::listen`]. It stops when
+/// dropped.
+pub struct Listener {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Pg {
+    /// Calls `f` whenever a transaction that started a thread or freed a lease commits
+    /// (`LISTEN uwf_threads`), on a thread and a connection of its own, reconnecting after a
+    /// lost connection (and calling `f` then, since changes may have been missed).
+    pub(crate) fn listen(self: &Arc<Self>, f: impl Fn() + Send + 'static) -> Listener {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let pg = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("uwf-listen".into())
+            .spawn(move || {
+                let stopped = || flag.load(std::sync::atomic::Ordering::Relaxed);
+                while !stopped() {
+                    let Some(p) = pg.upgrade() else { return };
+                    let client = p.config.connect(p.tls.clone());
+                    drop(p);
+                    let Ok(mut client) = client else {
+                        std::thread::sleep(Duration::from_millis(500));
+                        continue;
+                    };
+                    if client.batch_execute("LISTEN uwf_threads").is_err() {
+                        continue;
+                    }
+                    f();
+                    let mut n = client.notifications();
+                    use postgres::fallible_iterator::FallibleIterator;
+                    let mut it = n.timeout_iter(Duration::from_millis(250));
+                    while !stopped() {
+                        match it.next() {
+                            Ok(Some(_)) => f(),
+                            Ok(None) => {}
+                            Err(_) => break,
+                        }
+                    }
+                }
+            });
+        Listener { stop }
+    }
+}
+
 /// The schema version recorded in the database, if any.
 fn schema_version(c: &mut Client) -> std::result::Result<Option<u64>, postgres::Error> {
     let has: Option<String> = c
@@ -824,9 +914,6 @@ impl Drop for PgWriter<'_> {
         }
     }
 }
-
-/// The channel runners listen on: a thread was started or a lease was freed.
-pub(crate) const CHANNEL: &str = "uwf_threads";
 
 impl<'c> PgWriter<'c> {
     pub(crate) fn begin(pg: &'c Pg, s: &'c mut Session) -> Result<PgWriter<'c>> {

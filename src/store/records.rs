@@ -300,7 +300,7 @@ mod tests {
                 since_ms: 200,
                 boot_id: "b1".into(),
                 start_ticks: 0,
-            unexpired: None,
+                unexpired: None,
             },
             // array(4), uint16 pid, uint8 since_ms, str "b1", fixint start_ticks
             "94cd1092ccc8a2623100",

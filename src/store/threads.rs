@@ -86,7 +86,50 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
     Ok(())
 }
 
+/// How much a store holds (`uwf store info`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Nodes.
+    pub nodes: u64,
+    /// Active threads.
+    pub threads: u64,
+    /// History entries (finished threads).
+    pub history: u64,
+    /// Registered workflow names.
+    pub workflows: u64,
+    /// Step leases held.
+    pub leases: u64,
+}
+
 impl Store {
+    /// How much the store holds.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn counts(&self) -> Result<Counts> {
+        if let Some(pg) = self.pg() {
+            let [nodes, threads, history, workflows, leases] = pg.counts()?;
+            return Ok(Counts {
+                nodes,
+                threads,
+                history,
+                workflows,
+                leases,
+            });
+        }
+        self.guard(|| {
+            let tx = self.begin_read()?;
+            let len = |t: std::result::Result<u64, redb::StorageError>| t.map_err(StoreError::from);
+            Ok(Counts {
+                nodes: self.node_count()?,
+                threads: len(tx.open_table(THREADS)?.len())?,
+                history: len(tx.open_table(HISTORY)?.len())?,
+                workflows: len(tx.open_table(REGISTRY)?.len())?,
+                leases: self.leases()?.len() as u64,
+            })
+        })
+    }
+
     /// Every active thread, in id order.
     ///
     /// # Errors
