@@ -6,9 +6,18 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
+/// The backend the suites run on: `UWF_TEST_BACKEND=postgres` puts every [`TestEnv`]'s store
+/// in a fresh database of the test server ([`crate::pg::server`]); anything else, or unset,
+/// keeps the redb file in the root.
+pub fn on_postgres() -> bool {
+    std::env::var("UWF_TEST_BACKEND").is_ok_and(|b| b == "postgres" || b == "postgresql")
+}
+
 /// A temporary storage root.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
+    /// The store's URL when the suite runs on PostgreSQL ([`on_postgres`]).
+    pub store_url: Option<String>,
     /// Runs get a fixed clock and a fixed random seed per run (see [`TestEnv::fixed`]).
     fixed: bool,
     runs: std::cell::Cell<u64>,
@@ -36,8 +45,14 @@ impl From<std::process::Output> for Run {
 
 impl TestEnv {
     pub fn new() -> TestEnv {
+        let store_url = on_postgres().then(|| {
+            crate::pg::server()
+                .expect("UWF_TEST_BACKEND=postgres needs a PostgreSQL server")
+                .fresh_database()
+        });
         TestEnv {
             dir: tempfile::tempdir().expect("tempdir"),
+            store_url,
             fixed: false,
             runs: std::cell::Cell::new(0),
         }
@@ -88,6 +103,15 @@ impl TestEnv {
         self.root().join("uwf.redb")
     }
 
+    /// The store of this root, opened in the test's process: the redb file, or the database
+    /// of the server when the suite runs on PostgreSQL.
+    pub fn store(&self) -> uwf::store::Store {
+        match &self.store_url {
+            Some(url) => uwf::store::Store::open_url(url, &|_| None).expect("open the database"),
+            None => uwf::store::Store::open(&self.db()).expect("open the store"),
+        }
+    }
+
     /// The binary with `UWF_HOME` set and nothing else from the environment but `PATH`.
     pub fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("uwf").expect("uwf binary");
@@ -95,6 +119,9 @@ impl TestEnv {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", self.root())
             .env("HOME", self.root());
+        if let Some(url) = &self.store_url {
+            c.env("UWF_STORE", url);
+        }
         if self.fixed {
             let n = self.runs.get();
             self.runs.set(n + 1);
@@ -112,6 +139,7 @@ impl TestEnv {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", self.root())
             .env("HOME", self.root())
+            .envs(self.store_url.iter().map(|u| ("UWF_STORE", u)))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -311,6 +339,7 @@ impl TestEnv {
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", self.root())
             .env("HOME", self.root())
+            .envs(self.store_url.iter().map(|u| ("UWF_STORE", u)))
             .stdin(std::process::Stdio::null());
         c
     }
