@@ -18,6 +18,7 @@ mod llm;
 mod logs;
 mod model;
 mod models;
+mod pg;
 mod props;
 mod proto7a0c;
 mod read_md;
