@@ -17,6 +17,7 @@ use super::records::{Record, dec, enc};
 use super::{HistoryEntry, Lease, PutOutcome, RegistryEntry, Result, StoreError, StoredNode};
 use super::{Prepared, Removal, ThreadRecord, ThreadState};
 use crate::cas::NodeId;
+use crate::cas::bootstrap::META;
 use crate::workflow::ThreadId;
 use postgres::types::ToSql;
 use postgres::{Client, Statement};
@@ -753,6 +754,167 @@ impl Pg {
                     }
                 }
             });
+    }
+}
+
+impl super::Store {
+    /// `verify` on a server: every node re-hashed (id and digest), its payload checked for
+    /// canonical CBOR, its type for a stored schema and its edge rows against the references
+    /// its schema finds in the payload; one pass in write order, 8,192 rows a query.
+    pub(crate) fn verify_pg(
+        &self,
+        pg: &Pg,
+        progress: super::Progress<'_>,
+    ) -> Result<super::VerifyReport> {
+        use super::Damage;
+        use crate::cas::{cbor, hash};
+        let total = pg.node_count()?;
+        let mut report = super::VerifyReport::default();
+        let mut types: HashMap<NodeId, Option<Arc<super::TypeInfo>>> = HashMap::new();
+        let mut after = i64::MIN;
+        loop {
+            let rows = {
+                let mut c = pg.conn()?;
+                c.query(
+                    "SELECT n.id, n.type, n.seq, n.digest, n.payload,
+                            array(SELECT e.dst FROM uwf_edges e WHERE e.src = n.id ORDER BY e.pos)
+                     FROM uwf_nodes n WHERE n.seq > $1 ORDER BY n.seq LIMIT 8192",
+                    &[&after],
+                )
+                .map_err(|e| pg.err(&e))?
+            };
+            let Some(last) = rows.last() else { break };
+            after = last.get(2);
+            for r in &rows {
+                let (id, type_id) = (unkey(r.get(0)), unkey(r.get(1)));
+                let digest: &[u8] = r.get(3);
+                let payload: &[u8] = r.get(4);
+                let edges: Vec<i64> = r.get(5);
+                report.nodes += 1;
+                let self_typed = type_id == id;
+                let actual = hash::id_for(type_id, self_typed, payload);
+                if actual != id {
+                    report.push(Damage::WrongId { id, actual });
+                }
+                if hash::digest(type_id, self_typed, payload)[..] != *digest {
+                    report.push(Damage::BadDigest(id));
+                }
+                if !cbor::decode(payload).is_ok_and(|v| cbor::encode(&v) == payload) {
+                    report.push(Damage::BadPayload(id));
+                }
+                let mut found = Vec::new();
+                let known = if self_typed || type_id == META {
+                    true
+                } else {
+                    let info = match types.get(&type_id) {
+                        Some(i) => i.clone(),
+                        None => {
+                            let i = match self.type_info(type_id) {
+                                Ok(i) => Some(i),
+                                Err(StoreError::UnknownType(_)) => None,
+                                Err(e) => return Err(e),
+                            };
+                            if let Some(Err(e)) = i.as_ref().map(|i| i.plan()) {
+                                report.push(Damage::BadSchema {
+                                    type_id,
+                                    message: e.to_string(),
+                                });
+                            }
+                            types.insert(type_id, i.clone());
+                            i
+                        }
+                    };
+                    match info {
+                        Some(i) => i
+                            .plan()
+                            .is_ok_and(|p| p.ids_in_cbor(payload, &mut found).is_ok()),
+                        None => {
+                            report.push(Damage::MissingType { id, type_id });
+                            false
+                        }
+                    }
+                };
+                if known && !found.iter().map(|&f| key(f)).eq(edges.iter().copied()) {
+                    report.push(Damage::WrongRefs(id));
+                }
+            }
+            progress(report.nodes, total);
+        }
+        progress(report.nodes, total);
+        Ok(report)
+    }
+
+    /// `reindex` on a server: the edge rows of every node rebuilt from its payload where they
+    /// differ (the type index is the `uwf_nodes_type` index, which the server keeps). Returns
+    /// the number of nodes.
+    pub(crate) fn reindex_pg(&self, pg: &Pg, progress: super::Progress<'_>) -> Result<u64> {
+        let total = pg.node_count()?;
+        let mut types: HashMap<NodeId, Option<Arc<super::TypeInfo>>> = HashMap::new();
+        let mut after = i64::MIN;
+        let mut n = 0u64;
+        loop {
+            let rows = {
+                let mut c = pg.conn()?;
+                c.query(
+                    "SELECT n.id, n.type, n.seq, n.payload,
+                            array(SELECT e.dst FROM uwf_edges e WHERE e.src = n.id ORDER BY e.pos)
+                     FROM uwf_nodes n WHERE n.seq > $1 ORDER BY n.seq LIMIT 8192",
+                    &[&after],
+                )
+                .map_err(|e| pg.err(&e))?
+            };
+            let Some(last) = rows.last() else { break };
+            after = last.get(2);
+            let mut fixes: Vec<(i64, Vec<i64>)> = Vec::new();
+            for r in &rows {
+                let (id, type_id) = (unkey(r.get(0)), unkey(r.get(1)));
+                let payload: &[u8] = r.get(3);
+                let edges: Vec<i64> = r.get(4);
+                n += 1;
+                let refs = if type_id == id || type_id == META {
+                    Vec::new()
+                } else {
+                    let info = match types.get(&type_id) {
+                        Some(i) => i.clone(),
+                        None => {
+                            let i = match self.type_info(type_id) {
+                                Ok(i) => Some(i),
+                                Err(StoreError::UnknownType(_)) => None,
+                                Err(e) => return Err(e),
+                            };
+                            types.insert(type_id, i.clone());
+                            i
+                        }
+                    };
+                    match info {
+                        Some(i) => super::nodes::refs_in(&i, id, payload)?,
+                        None => Vec::new(),
+                    }
+                };
+                let want: Vec<i64> = refs.iter().map(|&r| key(r)).collect();
+                if want != edges {
+                    fixes.push((key(id), want));
+                }
+            }
+            if !fixes.is_empty() {
+                let mut c = pg.conn()?;
+                let w = PgWriter::begin(pg, &mut c)?;
+                for (src, want) in &fixes {
+                    w.s.execute("DELETE FROM uwf_edges WHERE src = $1", &[src])
+                        .map_err(|e| pg.err(&e))?;
+                    let pos: Vec<i32> = (0..want.len() as i32).collect();
+                    w.s.execute(
+                        "INSERT INTO uwf_edges (src, pos, dst)
+                         SELECT $1, * FROM unnest($2::int[], $3::bigint[])",
+                        &[src, &pos, want],
+                    )
+                    .map_err(|e| pg.err(&e))?;
+                }
+                w.commit()?;
+            }
+            progress(n, total);
+        }
+        Ok(n)
     }
 }
 

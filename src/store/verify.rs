@@ -132,7 +132,7 @@ impl VerifyReport {
         self.damage_count == 0
     }
 
-    fn push(&mut self, d: Damage) {
+    pub(crate) fn push(&mut self, d: Damage) {
         if matches!(d, Damage::MissingType { .. }) {
             self.warning_count += 1;
             if self.warnings.len() < Self::LIMIT {
@@ -207,6 +207,9 @@ impl Store {
     /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
     /// has no references.
     pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return self.reindex_pg(pg, progress);
+        }
         self.guard(|| {
             let tx = self.begin_write()?;
             let mut count = 0u64;
@@ -380,6 +383,9 @@ impl Store {
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
     pub fn verify(&self, progress: Progress<'_>) -> Result<VerifyReport> {
+        if let Some(pg) = self.pg() {
+            return self.verify_pg(pg, progress);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let ids = tx.open_table(IDS)?;

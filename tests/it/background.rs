@@ -5,7 +5,6 @@ use crate::common::{TestEnv, example, json, p, running};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use uwf::cas::Value;
-use uwf::store::Store;
 
 /// Polls `f` for up to 30 s.
 fn wait_until(what: &str, f: impl Fn() -> bool) {
@@ -72,7 +71,7 @@ fn a_background_run_is_running_until_thread_stop_ends_it() {
         pids_in(&pids).iter().all(|p| !running(*p))
     });
     assert!(!marker(&env, &t).exists());
-    let store = Store::open_read_only(&env.db()).unwrap();
+    let store = env.store();
     assert!(store.leases().unwrap().is_empty(), "a lease is left");
     drop(store);
     assert_eq!(status(&env, &t), Value::str("idle"));

@@ -330,7 +330,7 @@ fn ctrl_c_waits_for_the_grace_period_then_kills_and_releases() {
     for pid in l.started_pids() {
         assert!(!running(pid), "agent {pid} outlived uwf run");
     }
-    let store = uwf::store::Store::open_read_only(&l.env.db()).unwrap();
+    let store = l.env.store();
     assert!(store.leases().unwrap().is_empty(), "a lease is left");
     drop(store);
     chains_are_sound(&l, &threads, false);

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use uwf::cas::Value;
-use uwf::store::Store;
 
 /// Waits until `file` holds a line per pid, `n` of them; returns the pids.
 fn wait_for_pids(file: &Path, n: usize) -> Vec<u32> {
@@ -65,7 +64,7 @@ fn debate(env: &TestEnv) -> String {
 }
 
 pub(crate) fn no_lease_left(env: &TestEnv, t: &str) {
-    let store = Store::open_read_only(&env.db()).expect("store");
+    let store = env.store();
     assert!(
         store.leases().expect("leases").is_empty(),
         "a lease is left"

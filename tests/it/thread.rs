@@ -6,7 +6,7 @@ use crate::common::{TestEnv, example, json, uwf_bin, workflow_fixture};
 use std::process::{Command, Stdio};
 use uwf::cas::schema::Validator;
 use uwf::cas::{NodeId, Value, bootstrap};
-use uwf::store::{Lease, Store};
+use uwf::store::Lease;
 use uwf::thread::ThreadId;
 
 fn p(path: &std::path::Path) -> String {
@@ -38,7 +38,7 @@ fn start_fixed(env: &TestEnv, example_file: &str, prompt: &str) -> String {
 #[test]
 fn fixture_workflows_get_the_recorded_ids() {
     let env = TestEnv::new();
-    let store = Store::open(&env.db()).unwrap();
+    let store = env.store();
     for (file, id) in [
         ("debate.yaml", "DDY7SM1N7BV4G"),
         ("review-loop.yaml", "AZAY8RX9BJ358"),
@@ -97,7 +97,7 @@ fn nodes_written_by_uwf_validate_against_the_typescript_schemas() {
         out.as_array().unwrap().last().unwrap().get("done"),
         Some(&Value::Bool(true))
     );
-    let store = Store::open_read_only(&env.db()).unwrap();
+    let store = env.store();
     let mut checked = 0;
     for name in ["uwf/StartNode", "uwf/StepNode"] {
         let b = bootstrap::by_name(name).unwrap();
@@ -432,7 +432,7 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
     let env = TestEnv::new();
     let t = env.start(&p(&example("debate.yaml")), "q");
     let set = |lease: Lease| {
-        let s = Store::open(&env.db()).unwrap();
+        let s = env.store();
         s.write(|w| w.set_lease(&ThreadId::parse(&t).unwrap(), &lease))
             .unwrap();
     };
@@ -555,7 +555,7 @@ fn four_processes_race_on_one_thread() {
     assert_eq!(roles.len(), wins);
     let expected = ["planner", "developer", "reviewer", "developer"];
     assert_eq!(roles, expected[..wins]);
-    let store = Store::open_read_only(&env.db()).unwrap();
+    let store = env.store();
     let step_type = bootstrap::by_name("uwf/StepNode").unwrap().id;
     let start = json(&env.ok(&["thread", "steps", &t]))
         .get("steps")

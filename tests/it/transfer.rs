@@ -188,7 +188,7 @@ fn first_use_imports_the_layout_and_leaves_files_alone() {
     // Only once.
     let r = env.run(&["cas", "has", "DDY7SM1N7BV4G"]);
     assert!(r.stderr.is_empty(), "{}", r.stderr);
-    let s = Store::open_read_only(&env.db()).unwrap();
+    let s = env.store();
     assert_eq!(s.threads().unwrap().len(), 3);
     assert_eq!(s.registry().unwrap().len(), 2);
 }
@@ -199,7 +199,7 @@ fn conflicting_names_are_kept_unless_overwrite() {
     let src = tempfile::tempdir().unwrap();
     copy_tree(&ts_root(), src.path());
     env.ok(&["import", src.path().to_str().unwrap()]);
-    let s = Store::open_read_only(&env.db()).unwrap();
+    let s = env.store();
     let (thread, rec) = s.threads().unwrap().into_iter().next().unwrap();
     let (name, wf) = s.registry().unwrap().into_iter().next().unwrap();
     drop(s);
@@ -243,12 +243,12 @@ fn conflicting_names_are_kept_unless_overwrite() {
         "{}",
         r.stderr
     );
-    let s = Store::open_read_only(&env.db()).unwrap();
+    let s = env.store();
     assert_eq!(s.thread(&thread).unwrap().unwrap().head, rec.head);
     drop(s);
 
     env.ok(&["import", "--overwrite", src.path().to_str().unwrap()]);
-    let s = Store::open_read_only(&env.db()).unwrap();
+    let s = env.store();
     assert_eq!(
         s.thread(&thread).unwrap().unwrap().head.to_wire(),
         other_start
@@ -488,7 +488,7 @@ fn bin_files(dir: &Path) -> usize {
 fn interrupted_export_and_import_resume() {
     let env = TestEnv::new();
     {
-        let s = Store::open(&env.db()).unwrap();
+        let s = env.store();
         populate(&s, 20_000);
     }
     let clean = env.root().join("clean");
@@ -527,8 +527,8 @@ fn interrupted_export_and_import_resume() {
     let _ = child.kill();
     child.wait().unwrap();
     other.ok(&["import", clean.to_str().unwrap()]);
-    let a = Store::open_read_only(&env.db()).unwrap();
-    let b = Store::open_read_only(&other.db()).unwrap();
+    let a = env.store();
+    let b = other.store();
     assert_eq!(a.node_count().unwrap(), b.node_count().unwrap());
     assert_eq!(a.threads().unwrap().len(), b.threads().unwrap().len());
     assert!(b.verify(&|_, _| {}).unwrap().is_clean());
