@@ -334,29 +334,39 @@ impl Pg {
         {
             return Err(self.too_new(v));
         }
-        let mut tx = c.client.transaction().map_err(|e| self.err(&e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        // The schema, its version and the bootstrap schemas in one transaction, under a lock
+        // that makes concurrent first uses wait for the first.
+        let mut w = PgWriter::begin(self, &mut c)?;
+        w.s.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .map_err(|e| self.err(&e))?;
         // Another process may have migrated while this one waited for the lock.
-        let v = schema_version_in(&mut tx).map_err(|e| self.err(&e))?;
-        let from = v.unwrap_or(0);
+        let from = schema_version(&mut w.s.client)
+            .map_err(|e| self.err(&e))?
+            .unwrap_or(0);
         if from > SCHEMA_VERSION {
             return Err(self.too_new(from));
         }
+        if from == SCHEMA_VERSION {
+            return w.commit();
+        }
         for (_, sql) in &MIGRATIONS[from as usize..] {
-            tx.batch_execute(sql).map_err(|e| self.err(&e))?;
+            w.s.client.batch_execute(sql).map_err(|e| self.err(&e))?;
         }
-        tx.execute(
-            "INSERT INTO uwf_meta (key, value) VALUES ('schema_version', $1)
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-            &[&i(SCHEMA_VERSION)],
-        )
-        .map_err(|e| self.err(&e))?;
-        tx.commit().map_err(|e| self.err(&e))?;
+        w.s.client
+            .execute(
+                "INSERT INTO uwf_meta (key, value) VALUES ('schema_version', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&i(SCHEMA_VERSION)],
+            )
+            .map_err(|e| self.err(&e))?;
         if from == 0 {
-            self.put_bootstrap(&mut c)?;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let nodes = super::migrate::bootstrap_nodes();
+            w.put(&nodes.iter().map(|p| (p, now)).collect::<Vec<_>>())?;
         }
-        Ok(())
+        w.commit()
     }
 
     fn too_new(&self, found: u64) -> StoreError {
@@ -365,16 +375,6 @@ impl Pg {
             found,
             supported: SCHEMA_VERSION,
         }
-    }
-
-    fn put_bootstrap(&self, c: &mut Session) -> Result<()> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        let nodes = super::migrate::bootstrap_nodes();
-        let mut w = PgWriter::begin(self, c)?;
-        w.put(&nodes.iter().map(|p| (p, now)).collect::<Vec<_>>())?;
-        w.commit()
     }
 
     /// The schema version of the server's database (`None` before the first use).
@@ -970,31 +970,20 @@ impl Pg {
     }
 }
 
-/// The schema version recorded in the database, if any.
+/// The schema version recorded in the database, if any. The catalog is read by a query (not
+/// `to_regclass`, whose cache may not have seen a table another session just created).
 fn schema_version(c: &mut Client) -> std::result::Result<Option<u64>, postgres::Error> {
-    let has: Option<String> = c
-        .query_one("SELECT to_regclass('uwf_meta')::text", &[])?
+    let has: bool = c
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
+                            WHERE schemaname = current_schema() AND tablename = 'uwf_meta')",
+            &[],
+        )?
         .get(0);
-    if has.is_none() {
+    if !has {
         return Ok(None);
     }
     let r = c.query_opt(
-        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
-        &[],
-    )?;
-    Ok(r.map(|r| u(r.get(0))))
-}
-
-fn schema_version_in(
-    tx: &mut postgres::Transaction<'_>,
-) -> std::result::Result<Option<u64>, postgres::Error> {
-    let has: Option<String> = tx
-        .query_one("SELECT to_regclass('uwf_meta')::text", &[])?
-        .get(0);
-    if has.is_none() {
-        return Ok(None);
-    }
-    let r = tx.query_opt(
         "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
         &[],
     )?;

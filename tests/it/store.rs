@@ -217,6 +217,7 @@ fn concurrent_processes_lose_nothing() {
                 .collect();
             let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"));
             c.env("UWF_HOME", env.root())
+                .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
                 .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every", "1"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -236,6 +237,7 @@ fn concurrent_processes_lose_nothing() {
         .map(|i| {
             std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
                 .env("UWF_HOME", env.root())
+                .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
                 .args(["cas", "put-text", &format!("single {i}")])
                 .output()
         })
@@ -269,7 +271,7 @@ fn concurrent_processes_lose_nothing() {
         );
     }
     assert_eq!(ids.len(), lanes * per_lane + 8);
-    let s = Store::open_read_only(&env.db()).unwrap();
+    let s = env.store();
     for i in &ids {
         assert!(s.has(id(i)).unwrap(), "{i} lost");
     }
@@ -285,6 +287,7 @@ fn killed_writer_loses_no_committed_node() {
     let env = TestEnv::new();
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
         .env("UWF_HOME", env.root())
+        .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
         .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every", "200"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -316,7 +319,7 @@ fn killed_writer_loses_no_committed_node() {
     feeder.join().unwrap();
 
     let t = std::time::Instant::now();
-    let s = Store::open(&env.db()).expect("reopens after SIGKILL");
+    let s = env.store();
     eprintln!("reopen after kill took {:?}", t.elapsed());
     let report = s.verify(&|_, _| {}).unwrap();
     assert!(report.is_clean(), "{:?}", report.damage);
