@@ -255,6 +255,15 @@ impl StepError {
         if let StepError::Model(e) = self {
             return e.retryable();
         }
+        // A lost connection to the store's server, or a transaction it aborted: nothing
+        // half-written, the step may run again.
+        if let StepError::Thread(ThreadError::Store(crate::store::StoreError::Server {
+            retry: true,
+            ..
+        })) = self
+        {
+            return true;
+        }
         matches!(
             self,
             StepError::Busy { .. }

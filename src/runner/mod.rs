@@ -217,14 +217,23 @@ pub fn run(
             // Look for new threads when the queue is empty, or every second anyway.
             let stale = last_scan.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             if stop.requested().is_none() && (queue.is_empty() || stale) {
-                let (_, found) = look(
+                let found = match look(
                     &store,
                     &config,
                     &mut names,
                     &wanted_threads,
                     &wanted_workflows,
                 )
-                .await?;
+                .await
+                {
+                    Ok((_, found)) => found,
+                    // The store's server is out of reach for now: look again shortly.
+                    Err(e) if retry_later(&e) => {
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                        Vec::new()
+                    }
+                    Err(e) => return Err(e),
+                };
                 for (t, wf) in found {
                     if !in_flight.contains(&t) && !stuck.contains(&t) && queued.insert(t.clone()) {
                         tracked.entry(t.clone()).or_default().workflow = wf;
@@ -293,14 +302,23 @@ pub fn run(
                 if queue.is_empty() {
                     if opts.until_idle {
                         // One more look: a thread promoted or started just now.
-                        let (promoted, found) = look(
+                        let (promoted, found) = match look(
                             &store,
                             &config,
                             &mut names,
                             &wanted_threads,
                             &wanted_workflows,
                         )
-                        .await?;
+                        .await
+                        {
+                            Ok(r) => r,
+                            Err(e) if retry_later(&e) => {
+                                tokio::time::sleep(Duration::from_millis(250)).await;
+                                last_scan = None;
+                                continue;
+                            }
+                            Err(e) => return Err(e),
+                        };
                         if promoted {
                             last_scan = None;
                             continue;
@@ -445,6 +463,15 @@ fn scan(
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether a failure of the whole run's look at the store is one to wait out: the store's
+/// server out of reach, or a transaction it aborted.
+fn retry_later(e: &thread::ThreadError) -> bool {
+    matches!(
+        e,
+        thread::ThreadError::Store(crate::store::StoreError::Server { retry: true, .. })
+    )
 }
 
 /// Promotes queued threads where the config sets limits (whether any was), then

@@ -295,9 +295,18 @@ impl Pg {
         &self.server
     }
 
-    /// A store error for a failure of the server or the connection.
+    /// A store error for a failure of the server or the connection. A lost connection drops
+    /// the idle sessions too: a server that restarted has cut them all.
     pub(crate) fn err(&self, e: &postgres::Error) -> StoreError {
-        error_at(&self.server, e)
+        let err = error_at(&self.server, e);
+        if e.is_closed()
+            || e.code() == Some(&postgres::error::SqlState::ADMIN_SHUTDOWN)
+            || matches!(err, StoreError::Server { retry: true, .. }) && e.as_db_error().is_none()
+        {
+            let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|p| p.into_inner()));
+            drop_outside_runtime(idle);
+        }
+        err
     }
 
     /// A session: an idle one, else a new connection.

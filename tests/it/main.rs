@@ -19,6 +19,7 @@ mod logs;
 mod model;
 mod models;
 mod pg;
+mod postgres;
 mod props;
 mod proto7a0c;
 mod read_md;

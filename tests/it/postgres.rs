@@ -1,0 +1,399 @@
+//! The store on a PostgreSQL server, through the real binary: what a wrong URL, a refused
+//! connection, a wrong password and a newer schema say; a store copied to a server and back;
+//! runners of many machines (each with a root of its own) sharing one database while one of
+//! them is SIGKILLed and the server restarts.
+
+use crate::common::{Run, TestEnv, json, p};
+use crate::pg;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+use uwf::cas::bootstrap;
+use uwf::cas::{NodeId, Value};
+
+/// A root whose commands go to `url`.
+fn env_on(url: &str) -> TestEnv {
+    let mut env = TestEnv::new();
+    env.store_url = Some(url.to_string());
+    env
+}
+
+/// A port on 127.0.0.1 where nothing listens.
+fn closed_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// One line on stderr, a non-zero exit, the server named and no password.
+fn one_line_naming(r: &Run, server: &str, secret: &str) {
+    assert_ne!(r.code, 0, "should fail: {}", r.stdout);
+    let lines: Vec<&str> = r.stderr.trim_end().lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {:?}", r.stderr);
+    assert!(lines[0].contains(server), "{:?} names {server}", lines[0]);
+    assert!(
+        !r.stderr.contains(secret),
+        "the password leaks: {:?}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_refused_connection_is_one_line_naming_the_server_never_the_password() {
+    let port = closed_port();
+    let env = TestEnv::new();
+    let url = format!("postgres://bob:hunter2@127.0.0.1:{port}/flows");
+    let r = env.run(&["--store", &url, "thread", "list"]);
+    one_line_naming(
+        &r,
+        &format!("postgres://bob@127.0.0.1:{port}/flows"),
+        "hunter2",
+    );
+    assert!(r.stderr.contains("refused"), "{}", r.stderr);
+    assert!(!env.db().exists(), "no redb file is created beside a URL");
+    // The same through UWF_STORE, and through `store:` in config.yaml.
+    let r = env
+        .cmd()
+        .env("UWF_STORE", &url)
+        .args(["cas", "get", "AAAA"])
+        .output()
+        .unwrap();
+    one_line_naming(&Run::from(r), "127.0.0.1", "hunter2");
+    std::fs::write(env.root().join("config.yaml"), format!("store: {url}\n")).unwrap();
+    let r = env.run(&["workflow", "list"]);
+    one_line_naming(&r, &format!("127.0.0.1:{port}"), "hunter2");
+    assert!(!env.db().exists());
+}
+
+#[test]
+fn a_malformed_url_is_one_line() {
+    let env = TestEnv::new();
+    let r = env.run(&[
+        "--store",
+        "postgres://bob:hunter2@127.0.0.1:notaport/x",
+        "thread",
+        "list",
+    ]);
+    one_line_naming(&r, "postgres://bob@127.0.0.1:notaport/x", "hunter2");
+    assert!(r.stderr.contains("not a PostgreSQL URL"), "{}", r.stderr);
+}
+
+#[test]
+fn a_wrong_password_is_one_line_naming_the_server() {
+    let Some(server) = pg::dedicated() else {
+        return;
+    };
+    let mut admin = postgres::Client::connect(&server.admin_url(), postgres::NoTls).unwrap();
+    admin
+        .batch_execute("CREATE ROLE carol LOGIN PASSWORD 'right-one'")
+        .unwrap();
+    admin
+        .batch_execute("CREATE DATABASE carols OWNER carol")
+        .unwrap();
+    // Passwords checked on TCP from here on.
+    let dir: String = admin.query_one("SHOW data_directory", &[]).unwrap().get(0);
+    let hba = Path::new(&dir).join("pg_hba.conf");
+    std::fs::write(
+        &hba,
+        "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+    )
+    .unwrap();
+    admin.batch_execute("SELECT pg_reload_conf()").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let port = server.port();
+    let env = TestEnv::new();
+    let wrong = format!("postgres://carol:wrong-one@127.0.0.1:{port}/carols");
+    let r = env.run(&["--store", &wrong, "thread", "list"]);
+    one_line_naming(
+        &r,
+        &format!("postgres://carol@127.0.0.1:{port}/carols"),
+        "wrong-one",
+    );
+    assert!(
+        r.stderr.contains("password authentication failed"),
+        "{}",
+        r.stderr
+    );
+    // The right one through PGPASSWORD (libpq's variables fill what the URL leaves out).
+    let r = env
+        .cmd()
+        .env("PGPASSWORD", "right-one")
+        .args([
+            "--store",
+            &format!("postgres://carol@127.0.0.1:{port}/carols"),
+            "store",
+            "info",
+        ])
+        .output()
+        .unwrap();
+    let r = Run::from(r);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let info = json(&r.stdout);
+    assert_eq!(info.get("backend"), Some(&Value::str("postgresql")));
+    assert!(!r.stdout.contains("right-one"));
+}
+
+#[test]
+fn a_newer_schema_is_refused_and_left_alone() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let env = env_on(&url);
+    env.ok(&["cas", "put-text", "kept"]);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE uwf_meta SET value = 99 WHERE key = 'schema_version'")
+        .unwrap();
+    let r = env.run(&["cas", "put-text", "refused"]);
+    assert_ne!(r.code, 0);
+    assert_eq!(r.stderr.trim_end().lines().count(), 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("127.0.0.1:{}", server.port())),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("99, newer than this uwf supports (1)"),
+        "{}",
+        r.stderr
+    );
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM uwf_nodes", &[])
+        .unwrap()
+        .get(0);
+    let v: i64 = c
+        .query_one(
+            "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v, 99);
+    c.batch_execute("UPDATE uwf_meta SET value = 1 WHERE key = 'schema_version'")
+        .unwrap();
+    let after = json(&env.ok(&["store", "info"]));
+    assert_eq!(after.get("nodes").and_then(Value::as_f64), Some(n as f64));
+}
+
+/// redb → PostgreSQL → redb: the same threads, the same markdown, every node checked, and a
+/// copy run again writes nothing.
+#[test]
+fn a_store_copied_to_a_server_and_back_reads_the_same() {
+    let Some(server) = pg::server() else { return };
+    let env = TestEnv::new();
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let wf = p(&repo.join("examples/debate.yaml"));
+    let script = format!(
+        "uwf agent scripted --script {}",
+        p(&repo.join("examples/debate.script.yaml"))
+    );
+    let on_file = |e: &TestEnv, args: &[&str]| {
+        let out = e.cmd().env_remove("UWF_STORE").args(args).output().unwrap();
+        let r = Run::from(out);
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r.stdout
+    };
+    on_file(&env, &["workflow", "put", &wf]);
+    let t1 = json(&on_file(&env, &["thread", "start", "debate", "-p", "one"]));
+    let t1 = t1.get("thread").unwrap().as_str().unwrap().to_string();
+    on_file(
+        &env,
+        &["thread", "step", &t1, "-c", "10", "--agent", &script],
+    );
+    let t2 = json(&on_file(&env, &["thread", "start", "debate", "-p", "two"]));
+    let t2 = t2.get("thread").unwrap().as_str().unwrap().to_string();
+    on_file(&env, &["thread", "step", &t2, "--agent", &script]);
+
+    let url = server.fresh_database();
+    let db = p(&env.db());
+    let out = json(&on_file(&env, &["store", "copy", &db, &url]));
+    assert_eq!(out.get("verified"), out.get("nodes"));
+    let again = json(&on_file(&env, &["store", "copy", &db, &url]));
+    assert_eq!(again.get("nodesWritten").and_then(Value::as_f64), Some(0.0));
+    assert_eq!(
+        again.get("historyWritten").and_then(Value::as_f64),
+        Some(0.0)
+    );
+    let back = env.root().join("back.redb");
+    on_file(&env, &["store", "copy", &url, &p(&back)]);
+
+    let pg = env_on(&url);
+    for args in [
+        vec!["thread", "list", "--all"],
+        vec!["thread", "read", &t1],
+        vec!["thread", "steps", &t2],
+        vec!["workflow", "list"],
+    ] {
+        let a = on_file(&env, &args);
+        assert_eq!(pg.ok(&args), a, "{args:?} on the server");
+        let mut b = vec!["--store", back.to_str().unwrap()];
+        b.extend(&args);
+        assert_eq!(on_file(&env, &b), a, "{args:?} after the copy back");
+    }
+    // The copy on the server goes on where the file left off.
+    pg.ok(&["thread", "step", &t2, "--agent", &script]);
+    assert_eq!(pg.roles(&t2).len(), 2);
+    let v = json(&pg.ok(&["cas", "verify"]));
+    assert_eq!(v.get("status"), Some(&Value::str("ok")), "{v:?}");
+}
+
+// ---- many machines ----
+
+/// Ten roles in a row.
+fn ten_roles() -> (String, String) {
+    let roles: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    let mut wf = String::from("name: ten\ndescription: ten roles in a row\nroles:\n");
+    let mut script = String::new();
+    for r in &roles {
+        wf.push_str(&format!(
+            "  {r}: {{description: a role, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {{type: object, properties: {{note: {{type: string}}}}, required: [note]}}}}\n"
+        ));
+        script.push_str(&format!("{r}:\n  - note: {r} done\n"));
+    }
+    wf.push_str("graph:\n  $START: {_: {role: r0, prompt: start}}\n");
+    for (i, r) in roles.iter().enumerate() {
+        let next = roles.get(i + 1).map_or("$END", String::as_str);
+        wf.push_str(&format!("  {r}: {{_: {{role: {next}, prompt: next}}}}\n"));
+    }
+    (wf, script)
+}
+
+/// The roles of every finished thread's chain, and how many StepNodes each thread has in the
+/// store (on its chain or not).
+fn chains(url: &str) -> (HashMap<String, Vec<String>>, HashMap<String, usize>) {
+    let store = uwf::store::Store::open_url(url, &|_| None).unwrap();
+    let step_type = bootstrap::by_name("uwf/StepNode").unwrap().id;
+    let mut roles = HashMap::new();
+    store
+        .for_each_history::<uwf::store::StoreError>(|h| {
+            let mut chain = Vec::new();
+            let mut at = Some(NodeId::parse(&h.head).unwrap());
+            while let Some(id) = at {
+                let n = store.get(id).unwrap().unwrap();
+                let v = n.payload().unwrap();
+                if n.type_id != step_type {
+                    break;
+                }
+                chain.push(v.get("role").unwrap().as_str().unwrap().to_string());
+                at = v
+                    .get("prev")
+                    .and_then(Value::as_str)
+                    .and_then(|s| NodeId::parse(s).ok());
+            }
+            chain.reverse();
+            roles.insert(h.thread.clone(), chain);
+            Ok(())
+        })
+        .unwrap();
+    // StepNodes by the StartNode they belong to, mapped to threads through the chains' starts.
+    let mut by_start: HashMap<String, usize> = HashMap::new();
+    for id in store.list_by_type(step_type).unwrap() {
+        let v = store.get(id).unwrap().unwrap().payload().unwrap();
+        let start = v.get("start").unwrap().as_str().unwrap().to_string();
+        *by_start.entry(start).or_default() += 1;
+    }
+    (roles, by_start)
+}
+
+fn spawn_runner(home: &Path, url: &str, script: &Path) -> Child {
+    std::fs::create_dir_all(home).unwrap();
+    std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("UWF_HOME", home)
+        .env("HOME", home)
+        .env("UWF_STORE", url)
+        .args([
+            "run",
+            "--until-idle",
+            "-j",
+            "4",
+            "--agent",
+            &format!("uwf agent scripted --script {}", p(script)),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Four runners, each with a root of its own (no file shared), on one database: every thread's
+/// chain is its ten roles exactly, none lost or doubled, while one runner is SIGKILLed mid-run
+/// and the server restarts under the other three. `UWF_TEST_MANY_THREADS` sets the size (40).
+#[test]
+fn four_runners_on_one_database_lose_and_double_nothing() {
+    let Some(server) = pg::dedicated() else {
+        return;
+    };
+    let threads: usize = std::env::var("UWF_TEST_MANY_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let url = server.fresh_database();
+    let env = env_on(&url);
+    let (wf, script) = ten_roles();
+    let wf_path = env.root().join("ten.yaml");
+    let script_path = env.root().join("ten.script.yaml");
+    std::fs::write(&wf_path, wf).unwrap();
+    std::fs::write(&script_path, script).unwrap();
+    env.ok(&["workflow", "put", &p(&wf_path)]);
+    for i in 0..threads {
+        env.ok(&["thread", "start", "ten", "-p", &format!("task {i}"), "-q"]);
+    }
+    let machines = tempfile::tempdir().unwrap();
+    let mut runners: Vec<Child> = (0..4)
+        .map(|m| spawn_runner(&machines.path().join(format!("m{m}")), &url, &script_path))
+        .collect();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let done = |admin: &mut postgres::Client| -> i64 {
+        admin
+            .query_one("SELECT count(*) FROM uwf_history", &[])
+            .unwrap()
+            .get(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(300);
+    // Kill one runner once a tenth of the threads are done.
+    while done(&mut admin) < (threads / 10).max(1) as i64 {
+        assert!(Instant::now() < deadline, "no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    runners[0].kill().unwrap();
+    runners[0].wait().unwrap();
+    // Restart the server under the other three.
+    drop(admin);
+    server.restart();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for (i, r) in runners.iter_mut().enumerate().skip(1) {
+        loop {
+            if let Some(st) = r.try_wait().unwrap() {
+                let mut err = String::new();
+                use std::io::Read;
+                r.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                assert!(st.success(), "runner {i} failed: {err}");
+                break;
+            }
+            assert!(Instant::now() < deadline, "runner {i} did not finish");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(done(&mut admin), threads as i64, "every thread finished");
+    let (roles, by_start) = chains(&url);
+    let want: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    assert_eq!(roles.len(), threads);
+    for (t, chain) in &roles {
+        assert_eq!(chain, &want, "thread {t}");
+    }
+    // Steps cut short by the SIGKILL or the restart (at most the 4 jobs of each of the four
+    // runners) may leave a StepNode that no chain references, for gc; none is on a chain.
+    assert_eq!(by_start.len(), threads);
+    let extra: usize = by_start.values().map(|&n| n - 10).sum();
+    assert!(by_start.values().all(|&n| n >= 10), "{by_start:?}");
+    assert!(
+        extra <= 16,
+        "{extra} StepNodes off the chains: {by_start:?}"
+    );
+    let leases: i64 = admin
+        .query_one("SELECT count(*) FROM uwf_leases", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(leases, 0, "no lease left behind");
+}
