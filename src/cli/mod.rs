@@ -335,6 +335,9 @@ enum Command {
     /// The store itself: where it is and what it holds, and copying it to another backend.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Per-workflow limits kept in the store, enforced by every runner that shares it.
+    #[command(subcommand)]
+    Limits(store_cmd::LimitsCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -686,6 +689,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Skill { name } => skill::run(name),
             Command::Log(c) => log::run(c, &env),
             Command::Store(c) => store_cmd::run(c, &env),
+            Command::Limits(c) => store_cmd::limits(c, &env),
         };
         r.map_err(|e| match did_you_mean(&env, &e) {
             Some(h) => e.hint(h),

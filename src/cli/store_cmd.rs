@@ -1,10 +1,11 @@
 //! `uwf store info|copy`: where the store is, how much it holds, and copying a whole store
-//! between backends (a redb file and a PostgreSQL server, either way).
+//! between backends (a redb file and a PostgreSQL server, either way); `uwf limits`: the
+//! per-workflow limits kept in the store, which every runner sharing it enforces.
 
 use super::cas::Bar;
 use super::output::print_as;
 use super::{CliError, CliResult, Env};
-use crate::store::{self, Store};
+use crate::store::{self, Store, WorkflowLimits};
 use clap::Subcommand;
 use serde::Serialize;
 use std::path::Path;
@@ -125,4 +126,131 @@ fn open_at(env: &Env, location: &str, create: bool) -> CliResult<Store> {
     } else {
         Store::open_read_only(&path)?
     })
+}
+
+/// `uwf limits …`.
+#[derive(Subcommand, Debug)]
+pub(crate) enum LimitsCommand {
+    /// Set limits of a workflow in the store (what is not given stays as it was); they win over
+    /// `workflows.<name>` of config.yaml, on every machine whose runners share the store.
+    Set {
+        /// The workflow's registered name.
+        name: String,
+        /// Threads of it in progress at once.
+        #[arg(long)]
+        concurrency: Option<u32>,
+        /// What a thread started beyond the limit does.
+        #[arg(long, value_parser = ["queue", "drop"])]
+        overflow: Option<String>,
+        /// The most threads waiting (the oldest is dropped beyond it).
+        #[arg(long)]
+        max_queue: Option<u32>,
+        /// Consecutive failed steps after which a thread fails.
+        #[arg(long)]
+        max_retries: Option<u32>,
+    },
+    /// The limits kept in the store, by workflow name.
+    List,
+    /// Remove a workflow's limits from the store.
+    Rm {
+        /// The workflow's registered name.
+        name: String,
+    },
+}
+
+/// One workflow's limits.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LimitsOut<'a> {
+    workflow: &'a str,
+    concurrency: Option<u32>,
+    overflow: &'static str,
+    max_queue: Option<u32>,
+    max_retries: Option<u32>,
+}
+
+impl<'a> LimitsOut<'a> {
+    fn of(workflow: &'a str, l: &WorkflowLimits) -> LimitsOut<'a> {
+        LimitsOut {
+            workflow,
+            concurrency: (l.concurrency > 0).then_some(l.concurrency),
+            overflow: if l.drop { "drop" } else { "queue" },
+            max_queue: l.max_queue,
+            max_retries: l.max_retries,
+        }
+    }
+}
+
+/// `limits rm`.
+#[derive(Serialize)]
+struct Removed<'a> {
+    workflow: &'a str,
+    removed: bool,
+}
+
+pub(crate) fn limits(c: LimitsCommand, env: &Env) -> CliResult {
+    match c {
+        LimitsCommand::Set {
+            name,
+            concurrency,
+            overflow,
+            max_queue,
+            max_retries,
+        } => {
+            if concurrency == Some(0) {
+                return Err(CliError::of(
+                    crate::error::ErrorKind::User,
+                    "--concurrency must be at least 1",
+                ));
+            }
+            if max_retries == Some(0) {
+                return Err(CliError::of(
+                    crate::error::ErrorKind::User,
+                    "--max-retries must be at least 1",
+                ));
+            }
+            let s = env.open_rw()?;
+            let l = s.write(|w| {
+                let old = w.set_workflow_limits(&name, None)?;
+                let mut l = old.unwrap_or(WorkflowLimits {
+                    concurrency: 0,
+                    drop: false,
+                    max_queue: None,
+                    max_retries: None,
+                });
+                if let Some(c) = concurrency {
+                    l.concurrency = c;
+                }
+                if let Some(o) = &overflow {
+                    l.drop = o == "drop";
+                }
+                if max_queue.is_some() {
+                    l.max_queue = max_queue;
+                }
+                if max_retries.is_some() {
+                    l.max_retries = max_retries;
+                }
+                w.set_workflow_limits(&name, Some(&l))?;
+                Ok(l)
+            })?;
+            print_as(env.format, &LimitsOut::of(&name, &l))
+        }
+        LimitsCommand::List => {
+            let s = env.open_ro()?;
+            let all = s.workflow_limits()?;
+            let out: Vec<LimitsOut<'_>> = all.iter().map(|(n, l)| LimitsOut::of(n, l)).collect();
+            print_as(env.format, &out)
+        }
+        LimitsCommand::Rm { name } => {
+            let s = env.open_rw()?;
+            let old = s.write(|w| w.set_workflow_limits(&name, None))?;
+            print_as(
+                env.format,
+                &Removed {
+                    workflow: &name,
+                    removed: old.is_some(),
+                },
+            )
+        }
+    }
 }

@@ -199,6 +199,8 @@ pub fn run(
         let mut set = tokio::task::JoinSet::new();
         let mut names: HashMap<crate::cas::NodeId, String> = HashMap::new();
         let mut last_scan: Option<Instant> = None;
+        // `maxRetries` of the workflows whose limits in the store set one.
+        let mut retries: Arc<HashMap<String, u32>> = Arc::default();
         let mut stop_at: Option<Instant> = None;
         let wanted_threads: HashSet<ThreadId> = opts.threads.iter().cloned().collect();
         let wanted_workflows: HashSet<String> = opts.workflows.iter().cloned().collect();
@@ -223,6 +225,7 @@ pub fn run(
                     &mut names,
                     &wanted_threads,
                     &wanted_workflows,
+                    &mut retries,
                 )
                 .await
                 {
@@ -256,6 +259,11 @@ pub fn run(
                 }
                 queued.remove(&t);
                 in_flight.insert(t.clone());
+                let max_retries = tracked
+                    .get(&t)
+                    .and_then(|x| retries.get(&x.workflow))
+                    .copied()
+                    .unwrap_or(max_retries);
                 let (store, config, models, opts, now, stop) = (
                     store.clone(),
                     config.clone(),
@@ -308,6 +316,7 @@ pub fn run(
                             &mut names,
                             &wanted_threads,
                             &wanted_workflows,
+                            &mut retries,
                         )
                         .await
                         {
@@ -483,6 +492,7 @@ async fn look(
     names: &mut HashMap<crate::cas::NodeId, String>,
     threads: &HashSet<ThreadId>,
     workflows: &HashSet<String>,
+    retries: &mut Arc<HashMap<String, u32>>,
 ) -> thread::Result<(bool, Vec<(ThreadId, String)>)> {
     let (store, config, threads, workflows) = (
         store.clone(),
@@ -492,16 +502,25 @@ async fn look(
     );
     let mut known = std::mem::take(names);
     let (r, known) = tokio::task::spawn_blocking(move || {
-        let r = (|| {
-            let promoted = config.has_limits() && !thread::promote(&store, &config)?.is_empty();
-            Ok((promoted, scan(&store, &mut known, &threads, &workflows)?))
+        let r = (|| -> thread::Result<_> {
+            let promoted = thread::any_limits(&store, &config)?
+                && !thread::promote(&store, &config)?.is_empty();
+            let found = scan(&store, &mut known, &threads, &workflows)?;
+            let retries: HashMap<String, u32> = store
+                .workflow_limits()?
+                .into_iter()
+                .filter_map(|(n, l)| Some((n, l.max_retries?)))
+                .collect();
+            Ok((promoted, found, retries))
         })();
         (r, known)
     })
     .await
     .map_err(|e| thread::ThreadError::Invalid(format!("a store scan panicked: {e}")))?;
     *names = known;
-    r
+    let (promoted, found, r) = r?;
+    *retries = Arc::new(r);
+    Ok((promoted, found))
 }
 
 /// Wakes `changed` whenever the store file (or its directory) changes; `None` where the

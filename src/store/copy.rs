@@ -1,6 +1,6 @@
 //! Copying a whole store to another, whatever the backends (`uwf store copy`): nodes in write
 //! order with their first-write times, then the active threads and their states, the registry
-//! with its versions and the history of finished threads. A copy run again over the same
+//! with its versions, the workflows' limits and the history of finished threads. A copy run again over the same
 //! target puts only what it lacks, so an interrupted copy resumes; at the end every node of the
 //! source is looked up in the target and compared by digest.
 
@@ -75,6 +75,7 @@ pub fn copy(from: &Store, to: &Store, progress: CopyProgress<'_>) -> Result<Copy
     let states = from.thread_states()?;
     let registry = from.registry()?;
     let versions = from.all_registry_history()?;
+    let limits = from.workflow_limits()?;
     report.threads = threads.len() as u64;
     report.workflows = registry.len() as u64;
     to.write(|w| {
@@ -101,6 +102,9 @@ pub fn copy(from: &Store, to: &Store, progress: CopyProgress<'_>) -> Result<Copy
         }
         for (name, id) in &registry {
             w.set_registry_name(name, *id)?;
+        }
+        for (name, l) in &limits {
+            w.set_workflow_limits(name, Some(l))?;
         }
         Ok(())
     })?;

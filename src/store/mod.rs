@@ -22,6 +22,7 @@ mod group;
 mod import;
 mod leases;
 mod lifecycle;
+mod limits;
 mod migrate;
 mod nodes;
 mod pg;
@@ -34,6 +35,7 @@ pub use copy::{CopyProgress, CopyReport, copy};
 pub use gc::{GcOptions, GcReport};
 pub use leases::Lease;
 pub use lifecycle::{Phase, StepFailure, ThreadState};
+pub use limits::WorkflowLimits;
 pub use migrate::{FORMAT_VERSION, MIGRATIONS, Migration, force_version};
 pub use nodes::{
     Bulk, Prepared, PutOutcome, Snapshot, StoredNode, WalkEvent, WalkStats, prepare_unchecked,

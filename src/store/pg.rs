@@ -26,10 +26,16 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The schema files, in order: the schema version is the number of those applied.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001-initial.sql",
-    include_str!("../../migrations/pg/0001-initial.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001-initial.sql",
+        include_str!("../../migrations/pg/0001-initial.sql"),
+    ),
+    (
+        "0002-limits.sql",
+        include_str!("../../migrations/pg/0002-limits.sql"),
+    ),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: u64 = MIGRATIONS.len() as u64;
@@ -631,6 +637,16 @@ impl Pg {
             .map_err(|e| self.err(&e))?;
         rows.iter()
             .map(|r| Ok((ThreadId::from_stored(r.get(2)), lease_of_row(r, 0)?)))
+            .collect()
+    }
+
+    pub(crate) fn workflow_limits(&self) -> Result<Vec<(String, super::WorkflowLimits)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query("SELECT name, rec FROM uwf_limits ORDER BY name", &[])
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), dec(r.get(1))?)))
             .collect()
     }
 
@@ -1477,6 +1493,34 @@ impl<'c> PgWriter<'c> {
             )
             .map_err(self.e())?
             .is_some())
+    }
+
+    pub(crate) fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&super::WorkflowLimits>,
+    ) -> Result<Option<super::WorkflowLimits>> {
+        self.lock(2, name)?;
+        let old = self
+            .s
+            .opt("SELECT rec FROM uwf_limits WHERE name = $1", &[&name])
+            .map_err(self.e())?;
+        match limits {
+            Some(l) => self.s.execute(
+                "INSERT INTO uwf_limits (name, rec) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
+                &[&name, &enc(l)],
+            ),
+            None => self
+                .s
+                .execute("DELETE FROM uwf_limits WHERE name = $1", &[&name]),
+        }
+        .map_err(self.e())?;
+        old.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn lock_workflow(&mut self, key: &str) -> Result<()> {
+        self.lock(3, key)
     }
 
     pub(crate) fn record_removal(&mut self, r: &Removal) -> Result<()> {

@@ -7,6 +7,8 @@
 //! - [`RegistryEntry`]: `[workflow, time_ms]`
 //! - [`HistoryEntry`]: `[thread, workflow, head, completed_at, reason]`
 //! - [`Lease`]: `[pid, since_ms, boot_id, start_ticks]`
+//! - [`super::WorkflowLimits`]: `[concurrency, overflow (0 queue, 1 drop), max_queue | nil,
+//!   max_retries | nil]`
 //! - [`ThreadState`]: `[phase, max_rounds | nil, failures, nil | [time_ms, agent, message]]`,
 //!   `phase` 0 ready, 1 queued, 2 paused
 //!
@@ -145,6 +147,27 @@ impl Record for super::removals::Removal {
             0 => Thread(name),
             2 => WorkflowPurged(name),
             _ => Workflow(name),
+        }
+    }
+}
+
+impl Record for super::WorkflowLimits {
+    type Wire = (u32, u8, Option<u32>, Option<u32>);
+    const WHAT: &'static str = "limits";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.concurrency,
+            u8::from(self.drop),
+            self.max_queue,
+            self.max_retries,
+        )
+    }
+    fn from_wire((concurrency, drop, max_queue, max_retries): Self::Wire) -> Self {
+        super::WorkflowLimits {
+            concurrency,
+            drop: drop == 1,
+            max_queue,
+            max_retries,
         }
     }
 }

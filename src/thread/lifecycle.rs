@@ -101,6 +101,42 @@ impl Config {
     }
 }
 
+/// The limits of workflow `name`: those set in the store with `uwf limits set` (shared by
+/// every runner of the store), else `workflows.<name>` of config.yaml.
+///
+/// # Errors
+/// A malformed config entry, store failures.
+pub fn limits_of(store: &Store, config: &Config, name: &str) -> Result<Option<Limits>> {
+    if let Some((_, l)) = store
+        .workflow_limits()?
+        .into_iter()
+        .find(|(n, _)| n == name)
+    {
+        return Ok((l.concurrency > 0).then_some(Limits {
+            concurrency: l.concurrency,
+            overflow: if l.drop {
+                Overflow::Drop
+            } else {
+                Overflow::Queue
+            },
+            max_queue: l.max_queue,
+        }));
+    }
+    config.limits(name)
+}
+
+/// Whether any workflow has a concurrency limit, in the store or in config.yaml.
+///
+/// # Errors
+/// Store failures.
+pub fn any_limits(store: &Store, config: &Config) -> Result<bool> {
+    Ok(config.has_limits()
+        || store
+            .workflow_limits()?
+            .iter()
+            .any(|(_, l)| l.concurrency > 0))
+}
+
 /// What admission did with a new thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
@@ -166,6 +202,11 @@ pub(crate) fn admit(
         w.set_thread_state(thread, &state)?;
         return Ok(Admission::Started);
     };
+    // Admissions of one workflow count and start one at a time, whichever process or machine
+    // makes them.
+    if let Some(first) = ids.iter().min() {
+        w.lock_workflow(&first.to_string())?;
+    }
     let states: HashMap<ThreadId, ThreadState> = w.thread_states()?.into_iter().collect();
     let mut in_progress = 0u32;
     let mut queued: Vec<ThreadId> = Vec::new();
@@ -223,11 +264,11 @@ pub(crate) fn limits_for(
     config: &Config,
     wf: NodeId,
 ) -> Result<Option<(Limits, HashSet<NodeId>)>> {
-    if !config.has_limits() {
+    if !any_limits(store, config)? {
         return Ok(None);
     }
     let name = load_workflow(&store.snapshot()?, wf)?.name;
-    match config.limits(&name)? {
+    match limits_of(store, config, &name)? {
         Some(l) => Ok(Some((l, versions(store, &name, wf)?))),
         None => Ok(None),
     }
@@ -269,7 +310,7 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<ThreadId>> {
     drop(snap);
     let mut promoted = Vec::new();
     for (name, mut ts) in by_name {
-        let Some(limits) = config.limits(&name)? else {
+        let Some(limits) = limits_of(store, config, &name)? else {
             // No limit (any more): nothing holds them back.
             for (t, q) in &ts {
                 if *q {

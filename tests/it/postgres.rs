@@ -397,3 +397,93 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
         .get(0);
     assert_eq!(leases, 0, "no lease left behind");
 }
+
+/// Limits set in the store hold for runners of different roots (no config.yaml anywhere): two
+/// runners never have three threads of a workflow limited to two in progress at once.
+#[test]
+fn limits_in_the_store_hold_across_runners_of_different_roots() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let env = env_on(&url);
+    let wf = env.root().join("line.yaml");
+    std::fs::write(&wf, crate::runner::LINE).unwrap();
+    env.ok(&["workflow", "put", &p(&wf)]);
+    let set = json(&env.ok(&[
+        "limits",
+        "set",
+        "line",
+        "--concurrency",
+        "2",
+        "--max-queue",
+        "10",
+    ]));
+    assert_eq!(set.get("concurrency").and_then(Value::as_f64), Some(2.0));
+    assert_eq!(set.get("overflow"), Some(&Value::str("queue")));
+    let log = env.root().join("agent.log");
+    let agent = env.agent(
+        "agent.sh",
+        &format!(
+            "echo \"start $1 $(date +%s%N)\" >> {log}\nsleep 0.15\necho \"end $1 $(date +%s%N)\" >> {log}\nprintf -- '---\\nnote: %s\\n---\\n' \"$2\" | @UWF@ agent submit \"$1\" \"$2\"",
+            log = log.display()
+        ),
+    );
+    let mut threads = Vec::new();
+    for i in 0..6 {
+        let v = json(&env.ok(&["thread", "start", "line", "-p", "go"]));
+        let status = v.get("status").and_then(Value::as_str);
+        assert_eq!(status, if i < 2 { None } else { Some("queued") }, "{v}");
+        threads.push(v.get("thread").unwrap().as_str().unwrap().to_string());
+    }
+    let machines = tempfile::tempdir().unwrap();
+    let runners: Vec<Child> = (0..2)
+        .map(|m| {
+            let home = machines.path().join(format!("m{m}"));
+            std::fs::create_dir_all(&home).unwrap();
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("UWF_HOME", &home)
+                .env("HOME", &home)
+                .env("UWF_STORE", &url)
+                .args(["run", "--until-idle", "-j", "8", "--agent", &p(&agent)])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for r in runners {
+        let out = r.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for t in &threads {
+        assert_eq!(env.roles(t), ["a", "b", "c"], "{t}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut span: HashMap<String, (u128, u128)> = HashMap::new();
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        let ns: u128 = f[2].parse().unwrap();
+        let x = span.entry(f[1].to_string()).or_insert((ns, ns));
+        x.0 = x.0.min(ns);
+        x.1 = x.1.max(ns);
+    }
+    assert_eq!(span.len(), 6);
+    for (t, (s, _)) in &span {
+        let at_once = span.values().filter(|(a, b)| a <= s && s < b).count();
+        assert!(at_once <= 2, "{t}: {at_once} threads in progress at once");
+    }
+    let list = json(&env.ok(&["limits", "list"]));
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+    let rm = json(&env.ok(&["limits", "rm", "line"]));
+    assert_eq!(rm.get("removed"), Some(&Value::Bool(true)));
+    assert_eq!(
+        json(&env.ok(&["limits", "list"])).as_array().map(Vec::len),
+        Some(0)
+    );
+}

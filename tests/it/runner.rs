@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use uwf::cas::Value;
 
 /// Three roles in a row.
-const LINE: &str = "name: line\ndescription: three roles in a row\nroles:\n  a: {description: first, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  b: {description: second, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  c: {description: third, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\ngraph:\n  $START: {_: {role: a, prompt: start}}\n  a: {_: {role: b, prompt: next}}\n  b: {_: {role: c, prompt: next}}\n  c: {_: {role: $END, prompt: done}}\n";
+pub const LINE: &str = "name: line\ndescription: three roles in a row\nroles:\n  a: {description: first, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  b: {description: second, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\n  c: {description: third, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {type: object, properties: {note: {type: string}}, required: [note]}}\ngraph:\n  $START: {_: {role: a, prompt: start}}\n  a: {_: {role: b, prompt: next}}\n  b: {_: {role: c, prompt: next}}\n  c: {_: {role: $END, prompt: done}}\n";
 
 struct Line {
     env: TestEnv,
