@@ -21,14 +21,17 @@ pub(crate) struct ServeArgs {
 pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
     let db = env.db_path();
     // The view never creates a store (a read of any other command would).
-    if !db.exists() {
+    if env.server_url().is_none() && !db.exists() {
         return Err(CliError::of(
             crate::ErrorKind::NotFound,
             format!("no store at {}", db.display()),
         )
         .hint("start a thread or register a workflow first; UWF_HOME names the root"));
     }
-    let store = Store::open_read_only(&db)?;
+    let store = match env.server_url() {
+        Some(_) => env.open_ro()?,
+        None => Store::open_read_only(&db)?,
+    };
     if !a.bind.is_loopback() {
         eprintln!(
             "warning: listening on {}, reachable from other machines; the view has no authentication",

@@ -64,7 +64,16 @@ const POLL: Duration = Duration::from_millis(200);
 /// An I/O error of the listener.
 pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std::io::Result<()> {
     let (tx, rx) = watch::channel(0u64);
-    tokio::spawn(watch_store(ctx.store.path().to_path_buf(), tx));
+    let tx = Arc::new(tx);
+    // A store on a server says when threads start or steps end (LISTEN/NOTIFY); a file is
+    // looked at.
+    let _listen = ctx.store.on_change({
+        let tx = tx.clone();
+        move || tx.send_modify(|v| *v += 1)
+    });
+    if _listen.is_none() {
+        tokio::spawn(watch_store(ctx.store.path().to_path_buf(), tx));
+    }
     let app = Arc::new(App { ctx, version: rx });
     let router = Router::new()
         .route("/", get(threads_page))
@@ -123,7 +132,7 @@ async fn local_host(
 
 /// Bumps the version whenever the store file's length or modification time changes: every
 /// commit of any process writes the file.
-async fn watch_store(path: PathBuf, tx: watch::Sender<u64>) {
+async fn watch_store(path: PathBuf, tx: Arc<watch::Sender<u64>>) {
     let mark = |p: &std::path::Path| {
         std::fs::metadata(p)
             .ok()

@@ -981,9 +981,9 @@ impl Pg {
                     f();
                     let mut n = client.notifications();
                     use postgres::fallible_iterator::FallibleIterator;
-                    let mut it = n.timeout_iter(Duration::from_millis(250));
                     while !stopped() {
-                        match it.next() {
+                        // A new iterator each time: one whose time limit passed waits no more.
+                        match n.timeout_iter(Duration::from_millis(250)).next() {
                             Ok(Some(_)) => f(),
                             Ok(None) => {}
                             Err(_) => break,
@@ -1079,7 +1079,8 @@ pub(crate) struct PgWriter<'c> {
     s: &'c mut Session,
     locked: HashSet<i64>,
     done: bool,
-    /// Whether a NOTIFY is due at commit: a thread started, a lease freed.
+    /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
+    /// a lease was freed.
     notify: bool,
 }
 
@@ -1283,19 +1284,14 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
-        let r = self
-            .s
-            .opt(
+        self.s
+            .execute(
                 "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec
-                 RETURNING (xmax = 0)",
+                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
                 &[&id.as_str(), &enc(rec)],
             )
             .map_err(self.e())?;
-        // A new thread wakes the runners.
-        if r.is_some_and(|r| r.get::<_, bool>(0)) {
-            self.notify = true;
-        }
+        self.notify = true;
         Ok(())
     }
 
@@ -1308,6 +1304,7 @@ impl<'c> PgWriter<'c> {
                 &[&id.as_str()],
             )
             .map_err(self.e())?;
+        self.notify = true;
         r.map(|r| dec(r.get(0))).transpose()
     }
 
@@ -1348,6 +1345,7 @@ impl<'c> PgWriter<'c> {
                 &[&id.as_str(), &enc(st)],
             )
             .map_err(self.e())?;
+        self.notify = true;
         Ok(())
     }
 
