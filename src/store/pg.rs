@@ -44,6 +44,8 @@ pub const SCHEMA_VERSION: u64 = MIGRATIONS.len() as u64;
 const LEASE_TTL: &str = "30 seconds";
 /// How often a process renews the leases it holds.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
+/// Rows from which a put goes through `COPY` rather than one `INSERT` of arrays.
+const COPY_FROM: usize = 512;
 /// Idle sessions a process keeps.
 const POOL_IDLE: usize = 16;
 /// The advisory lock key under which the schema is created or migrated.
@@ -76,6 +78,8 @@ fn i(v: u64) -> i64 {
 pub(crate) struct Session {
     client: Client,
     statements: HashMap<&'static str, Statement>,
+    /// Whether the session's temporary table for COPY exists.
+    staging: bool,
 }
 
 impl Session {
@@ -334,6 +338,7 @@ impl Pg {
             session: Some(Session {
                 client,
                 statements: HashMap::new(),
+                staging: false,
             }),
         })
     }
@@ -1199,20 +1204,24 @@ impl<'c> PgWriter<'c> {
             .map(|&n| items[n].0.payload_cbor.as_slice())
             .collect();
         // Rows in the order given (their sequence numbers are write order); an id another
-        // transaction wrote meanwhile is left to it and checked below.
-        let inserted = self
-            .s
-            .query(
-                "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
-                 SELECT id, type, ts, digest, payload
-                 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[])
-                      WITH ORDINALITY AS t(id, type, ts, digest, payload, o)
-                 ORDER BY o
-                 ON CONFLICT (id) DO NOTHING
-                 RETURNING id",
-                &[&id, &ty, &ts, &digest, &payload],
-            )
-            .map_err(self.e())?;
+        // transaction wrote meanwhile is left to it and checked below. A large batch goes
+        // through COPY (binary) into a temporary table first.
+        let inserted = if fresh.len() >= COPY_FROM {
+            self.copy_rows(&id, &ty, &ts, &digest, &payload)?
+        } else {
+            self.s
+                .query(
+                    "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
+                     SELECT id, type, ts, digest, payload
+                     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[])
+                          WITH ORDINALITY AS t(id, type, ts, digest, payload, o)
+                     ORDER BY o
+                     ON CONFLICT (id) DO NOTHING
+                     RETURNING id",
+                    &[&id, &ty, &ts, &digest, &payload],
+                )
+                .map_err(self.e())?
+        };
         let inserted: HashSet<i64> = inserted.iter().map(|r| r.get(0)).collect();
         let mut raced = Vec::new();
         for &n in &fresh {
@@ -1243,7 +1252,25 @@ impl<'c> PgWriter<'c> {
                 }
             }
         }
-        if !src.is_empty() {
+        if src.len() >= COPY_FROM {
+            // The nodes are new: so are their edge rows.
+            use postgres::types::Type;
+            let pg = self.pg;
+            let sink = self
+                .s
+                .client
+                .copy_in("COPY uwf_edges (src, pos, dst) FROM STDIN BINARY")
+                .map_err(|e| pg.err(&e))?;
+            let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
+                sink,
+                &[Type::INT8, Type::INT4, Type::INT8],
+            );
+            for k in 0..src.len() {
+                w.write(&[&src[k], &pos[k], &dst[k]])
+                    .map_err(|e| pg.err(&e))?;
+            }
+            w.finish().map_err(|e| pg.err(&e))?;
+        } else if !src.is_empty() {
             self.s
                 .execute(
                     "INSERT INTO uwf_edges (src, pos, dst)
@@ -1253,6 +1280,67 @@ impl<'c> PgWriter<'c> {
                 .map_err(self.e())?;
         }
         Ok(out)
+    }
+
+    /// Inserts rows through `COPY … FROM STDIN BINARY` into a temporary table of the session,
+    /// then into `uwf_nodes` in their order, skipping ids present; returns the inserted ids.
+    fn copy_rows(
+        &mut self,
+        id: &[i64],
+        ty: &[i64],
+        ts: &[i64],
+        digest: &[&[u8]],
+        payload: &[&[u8]],
+    ) -> Result<Vec<postgres::Row>> {
+        use postgres::types::Type;
+        let pg = self.pg;
+        if !self.s.staging {
+            self.s
+                .client
+                .batch_execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
+                        o int, id bigint, type bigint, ts bigint, digest bytea, payload bytea
+                     ) ON COMMIT DELETE ROWS",
+                )
+                .map_err(|e| pg.err(&e))?;
+            self.s.staging = true;
+        }
+        let sink = self
+            .s
+            .client
+            .copy_in("COPY uwf_staging (o, id, type, ts, digest, payload) FROM STDIN BINARY")
+            .map_err(|e| pg.err(&e))?;
+        let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::INT4,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+                Type::BYTEA,
+            ],
+        );
+        for k in 0..id.len() {
+            let o = k as i32;
+            w.write(&[&o, &id[k], &ty[k], &ts[k], &digest[k], &payload[k]])
+                .map_err(|e| pg.err(&e))?;
+        }
+        w.finish().map_err(|e| pg.err(&e))?;
+        let rows = self
+            .s
+            .query(
+                "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
+                 SELECT id, type, ts, digest, payload FROM uwf_staging ORDER BY o
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING id",
+                &[],
+            )
+            .map_err(self.e())?;
+        self.s
+            .execute("TRUNCATE uwf_staging", &[])
+            .map_err(self.e())?;
+        Ok(rows)
     }
 
     pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {

@@ -150,11 +150,11 @@ fn a_newer_schema_is_refused_and_left_alone() {
         "{}",
         r.stderr
     );
-    assert!(
-        r.stderr.contains("99, newer than this uwf supports (1)"),
-        "{}",
-        r.stderr
+    let want = format!(
+        "99, newer than this uwf supports ({})",
+        uwf::store::PG_SCHEMA_VERSION
     );
+    assert!(r.stderr.contains(&want), "{}", r.stderr);
     let n: i64 = c
         .query_one("SELECT count(*) FROM uwf_nodes", &[])
         .unwrap()
@@ -167,8 +167,11 @@ fn a_newer_schema_is_refused_and_left_alone() {
         .unwrap()
         .get(0);
     assert_eq!(v, 99);
-    c.batch_execute("UPDATE uwf_meta SET value = 1 WHERE key = 'schema_version'")
-        .unwrap();
+    c.batch_execute(&format!(
+        "UPDATE uwf_meta SET value = {} WHERE key = 'schema_version'",
+        uwf::store::PG_SCHEMA_VERSION
+    ))
+    .unwrap();
     let after = json(&env.ok(&["store", "info"]));
     assert_eq!(after.get("nodes").and_then(Value::as_f64), Some(n as f64));
 }
