@@ -387,6 +387,17 @@ fn fixture(b: &Bench, n: usize) -> Fixture {
             took[i] += t.elapsed();
         }
     }
+    // Statistics for the planner, as a loader should leave them: without them (autovacuum's
+    // ANALYZE comes up to a minute later) the walk's recursive term may be planned as a hash
+    // join over a sequential scan of `uwf_edges` at every level of the chain.
+    for (p, _) in &places {
+        if p.backend == Backend::Postgres {
+            let t = Instant::now();
+            let mut c = postgres::Client::connect(&p.store_env, postgres::NoTls).unwrap();
+            c.batch_execute("ANALYZE").unwrap();
+            eprintln!("fixture {n}: ANALYZE on postgres in {:.1?}", t.elapsed());
+        }
+    }
     for (i, (p, s)) in places.iter().enumerate() {
         eprintln!(
             "fixture {n}: {} nodes on {} put in {:.1?} ({:.0} nodes/s, batches of {BATCH})",
