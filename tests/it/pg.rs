@@ -49,7 +49,7 @@ pub fn server() -> Option<&'static PgServer> {
     let server = SERVER.get_or_init(|| {
         let server = match std::env::var(ENV_URL) {
             Ok(url) if !url.is_empty() => PgServer::external(url),
-            _ => PgServer::private(),
+            _ => PgServer::private(""),
         };
         if let Err(why) = &server
             && !in_ci()
@@ -76,7 +76,14 @@ pub fn server() -> Option<&'static PgServer> {
 /// none can be started and CI is not set, or when `UWF_TEST_PG` is set (a machine without local
 /// binaries); panics when CI is set and `UWF_TEST_PG` is not.
 pub fn dedicated() -> Option<PgServer> {
-    match PgServer::private() {
+    dedicated_with("")
+}
+
+/// A [`dedicated`] server started with the server options `extra` after the harness's own (a
+/// later `-c` wins): e.g. `-c fsync=on -c synchronous_commit=on -c full_page_writes=on` for a
+/// durable server, as the benches use.
+pub fn dedicated_with(extra: &str) -> Option<PgServer> {
+    match PgServer::private(extra) {
         Ok(server) => Some(server),
         Err(why) if in_ci() && std::env::var_os(ENV_URL).is_none_or(|v| v.is_empty()) => {
             panic!("the PostgreSQL tests need a private server (CI is set): {why}")
@@ -200,8 +207,8 @@ impl PgServer {
         })
     }
 
-    /// Starts a private server.
-    fn private() -> Result<PgServer, String> {
+    /// Starts a private server, with the server options `extra` after the harness's own.
+    fn private(extra: &str) -> Result<PgServer, String> {
         let bin = bindir()?;
         let as_postgres = is_root();
         let root = tempfile::Builder::new()
@@ -221,7 +228,7 @@ impl PgServer {
             as_postgres,
         };
         p.prepare_data()?;
-        let port = p.start()?;
+        let port = p.start(extra)?;
         Ok(PgServer {
             kind: Kind::Private(p),
             port,
@@ -272,15 +279,16 @@ impl Private {
             .arg(self.root.join("data")))
     }
 
-    /// Starts the server on a free port of 127.0.0.1 (another one if that fails) and waits
-    /// until it accepts connections; returns the port.
-    fn start(&self) -> Result<u16, String> {
+    /// Starts the server on a free port of 127.0.0.1 (another one if that fails), with the
+    /// server options `extra` after the harness's own, and waits until it accepts connections;
+    /// returns the port.
+    fn start(&self, extra: &str) -> Result<u16, String> {
         let mut why = String::new();
         for _ in 0..5 {
             let port = free_port()?;
             let opts = format!(
                 "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=off \
-                 -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+                 -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 {extra}",
                 shell_quote(&self.root.to_string_lossy())
             );
             let out = self
