@@ -117,25 +117,30 @@ impl Store {
             Err(e) => (None, e),
         };
         let msg = error.to_string();
+        // A lost connection or a transaction the server aborted fails every write of the
+        // group alike: each may be tried again.
+        let server = match &error {
+            StoreError::Server {
+                server,
+                message,
+                retry,
+            } => Some((server.clone(), message.clone(), *retry)),
+            _ => None,
+        };
         let mut error = Some(error);
         for (j, s) in senders.into_iter().enumerate() {
-            let e = match (culprit == Some(j), error.take()) {
+            let own = culprit == Some(j) || (culprit.is_none() && j == 0);
+            let e = match (own, error.take()) {
                 (true, Some(e)) => e,
                 (_, e) => {
                     error = e;
-                    match &error {
-                        // A lost connection or an aborted transaction fails every write of
-                        // the group alike: each may be tried again.
-                        Some(StoreError::Server {
-                            server,
-                            message,
-                            retry,
-                        }) => StoreError::Server {
+                    match &server {
+                        Some((server, message, retry)) => StoreError::Server {
                             server: server.clone(),
                             message: message.clone(),
                             retry: *retry,
                         },
-                        _ => StoreError::Internal(format!(
+                        None => StoreError::Internal(format!(
                             "a write grouped with this one failed: {msg}"
                         )),
                     }

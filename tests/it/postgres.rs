@@ -296,6 +296,48 @@ fn chains(url: &str) -> (HashMap<String, Vec<String>>, HashMap<String, usize>) {
     (roles, by_start)
 }
 
+/// What the server's sessions are doing and the leases held, for a failure message.
+fn server_state(c: &mut postgres::Client) -> String {
+    let mut out = String::new();
+    for r in c
+        .query(
+            "SELECT pid, state, wait_event_type, wait_event, left(query, 80)
+             FROM pg_stat_activity WHERE application_name = 'uwf'",
+            &[],
+        )
+        .unwrap()
+    {
+        let (pid, state, wt, we, q): (
+            i32,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+        ) = (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+        out.push_str(&format!("{pid} {state:?} {wt:?}/{we:?} {q:?}\n"));
+    }
+    for r in c
+        .query(
+            "SELECT thread, holder, expires_at > now() FROM uwf_leases",
+            &[],
+        )
+        .unwrap()
+    {
+        let (t, h, live): (String, String, bool) = (r.get(0), r.get(1), r.get(2));
+        out.push_str(&format!("lease {t} held by {h} (unexpired: {live})\n"));
+    }
+    let leases: i64 = c
+        .query_one("SELECT count(*) FROM uwf_leases", &[])
+        .unwrap()
+        .get(0);
+    let threads: i64 = c
+        .query_one("SELECT count(*) FROM uwf_threads", &[])
+        .unwrap()
+        .get(0);
+    out.push_str(&format!("{threads} active threads, {leases} leases"));
+    out
+}
+
 fn spawn_runner(home: &Path, url: &str, script: &Path) -> Child {
     std::fs::create_dir_all(home).unwrap();
     std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
@@ -353,7 +395,7 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
             .unwrap()
             .get(0)
     };
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let deadline = Instant::now() + Duration::from_secs(120);
     // Kill one runner once a tenth of the threads are done.
     while done(&mut admin) < (threads / 10).max(1) as i64 {
         assert!(Instant::now() < deadline, "no progress");
@@ -365,6 +407,7 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
     drop(admin);
     server.restart();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let pids: Vec<u32> = runners.iter().map(Child::id).collect();
     for (i, r) in runners.iter_mut().enumerate().skip(1) {
         loop {
             if let Some(st) = r.try_wait().unwrap() {
@@ -374,7 +417,29 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
                 assert!(st.success(), "runner {i} failed: {err}");
                 break;
             }
-            assert!(Instant::now() < deadline, "runner {i} did not finish");
+            if Instant::now() >= deadline {
+                if std::env::var_os("UWF_TEST_GDB").is_some() {
+                    let bt = std::process::Command::new("gdb")
+                        .args([
+                            "-p",
+                            &r.id().to_string(),
+                            "-batch",
+                            "-ex",
+                            "thread apply all bt",
+                        ])
+                        .output()
+                        .unwrap();
+                    std::fs::write("/tmp/runner-bt.txt", bt.stdout).unwrap();
+                }
+                let _ = r.kill();
+                let mut err = String::new();
+                use std::io::Read;
+                r.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+                panic!(
+                    "runner {i} did not finish (runners {pids:?}): {}\n{err}",
+                    server_state(&mut admin)
+                );
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
