@@ -509,6 +509,8 @@ pub struct Bulk<'a> {
     tx: Option<WriteTransaction>,
     pending: usize,
     commit_every: usize,
+    /// Nodes put through this load (PostgreSQL analyzes its tables after a large one).
+    loaded: usize,
 }
 
 impl Bulk<'_> {
@@ -519,6 +521,7 @@ impl Bulk<'_> {
     /// load may go on.
     pub fn put(&mut self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
         if self.store.pg().is_some() {
+            self.loaded += nodes.len();
             return self.store.put(nodes, now_ms);
         }
         self.put_with(nodes.len(), |tx| {
@@ -532,6 +535,7 @@ impl Bulk<'_> {
     /// As [`Bulk::put`].
     pub(crate) fn put_at(&mut self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
         if self.store.pg().is_some() {
+            self.loaded += nodes.len();
             return self.store.put_at(nodes);
         }
         self.put_with(nodes.len(), |tx| {
@@ -575,6 +579,13 @@ impl Bulk<'_> {
     /// # Errors
     /// A redb failure.
     pub fn finish(mut self) -> Result<()> {
+        // The server's planner needs statistics of what a large load brought, or a walk over
+        // it scans whole tables.
+        if let Some(pg) = self.store.pg()
+            && self.loaded >= ANALYZE_FROM
+        {
+            pg.analyze()?;
+        }
         self.commit()
     }
 }
@@ -681,6 +692,7 @@ impl Store {
             tx: None,
             pending: 0,
             commit_every,
+            loaded: 0,
         }
     }
 
@@ -1140,6 +1152,9 @@ impl<E> From<StoreError> for Walked<E> {
 
 /// The greatest timestamp a node can have: JavaScript's `Number.MAX_SAFE_INTEGER`.
 const MAX_SAFE_MS: u64 = (1 << 53) - 1;
+
+/// Nodes a bulk load on PostgreSQL brings before its tables are analyzed at its end.
+const ANALYZE_FROM: usize = 10_000;
 
 /// `links` records per chunk of [`Store::for_each_node_in_write_order`].
 const SEQ_WINDOW: usize = 8192;
