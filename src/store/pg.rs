@@ -190,6 +190,14 @@ impl std::fmt::Debug for Pg {
 /// The connection settings of `url` completed from libpq's variables (`PGHOST`, `PGPORT`,
 /// `PGUSER`, `PGPASSWORD`, `PGDATABASE`) where the URL leaves them out.
 fn config_of(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<postgres::Config> {
+    let with_port;
+    let url = match env("PGPORT").filter(|p| p.parse::<u16>().is_ok()) {
+        Some(port) => {
+            with_port = port_into(url, &port);
+            with_port.as_str()
+        }
+        None => url,
+    };
     let mut c: postgres::Config = url
         .parse()
         .map_err(|e: postgres::Error| StoreError::Server {
@@ -230,6 +238,23 @@ fn config_of(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<postgres
     c.keepalives_idle(Duration::from_secs(30));
     c.application_name("uwf");
     Ok(c)
+}
+
+/// `url` with `port` after its host when it names a host without a port (the parser would
+/// take 5432 for it, where libpq takes `PGPORT`).
+fn port_into(url: &str, port: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (auth, tail) = rest.split_at(end);
+    let host = auth.rsplit_once('@').map_or(auth, |(_, h)| h);
+    // An IPv6 literal's colons are inside its brackets.
+    let bare = host.rsplit_once(']').map_or(host, |(_, after)| after);
+    if host.is_empty() || bare.contains(':') || host.contains(',') {
+        return url.to_string();
+    }
+    format!("{scheme}://{auth}:{port}{tail}")
 }
 
 /// `url` with any password replaced by `***`.
@@ -1733,6 +1758,10 @@ mod tests {
         assert_eq!(c.get_password(), Some(&b"pw"[..]));
         let c = config_of("postgres://dave@h/x", &env).unwrap();
         assert_eq!(server_name(&c), "postgres://dave@h:6543/x");
+        // A port in the URL wins.
+        let c = config_of("postgres://dave:pw@h:7000/x", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://dave@h:7000/x");
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
     }
 
     #[test]
