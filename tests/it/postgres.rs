@@ -555,3 +555,57 @@ fn limits_in_the_store_hold_across_runners_of_different_roots() {
         Some(0)
     );
 }
+
+/// A lease held on another machine is live while its expiry, which its holder renews, is ahead
+/// (by the server's clock), and taken over once it has passed: a dead machine holds nothing.
+#[test]
+fn another_machines_lease_lives_until_its_expiry() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let env = env_on(&url);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let t = env.start(&p(&repo.join("examples/debate.yaml")), "q");
+    let script = format!(
+        "uwf agent scripted --script {}",
+        p(&repo.join("examples/debate.script.yaml"))
+    );
+    let store = env.store();
+    let id = uwf::workflow::ThreadId::parse(&t).unwrap();
+    store
+        .write(|w| {
+            w.set_lease(
+                &id,
+                &uwf::store::Lease {
+                    pid: 4242,
+                    since_ms: 1,
+                    boot_id: "a-boot-of-another-machine".into(),
+                    start_ticks: 7,
+                    unexpired: None,
+                },
+            )
+        })
+        .unwrap();
+    let lease = || {
+        store
+            .leases()
+            .unwrap()
+            .into_iter()
+            .find(|(t, _)| *t == id)
+            .map(|(_, l)| l)
+    };
+    assert_eq!(lease().unwrap().unexpired, Some(true));
+    let r = env.run(&["thread", "step", &t, "--agent", &script]);
+    assert_eq!(
+        r.code, 75,
+        "busy while the other machine's lease lives: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("pid 4242"), "{}", r.stderr);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("UPDATE uwf_leases SET expires_at = now() - interval '1 second'")
+        .unwrap();
+    assert_eq!(lease().unwrap().unexpired, Some(false));
+    env.ok(&["thread", "step", &t, "--agent", &script]);
+    assert_eq!(env.roles(&t).len(), 1);
+    assert!(lease().is_none(), "released after the step");
+}
