@@ -197,13 +197,16 @@ pub fn run(
         // Threads with an error no retry mends: not driven again by this run.
         let mut stuck: HashSet<ThreadId> = HashSet::new();
         let mut set = tokio::task::JoinSet::new();
-        let mut names: HashMap<crate::cas::NodeId, String> = HashMap::new();
         let mut last_scan: Option<Instant> = None;
-        // `maxRetries` of the workflows whose limits in the store set one.
-        let mut retries: Arc<HashMap<String, u32>> = Arc::default();
         let mut stop_at: Option<Instant> = None;
-        let wanted_threads: HashSet<ThreadId> = opts.threads.iter().cloned().collect();
-        let wanted_workflows: HashSet<String> = opts.workflows.iter().cloned().collect();
+        let mut looker = Looker {
+            store: store.clone(),
+            config: config.clone(),
+            names: HashMap::new(),
+            threads: opts.threads.iter().cloned().collect(),
+            workflows: opts.workflows.iter().cloned().collect(),
+            retries: Arc::default(),
+        };
         loop {
             // A stop request: no new steps; the grace period, then the kill.
             if let Some(sig) = stop.requested() {
@@ -219,24 +222,8 @@ pub fn run(
             // Look for new threads when the queue is empty, or every second anyway.
             let stale = last_scan.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
             if stop.requested().is_none() && (queue.is_empty() || stale) {
-                let found = match look(
-                    &store,
-                    &config,
-                    &mut names,
-                    &wanted_threads,
-                    &wanted_workflows,
-                    &mut retries,
-                )
-                .await
-                {
-                    Ok((_, found)) => found,
-                    // The store's server is out of reach for now: look again shortly.
-                    Err(e) if retry_later(&e) => {
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                        Vec::new()
-                    }
-                    Err(e) => return Err(e),
-                };
+                // An unreachable server: nothing found this time, look again shortly.
+                let found = looker.look().await?.map(|(_, f)| f).unwrap_or_default();
                 for (t, wf) in found {
                     if !in_flight.contains(&t) && !stuck.contains(&t) && queued.insert(t.clone()) {
                         tracked.entry(t.clone()).or_default().workflow = wf;
@@ -261,7 +248,7 @@ pub fn run(
                 in_flight.insert(t.clone());
                 let max_retries = tracked
                     .get(&t)
-                    .and_then(|x| retries.get(&x.workflow))
+                    .and_then(|x| looker.retries.get(&x.workflow))
                     .copied()
                     .unwrap_or(max_retries);
                 let (store, config, models, opts, now, stop) = (
@@ -310,23 +297,9 @@ pub fn run(
                 if queue.is_empty() {
                     if opts.until_idle {
                         // One more look: a thread promoted or started just now.
-                        let (promoted, found) = match look(
-                            &store,
-                            &config,
-                            &mut names,
-                            &wanted_threads,
-                            &wanted_workflows,
-                            &mut retries,
-                        )
-                        .await
-                        {
-                            Ok(r) => r,
-                            Err(e) if retry_later(&e) => {
-                                tokio::time::sleep(Duration::from_millis(250)).await;
-                                last_scan = None;
-                                continue;
-                            }
-                            Err(e) => return Err(e),
+                        let Some((promoted, found)) = looker.look().await? else {
+                            last_scan = None;
+                            continue;
                         };
                         if promoted {
                             last_scan = None;
@@ -483,44 +456,61 @@ fn retry_later(e: &thread::ThreadError) -> bool {
     )
 }
 
-/// Promotes queued threads where the config sets limits (whether any was), then
-/// [`scan`]s, on the blocking pool: the runtime's own thread never waits for the store (a
-/// store on a server is reached through a synchronous client).
-async fn look(
-    store: &Arc<Store>,
-    config: &Arc<Config>,
-    names: &mut HashMap<crate::cas::NodeId, String>,
-    threads: &HashSet<ThreadId>,
-    workflows: &HashSet<String>,
-    retries: &mut Arc<HashMap<String, u32>>,
-) -> thread::Result<(bool, Vec<(ThreadId, String)>)> {
-    let (store, config, threads, workflows) = (
-        store.clone(),
-        config.clone(),
-        threads.clone(),
-        workflows.clone(),
-    );
-    let mut known = std::mem::take(names);
-    let (r, known) = tokio::task::spawn_blocking(move || {
-        let r = (|| -> thread::Result<_> {
-            let promoted = thread::any_limits(&store, &config)?
-                && !thread::promote(&store, &config)?.is_empty();
-            let found = scan(&store, &mut known, &threads, &workflows)?;
-            let retries: HashMap<String, u32> = store
-                .workflow_limits()?
-                .into_iter()
-                .filter_map(|(n, l)| Some((n, l.max_retries?)))
-                .collect();
-            Ok((promoted, found, retries))
-        })();
-        (r, known)
-    })
-    .await
-    .map_err(|e| thread::ThreadError::Invalid(format!("a store scan panicked: {e}")))?;
-    *names = known;
-    let (promoted, found, r) = r?;
-    *retries = Arc::new(r);
-    Ok((promoted, found))
+/// What the runner's looks at the store need and keep between them.
+struct Looker {
+    store: Arc<Store>,
+    config: Arc<Config>,
+    /// Workflow names by node id.
+    names: HashMap<crate::cas::NodeId, String>,
+    /// `--thread` and `--workflow`.
+    threads: HashSet<ThreadId>,
+    workflows: HashSet<String>,
+    /// `maxRetries` of the workflows whose limits in the store set one.
+    retries: Arc<HashMap<String, u32>>,
+}
+
+impl Looker {
+    /// Promotes queued threads where limits are set (whether any was), then [`scan`]s, on
+    /// the blocking pool: the runtime's own thread never waits for the store (a store on a
+    /// server is reached through a synchronous client). `None`, after a short wait, when the
+    /// store's server is out of reach for now.
+    async fn look(&mut self) -> thread::Result<Option<(bool, Vec<(ThreadId, String)>)>> {
+        let (store, config, threads, workflows) = (
+            self.store.clone(),
+            self.config.clone(),
+            self.threads.clone(),
+            self.workflows.clone(),
+        );
+        let mut known = std::mem::take(&mut self.names);
+        let (r, known) = tokio::task::spawn_blocking(move || {
+            let r = (|| -> thread::Result<_> {
+                let promoted = thread::any_limits(&store, &config)?
+                    && !thread::promote(&store, &config)?.is_empty();
+                let found = scan(&store, &mut known, &threads, &workflows)?;
+                let retries: HashMap<String, u32> = store
+                    .workflow_limits()?
+                    .into_iter()
+                    .filter_map(|(n, l)| Some((n, l.max_retries?)))
+                    .collect();
+                Ok((promoted, found, retries))
+            })();
+            (r, known)
+        })
+        .await
+        .map_err(|e| thread::ThreadError::Invalid(format!("a store scan panicked: {e}")))?;
+        self.names = known;
+        match r {
+            Ok((promoted, found, retries)) => {
+                self.retries = Arc::new(retries);
+                Ok(Some((promoted, found)))
+            }
+            Err(e) if retry_later(&e) => {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
 }
 
 /// Wakes `changed` whenever the store file (or its directory) changes; `None` where the

@@ -120,6 +120,42 @@ impl Session {
     }
 }
 
+/// The record of one thread.
+const THREAD: &str = "SELECT rec FROM uwf_threads WHERE id = $1";
+/// Every active thread's record.
+const THREADS: &str = "SELECT id, rec FROM uwf_threads ORDER BY id";
+/// The state of one thread.
+const STATE: &str = "SELECT rec FROM uwf_thread_state WHERE thread = $1";
+/// Every thread state.
+const STATES: &str = "SELECT thread, rec FROM uwf_thread_state ORDER BY thread";
+
+impl Session {
+    /// The record `sql` selects by `key` (`SELECT rec … WHERE … = $1`).
+    fn record<T: Record>(&mut self, pg: &Pg, sql: &'static str, key: &str) -> Result<Option<T>> {
+        let r = self.opt(sql, &[&key]).map_err(|e| pg.err(&e))?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    /// The records `sql` selects with their threads (`SELECT thread, rec …`).
+    fn records<T: Record>(&mut self, pg: &Pg, sql: &'static str) -> Result<Vec<(ThreadId, T)>> {
+        let rows = self.query(sql, &[]).map_err(|e| pg.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
+            .collect()
+    }
+
+    /// The lease of thread `id`, with whether its expiry is ahead.
+    fn lease(&mut self, pg: &Pg, id: &ThreadId) -> Result<Option<Lease>> {
+        let r = self
+            .opt(
+                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| pg.err(&e))?;
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+}
+
 /// A session borrowed from the pool, given back when dropped unless its connection closed.
 pub(crate) struct Conn<'a> {
     pg: &'a Pg,
@@ -691,41 +727,26 @@ impl Pg {
     // ---- records ----
 
     pub(crate) fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        let mut c = self.conn()?;
-        let r = c
-            .opt("SELECT rec FROM uwf_threads WHERE id = $1", &[&id.as_str()])
-            .map_err(|e| self.err(&e))?;
-        r.map(|r| dec(r.get(0))).transpose()
+        self.conn()?.record(self, THREAD, id.as_str())
     }
 
     pub(crate) fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        self.keyed("SELECT id, rec FROM uwf_threads ORDER BY id")
+        self.conn()?.records(self, THREADS)
     }
 
     pub(crate) fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
-        let mut c = self.conn()?;
-        let r = c
-            .opt(
-                "SELECT rec FROM uwf_thread_state WHERE thread = $1",
-                &[&id.as_str()],
-            )
-            .map_err(|e| self.err(&e))?;
-        Ok(r.map(|r| dec(r.get(0))).transpose()?.unwrap_or_default())
+        Ok(self
+            .conn()?
+            .record(self, STATE, id.as_str())?
+            .unwrap_or_default())
     }
 
     pub(crate) fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        self.keyed("SELECT thread, rec FROM uwf_thread_state ORDER BY thread")
+        self.conn()?.records(self, STATES)
     }
 
     pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
-        let mut c = self.conn()?;
-        let r = c
-            .opt(
-                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
-                &[&id.as_str()],
-            )
-            .map_err(|e| self.err(&e))?;
-        r.map(|r| lease_of_row(&r, 0)).transpose()
+        self.conn()?.lease(self, id)
     }
 
     pub(crate) fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
@@ -835,14 +856,6 @@ impl Pg {
             )
             .map_err(|e| self.err(&e))?;
         rows.iter().map(|r| dec(r.get(0))).collect()
-    }
-
-    fn keyed<T: Record>(&self, sql: &'static str) -> Result<Vec<(ThreadId, T)>> {
-        let mut c = self.conn()?;
-        let rows = c.query(sql, &[]).map_err(|e| self.err(&e))?;
-        rows.iter()
-            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
-            .collect()
     }
 
     /// Counts for `uwf store info`: nodes, active threads, history entries, registry names,
@@ -1462,21 +1475,11 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        let r = self
-            .s
-            .opt("SELECT rec FROM uwf_threads WHERE id = $1", &[&id.as_str()])
-            .map_err(self.e())?;
-        r.map(|r| dec(r.get(0))).transpose()
+        self.s.record(self.pg, THREAD, id.as_str())
     }
 
     pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        let rows = self
-            .s
-            .query("SELECT id, rec FROM uwf_threads ORDER BY id", &[])
-            .map_err(self.e())?;
-        rows.iter()
-            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
-            .collect()
+        self.s.records(self.pg, THREADS)
     }
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
@@ -1507,27 +1510,14 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         self.lock(0, id.as_str())?;
-        let r = self
+        Ok(self
             .s
-            .opt(
-                "SELECT rec FROM uwf_thread_state WHERE thread = $1",
-                &[&id.as_str()],
-            )
-            .map_err(self.e())?;
-        Ok(r.map(|r| dec(r.get(0))).transpose()?.unwrap_or_default())
+            .record(self.pg, STATE, id.as_str())?
+            .unwrap_or_default())
     }
 
     pub(crate) fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        let rows = self
-            .s
-            .query(
-                "SELECT thread, rec FROM uwf_thread_state ORDER BY thread",
-                &[],
-            )
-            .map_err(self.e())?;
-        rows.iter()
-            .map(|r| Ok((ThreadId::from_stored(r.get(0)), dec(r.get(1))?)))
-            .collect()
+        self.s.records(self.pg, STATES)
     }
 
     pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
@@ -1558,14 +1548,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        let r = self
-            .s
-            .opt(
-                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
-                &[&id.as_str()],
-            )
-            .map_err(self.e())?;
-        r.map(|r| lease_of_row(&r, 0)).transpose()
+        self.s.lease(self.pg, id)
     }
 
     pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
