@@ -29,7 +29,16 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
         .hint("start a thread or register a workflow first; UWF_HOME names the root"));
     }
     let store = match env.server_url() {
-        Some(_) => env.open_ro()?,
+        Some(url) => match Store::open_url_existing(url, &|k| std::env::var(k).ok())? {
+            Some(s) => s,
+            None => {
+                return Err(CliError::of(
+                    crate::ErrorKind::NotFound,
+                    format!("no store at {}", crate::store::mask_url(url)),
+                )
+                .hint("start a thread or register a workflow first"));
+            }
+        },
         None => Store::open_read_only(&db)?,
     };
     if !a.bind.is_loopback() {

@@ -42,7 +42,7 @@ pub use nodes::{
 };
 pub use pg::Listener;
 pub use pg::SCHEMA_VERSION as PG_SCHEMA_VERSION;
-pub(crate) use pg::url_password;
+pub(crate) use pg::{mask_url, url_password};
 pub use removals::Removal;
 pub use threads::{Counts, HistoryEntry, Merge, RegistryEntry, ThreadRecord, Writer};
 pub use verify::{Damage, Progress, VerifyReport};
@@ -546,6 +546,23 @@ impl Store {
     /// which a caller watches instead.
     pub fn on_change(&self, f: impl Fn() + Send + 'static) -> Option<pg::Listener> {
         self.pg().map(|p| p.listen(f))
+    }
+
+    /// [`Store::open_url`] for a database that already holds a store: `None` when it holds
+    /// none, and nothing is created then.
+    ///
+    /// # Errors
+    /// As [`Store::open_url`].
+    pub fn open_url_existing(
+        url: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Store>> {
+        Ok(pg::Pg::open_existing(url, env)?.map(|pg| Store {
+            path: PathBuf::from(pg.server()),
+            db: Db::Pg(Arc::new(pg)),
+            types: Default::default(),
+            group: group::Group::default(),
+        }))
     }
 
     /// Whether `location` names a PostgreSQL server rather than a redb file.

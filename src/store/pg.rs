@@ -412,16 +412,41 @@ impl Pg {
     /// [`StoreError::Server`] naming the server for a bad URL, a refused connection or a
     /// failed login; [`StoreError::TooNew`] for a newer schema.
     pub(crate) fn open(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
+        let pg = Pg::connect(url, env)?;
+        pg.migrate()?;
+        Ok(pg)
+    }
+
+    /// Connects to the server of `url` when its database holds a uwf store of a schema this
+    /// binary knows; `None` when it holds none (nothing is created).
+    ///
+    /// # Errors
+    /// As [`Pg::open`].
+    pub(crate) fn open_existing(
+        url: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Pg>> {
+        let pg = Pg::connect(url, env)?;
+        match pg.schema_version()? {
+            None => Ok(None),
+            Some(v) if v > SCHEMA_VERSION => Err(pg.too_new(v)),
+            Some(v) if v < SCHEMA_VERSION => {
+                pg.migrate()?;
+                Ok(Some(pg))
+            }
+            Some(_) => Ok(Some(pg)),
+        }
+    }
+
+    fn connect(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
         let config = config_of(url, env)?;
-        let pg = Pg {
+        Ok(Pg {
             server: server_name(&config),
             config,
             tls: tls()?,
             idle: Mutex::new(Vec::new()),
             holder: OnceLock::new(),
-        };
-        pg.migrate()?;
-        Ok(pg)
+        })
     }
 
     /// The server, for messages (no password).

@@ -609,3 +609,24 @@ fn another_machines_lease_lives_until_its_expiry() {
     assert_eq!(env.roles(&t).len(), 1);
     assert!(lease().is_none(), "released after the step");
 }
+
+/// The web view never creates a store: on a database without one it says so and leaves the
+/// database empty.
+#[test]
+fn serve_on_a_database_without_a_store_creates_nothing() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let env = TestEnv::new();
+    let r = env.run(&["--store", &url, "serve", "--port", "0"]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("no store at postgres://"), "{}", r.stderr);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let tables: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_catalog.pg_tables WHERE schemaname = 'public'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 0, "serve created tables");
+}
