@@ -1240,6 +1240,8 @@ impl Drop for PgWriter<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.s.client.batch_execute("ROLLBACK");
+            // A temporary table created in this transaction is gone with it.
+            self.s.staging = false;
         }
     }
 }

@@ -630,3 +630,38 @@ fn serve_on_a_database_without_a_store_creates_nothing() {
         .get(0);
     assert_eq!(tables, 0, "serve created tables");
 }
+
+/// A batch large enough for COPY, in a transaction that fails later: nothing of it stays, and
+/// the next large batch on the same connections goes through.
+#[test]
+fn a_copied_batch_in_a_failed_transaction_leaves_nothing() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let store = uwf::store::Store::open_url(&url, &|_| None).unwrap();
+    let text = uwf::workflow::nodes::TEXT;
+    let batch = |tag: &str| -> Vec<uwf::store::Prepared> {
+        (0..600)
+            .map(|i| {
+                store
+                    .prepare(text, &Value::str(format!("{tag} {i}")), true)
+                    .unwrap()
+            })
+            .collect()
+    };
+    let before = store.node_count().unwrap();
+    let first = batch("rolled back");
+    let r: Result<(), uwf::store::StoreError> = store.write(|w| {
+        w.put(&first, 1)?;
+        Err(uwf::store::StoreError::Internal("a later failure".into()))
+    });
+    assert!(r.is_err());
+    assert_eq!(store.node_count().unwrap(), before);
+    assert!(!store.has(first[0].id).unwrap());
+    let second = batch("kept");
+    let out = store.put(&second, 2).unwrap();
+    assert!(out.iter().all(|o| *o == uwf::store::PutOutcome::Inserted));
+    assert_eq!(store.node_count().unwrap(), before + 600);
+    // The same nodes again: present, nothing new.
+    let again = store.put(&second, 3).unwrap();
+    assert!(again.iter().all(|o| *o == uwf::store::PutOutcome::Existed));
+}
