@@ -1082,7 +1082,7 @@ impl super::Store {
     }
 }
 
-/// A connection listening for the store's changes; see [`Pg::listen`]. It stops when
+/// A connection listening for the store's changes ([`super::Store::on_change`]). It stops when
 /// dropped.
 pub struct Listener {
     stop: Arc<std::sync::atomic::AtomicBool>,
