@@ -650,9 +650,7 @@ fn cmd_kill(env: &Env, thread: &str) -> CliResult {
     let s = env.open_rw()?;
     thread::kill(&s, &t, env.now_ms)?;
     // Room for a queued thread of its workflow.
-    if thread::any_limits(&s, &config)? {
-        thread::promote(&s, &config)?;
-    }
+    thread::promote(&s, &config)?;
     let out = Cancelled {
         thread: t.as_str(),
         cancelled: true,
@@ -1006,9 +1004,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         }
     }
     // A thread that ended makes room for a queued one of its workflow.
-    if thread::any_limits(&store, &config)? {
-        thread::promote(&store, &config)?;
-    }
+    thread::promote(&store, &config)?;
     if count == 1 {
         if let Some(o) = outs.first() {
             print_as(env.format, &State::from(o))?;

@@ -484,8 +484,7 @@ impl Looker {
         let mut known = std::mem::take(&mut self.names);
         let (r, known) = tokio::task::spawn_blocking(move || {
             let r = (|| -> thread::Result<_> {
-                let promoted = thread::any_limits(&store, &config)?
-                    && !thread::promote(&store, &config)?.is_empty();
+                let promoted = !thread::promote(&store, &config)?.is_empty();
                 let found = scan(&store, &mut known, &threads, &workflows)?;
                 let retries: HashMap<String, u32> = store
                     .workflow_limits()?

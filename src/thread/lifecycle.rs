@@ -8,7 +8,8 @@ use super::ops::{Found, find};
 use super::{Config, Result, ThreadError};
 use crate::cas::{NodeId, Value};
 use crate::store::{
-    HistoryEntry, Phase, StepFailure, Store, StoreError, ThreadRecord, ThreadState, Writer,
+    HistoryEntry, Phase, StepFailure, Store, StoreError, ThreadRecord, ThreadState, WorkflowLimits,
+    Writer,
 };
 use crate::workflow::{FinishReason, ThreadId};
 use std::collections::{HashMap, HashSet};
@@ -101,17 +102,17 @@ impl Config {
     }
 }
 
-/// The limits of workflow `name`: those set in the store with `uwf limits set` (shared by
-/// every runner of the store), else `workflows.<name>` of config.yaml.
+/// The limits of workflow `name`: those set in the store with `uwf limits set` (`stored`,
+/// shared by every runner of the store), else `workflows.<name>` of config.yaml.
 ///
 /// # Errors
-/// A malformed config entry, store failures.
-pub fn limits_of(store: &Store, config: &Config, name: &str) -> Result<Option<Limits>> {
-    if let Some((_, l)) = store
-        .workflow_limits()?
-        .into_iter()
-        .find(|(n, _)| n == name)
-    {
+/// A malformed config entry.
+fn limits_of(
+    stored: &[(String, WorkflowLimits)],
+    config: &Config,
+    name: &str,
+) -> Result<Option<Limits>> {
+    if let Some((_, l)) = stored.iter().find(|(n, _)| n == name) {
         return Ok((l.concurrency > 0).then_some(Limits {
             concurrency: l.concurrency,
             overflow: if l.drop {
@@ -123,18 +124,6 @@ pub fn limits_of(store: &Store, config: &Config, name: &str) -> Result<Option<Li
         }));
     }
     config.limits(name)
-}
-
-/// Whether any workflow has a concurrency limit, in the store or in config.yaml.
-///
-/// # Errors
-/// Store failures.
-pub fn any_limits(store: &Store, config: &Config) -> Result<bool> {
-    Ok(config.has_limits()
-        || store
-            .workflow_limits()?
-            .iter()
-            .any(|(_, l)| l.concurrency > 0))
 }
 
 /// What admission did with a new thread.
@@ -264,11 +253,12 @@ pub(crate) fn limits_for(
     config: &Config,
     wf: NodeId,
 ) -> Result<Option<(Limits, HashSet<NodeId>)>> {
-    if !any_limits(store, config)? {
+    let stored = store.workflow_limits()?;
+    if !config.has_limits() && !stored.iter().any(|(_, l)| l.concurrency > 0) {
         return Ok(None);
     }
     let name = load_workflow(&store.snapshot()?, wf)?.name;
-    match limits_of(store, config, &name)? {
+    match limits_of(&stored, config, &name)? {
         Some(l) => Ok(Some((l, versions(store, &name, wf)?))),
         None => Ok(None),
     }
@@ -308,9 +298,10 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<ThreadId>> {
         by_name.entry(name).or_default().push((t.clone(), queued));
     }
     drop(snap);
+    let stored = store.workflow_limits()?;
     let mut promoted = Vec::new();
     for (name, mut ts) in by_name {
-        let Some(limits) = limits_of(store, config, &name)? else {
+        let Some(limits) = limits_of(&stored, config, &name)? else {
             // No limit (any more): nothing holds them back.
             for (t, q) in &ts {
                 if *q {

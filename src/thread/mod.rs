@@ -26,7 +26,7 @@ pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub use id::ThreadId;
 pub use kit::{Fallback, SubmitInput, scripted_reply, submit};
 pub(crate) use kit::{RoleBrief, agent_context, role_brief};
-pub(crate) use lifecycle::{Admission, any_limits, pause, promote, record_failure, remove, resume};
+pub(crate) use lifecycle::{Admission, pause, promote, record_failure, remove, resume};
 pub(crate) use ops::{
     ListFilter, Listed, Steps, fork, kill, latest_step_of_role, list, resolve_step, running_role,
     start_with, step_details, steps,
