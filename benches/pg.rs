@@ -481,29 +481,10 @@ fn bench_walk(c: &mut Criterion, f: &Fixture) {
     g.finish();
 }
 
-/// The ten-role line workflow and its script (one note a role).
-fn ten_roles() -> (String, String) {
-    let roles: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
-    let mut wf = String::from("name: ten\ndescription: ten roles in a row\nroles:\n");
-    let mut script = String::new();
-    for r in &roles {
-        wf.push_str(&format!(
-            "  {r}: {{description: a role, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {{type: object, properties: {{note: {{type: string}}}}, required: [note]}}}}\n"
-        ));
-        script.push_str(&format!("{r}:\n  - note: {r} done\n"));
-    }
-    wf.push_str("graph:\n  $START: {_: {role: r0, prompt: start}}\n");
-    for (i, r) in roles.iter().enumerate() {
-        let next = roles.get(i + 1).map_or("$END", String::as_str);
-        wf.push_str(&format!("  {r}: {{_: {{role: {next}, prompt: next}}}}\n"));
-    }
-    (wf, script)
-}
-
 /// A fresh store of `backend` with the ten-role workflow put; the agent command.
 fn workflow_place(b: &Bench, backend: Backend) -> (Place, String) {
     let p = b.place(backend);
-    let (wf, script) = ten_roles();
+    let (wf, script) = pg::ten_roles();
     let wf_path = p.home.join("ten.yaml");
     let script_path = p.home.join("ten.script.yaml");
     std::fs::write(&wf_path, wf).unwrap();

@@ -623,3 +623,23 @@ fn a_dropped_dedicated_server_is_stopped_and_removed() {
     assert!(!root.exists(), "{} left behind", root.display());
     assert!(postgres::Client::connect(&admin, postgres::NoTls).is_err());
 }
+
+/// A ten-role line workflow (`ten`: r0 → … → r9) and a scripted-agent script giving each
+/// role one note, for the many-runner test and benchmark.
+pub fn ten_roles() -> (String, String) {
+    let roles: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    let mut wf = String::from("name: ten\ndescription: ten roles in a row\nroles:\n");
+    let mut script = String::new();
+    for r in &roles {
+        wf.push_str(&format!(
+            "  {r}: {{description: a role, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {{type: object, properties: {{note: {{type: string}}}}, required: [note]}}}}\n"
+        ));
+        script.push_str(&format!("{r}:\n  - note: {r} done\n"));
+    }
+    wf.push_str("graph:\n  $START: {_: {role: r0, prompt: start}}\n");
+    for (i, r) in roles.iter().enumerate() {
+        let next = roles.get(i + 1).map_or("$END", String::as_str);
+        wf.push_str(&format!("  {r}: {{_: {{role: {next}, prompt: next}}}}\n"));
+    }
+    (wf, script)
+}

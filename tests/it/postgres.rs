@@ -240,25 +240,6 @@ fn a_store_copied_to_a_server_and_back_reads_the_same() {
 
 // ---- many machines ----
 
-/// Ten roles in a row.
-fn ten_roles() -> (String, String) {
-    let roles: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
-    let mut wf = String::from("name: ten\ndescription: ten roles in a row\nroles:\n");
-    let mut script = String::new();
-    for r in &roles {
-        wf.push_str(&format!(
-            "  {r}: {{description: a role, goal: go, capabilities: [], procedure: do it, output: a note, frontmatter: {{type: object, properties: {{note: {{type: string}}}}, required: [note]}}}}\n"
-        ));
-        script.push_str(&format!("{r}:\n  - note: {r} done\n"));
-    }
-    wf.push_str("graph:\n  $START: {_: {role: r0, prompt: start}}\n");
-    for (i, r) in roles.iter().enumerate() {
-        let next = roles.get(i + 1).map_or("$END", String::as_str);
-        wf.push_str(&format!("  {r}: {{_: {{role: {next}, prompt: next}}}}\n"));
-    }
-    (wf, script)
-}
-
 /// The roles of every finished thread's chain, and how many StepNodes each thread has in the
 /// store (on its chain or not).
 fn chains(url: &str) -> (HashMap<String, Vec<String>>, HashMap<String, usize>) {
@@ -375,7 +356,7 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
         .unwrap_or(40);
     let url = server.fresh_database();
     let env = env_on(&url);
-    let (wf, script) = ten_roles();
+    let (wf, script) = pg::ten_roles();
     let wf_path = env.root().join("ten.yaml");
     let script_path = env.root().join("ten.script.yaml");
     std::fs::write(&wf_path, wf).unwrap();
