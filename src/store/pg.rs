@@ -625,17 +625,17 @@ impl Pg {
     }
 
     pub(crate) fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>> {
-        if !self.has(id)? {
-            return Ok(None);
-        }
+        // Whether the node is stored and its references, in one round trip.
         let mut c = self.conn()?;
         let rows = c
             .query(
-                "SELECT dst FROM uwf_edges WHERE src = $1 ORDER BY pos",
+                "SELECT EXISTS (SELECT 1 FROM uwf_nodes WHERE id = $1),
+                        array(SELECT dst FROM uwf_edges WHERE src = $1 ORDER BY pos)",
                 &[&key(id)],
             )
             .map_err(|e| self.err(&e))?;
-        Ok(Some(rows.iter().map(|r| unkey(r.get(0))).collect()))
+        let (stored, refs): (bool, Vec<i64>) = (rows[0].get(0), rows[0].get(1));
+        Ok(stored.then(|| refs.into_iter().map(unkey).collect()))
     }
 
     pub(crate) fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
