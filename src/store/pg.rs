@@ -4,7 +4,8 @@
 //! and recorded in `uwf_meta.schema_version`; a server whose schema is newer than this binary
 //! knows is refused. Nodes are rows keyed by their id (top bit flipped, so bigint order is id
 //! order) with the canonical payload CBOR, type, first-write time and BLAKE3 digest; their
-//! references are rows of `uwf_edges` written at put time, so a walk is one recursive query.
+//! references (in schema order, found in the payload at put time) are kept in the row too, so a
+//! walk is one recursive query (`uwf_walk`) that probes one index a node.
 //! The thread-layer records keep the MessagePack encodings of `records.rs`.
 //!
 //! Connections come from a small pool of sessions, each with its prepared statements. A write
@@ -34,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0002-limits.sql",
         include_str!("../../migrations/pg/0002-limits.sql"),
+    ),
+    (
+        "0003-refs-in-row.sql",
+        include_str!("../../migrations/pg/0003-refs-in-row.sql"),
     ),
 ];
 
@@ -546,11 +551,11 @@ impl Pg {
         }
     }
 
-    /// Updates the planner's statistics of the node and edge tables (after a bulk load).
+    /// Updates the planner's statistics of the node table (after a bulk load).
     pub(crate) fn analyze(&self) -> Result<()> {
         let mut c = self.conn()?;
         c.client
-            .batch_execute("ANALYZE uwf_nodes, uwf_edges")
+            .batch_execute("ANALYZE uwf_nodes")
             .map_err(|e| self.err(&e))
     }
 
@@ -628,14 +633,11 @@ impl Pg {
         // Whether the node is stored and its references, in one round trip.
         let mut c = self.conn()?;
         let rows = c
-            .query(
-                "SELECT EXISTS (SELECT 1 FROM uwf_nodes WHERE id = $1),
-                        array(SELECT dst FROM uwf_edges WHERE src = $1 ORDER BY pos)",
-                &[&key(id)],
-            )
+            .query("SELECT refs FROM uwf_nodes WHERE id = $1", &[&key(id)])
             .map_err(|e| self.err(&e))?;
-        let (stored, refs): (bool, Vec<i64>) = (rows[0].get(0), rows[0].get(1));
-        Ok(stored.then(|| refs.into_iter().map(unkey).collect()))
+        Ok(rows
+            .first()
+            .map(|r| r.get::<_, Vec<i64>>(0).into_iter().map(unkey).collect()))
     }
 
     pub(crate) fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
@@ -659,19 +661,7 @@ impl Pg {
     ) -> Result<super::WalkStats> {
         let mut c = self.conn()?;
         let rows = c
-            .query(
-                "WITH RECURSIVE r(id) AS (
-                    SELECT $1::bigint
-                    UNION
-                    SELECT e.dst FROM r JOIN uwf_edges e ON e.src = r.id
-                 )
-                 SELECT r.id, n.id IS NOT NULL,
-                        coalesce(array_agg(e.dst ORDER BY e.pos) FILTER (WHERE e.dst IS NOT NULL), '{}')
-                 FROM r LEFT JOIN uwf_nodes n ON n.id = r.id
-                        LEFT JOIN uwf_edges e ON e.src = r.id
-                 GROUP BY r.id, n.id",
-                &[&key(root)],
-            )
+            .query("SELECT id, present, refs FROM uwf_walk($1)", &[&key(root)])
             .map_err(|e| self.err(&e))?;
         drop(c);
         let mut graph: HashMap<i64, (bool, Vec<i64>)> = HashMap::with_capacity(rows.len());
@@ -923,7 +913,7 @@ impl Pg {
 
 impl super::Store {
     /// `verify` on a server: every node re-hashed (id and digest), its payload checked for
-    /// canonical CBOR, its type for a stored schema and its edge rows against the references
+    /// canonical CBOR, its type for a stored schema and its stored references against those
     /// its schema finds in the payload; one pass in write order, 8,192 rows a query.
     pub(crate) fn verify_pg(
         &self,
@@ -941,7 +931,7 @@ impl super::Store {
                 let mut c = pg.conn()?;
                 c.query(
                     "SELECT n.id, n.type, n.seq, n.digest, n.payload,
-                            array(SELECT e.dst FROM uwf_edges e WHERE e.src = n.id ORDER BY e.pos)
+                            n.refs
                      FROM uwf_nodes n WHERE n.seq > $1 ORDER BY n.seq LIMIT 8192",
                     &[&after],
                 )
@@ -1008,8 +998,8 @@ impl super::Store {
         Ok(report)
     }
 
-    /// `reindex` on a server: the edge rows of every node rebuilt from its payload where they
-    /// differ (the type index is the `uwf_nodes_type` index, which the server keeps). Returns
+    /// `reindex` on a server: the references of every node found again in its payload and
+    /// written where they differ (the type index is the `uwf_nodes_type` index, which the server keeps). Returns
     /// the number of nodes.
     pub(crate) fn reindex_pg(&self, pg: &Pg, progress: super::Progress<'_>) -> Result<u64> {
         let total = pg.node_count()?;
@@ -1021,7 +1011,7 @@ impl super::Store {
                 let mut c = pg.conn()?;
                 c.query(
                     "SELECT n.id, n.type, n.seq, n.payload,
-                            array(SELECT e.dst FROM uwf_edges e WHERE e.src = n.id ORDER BY e.pos)
+                            n.refs
                      FROM uwf_nodes n WHERE n.seq > $1 ORDER BY n.seq LIMIT 8192",
                     &[&after],
                 )
@@ -1063,16 +1053,9 @@ impl super::Store {
             if !fixes.is_empty() {
                 let mut c = pg.conn()?;
                 let w = PgWriter::begin(pg, &mut c)?;
-                for (src, want) in &fixes {
-                    w.s.execute("DELETE FROM uwf_edges WHERE src = $1", &[src])
+                for (id, want) in &fixes {
+                    w.s.execute("UPDATE uwf_nodes SET refs = $2 WHERE id = $1", &[id, want])
                         .map_err(|e| pg.err(&e))?;
-                    let pos: Vec<i32> = (0..want.len() as i32).collect();
-                    w.s.execute(
-                        "INSERT INTO uwf_edges (src, pos, dst)
-                         SELECT $1, * FROM unnest($2::int[], $3::bigint[])",
-                        &[src, &pos, want],
-                    )
-                    .map_err(|e| pg.err(&e))?;
                 }
                 w.commit()?;
             }
@@ -1352,22 +1335,35 @@ impl<'c> PgWriter<'c> {
             .iter()
             .map(|&n| items[n].0.payload_cbor.as_slice())
             .collect();
+        let refs: Vec<Vec<i64>> = fresh
+            .iter()
+            .map(|&n| items[n].0.refs.iter().map(|&r| key(r)).collect())
+            .collect();
         // Rows in the order given (their sequence numbers are write order); an id another
         // transaction wrote meanwhile is left to it and checked below. A large batch goes
         // through COPY (binary) into a temporary table first.
         let inserted = if fresh.len() >= COPY_FROM {
-            self.copy_rows(&id, &ty, &ts, &digest, &payload)?
+            self.copy_rows(&id, &ty, &ts, &digest, &payload, &refs)?
         } else {
+            // The references of all rows in one array, each row's as a slice `lo..=hi`
+            // (1-based; `lo > hi` is an empty slice).
+            let (mut flat, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
+            for r in &refs {
+                lo.push(flat.len() as i32 + 1);
+                flat.extend_from_slice(r);
+                hi.push(flat.len() as i32);
+            }
             self.s
                 .query(
-                    "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
-                     SELECT id, type, ts, digest, payload
-                     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[])
-                          WITH ORDINALITY AS t(id, type, ts, digest, payload, o)
+                    "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
+                     SELECT id, type, ts, digest, payload, ($6::bigint[])[lo:hi]
+                     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[],
+                                 $7::int[], $8::int[])
+                          WITH ORDINALITY AS t(id, type, ts, digest, payload, lo, hi, o)
                      ORDER BY o
                      ON CONFLICT (id) DO NOTHING
                      RETURNING id",
-                    &[&id, &ty, &ts, &digest, &payload],
+                    &[&id, &ty, &ts, &digest, &payload, &flat, &lo, &hi],
                 )
                 .map_err(self.e())?
         };
@@ -1391,43 +1387,6 @@ impl<'c> PgWriter<'c> {
                 return Err(StoreError::HashCollision(p.id));
             }
         }
-        let (mut src, mut pos, mut dst) = (Vec::new(), Vec::new(), Vec::new());
-        for (n, o) in out.iter().enumerate() {
-            if *o == PutOutcome::Inserted {
-                for (k, r) in items[n].0.refs.iter().enumerate() {
-                    src.push(key(items[n].0.id));
-                    pos.push(k as i32);
-                    dst.push(key(*r));
-                }
-            }
-        }
-        if src.len() >= COPY_FROM {
-            // The nodes are new: so are their edge rows.
-            use postgres::types::Type;
-            let pg = self.pg;
-            let sink = self
-                .s
-                .client
-                .copy_in("COPY uwf_edges (src, pos, dst) FROM STDIN BINARY")
-                .map_err(|e| pg.err(&e))?;
-            let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
-                sink,
-                &[Type::INT8, Type::INT4, Type::INT8],
-            );
-            for k in 0..src.len() {
-                w.write(&[&src[k], &pos[k], &dst[k]])
-                    .map_err(|e| pg.err(&e))?;
-            }
-            w.finish().map_err(|e| pg.err(&e))?;
-        } else if !src.is_empty() {
-            self.s
-                .execute(
-                    "INSERT INTO uwf_edges (src, pos, dst)
-                     SELECT * FROM unnest($1::bigint[], $2::int[], $3::bigint[])",
-                    &[&src, &pos, &dst],
-                )
-                .map_err(self.e())?;
-        }
         Ok(out)
     }
 
@@ -1440,6 +1399,7 @@ impl<'c> PgWriter<'c> {
         ts: &[i64],
         digest: &[&[u8]],
         payload: &[&[u8]],
+        refs: &[Vec<i64>],
     ) -> Result<Vec<postgres::Row>> {
         use postgres::types::Type;
         let pg = self.pg;
@@ -1448,7 +1408,8 @@ impl<'c> PgWriter<'c> {
                 .client
                 .batch_execute(
                     "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
-                        o int, id bigint, type bigint, ts bigint, digest bytea, payload bytea
+                        o int, id bigint, type bigint, ts bigint, digest bytea, payload bytea,
+                        refs bigint[]
                      ) ON COMMIT DELETE ROWS",
                 )
                 .map_err(|e| pg.err(&e))?;
@@ -1457,7 +1418,7 @@ impl<'c> PgWriter<'c> {
         let sink = self
             .s
             .client
-            .copy_in("COPY uwf_staging (o, id, type, ts, digest, payload) FROM STDIN BINARY")
+            .copy_in("COPY uwf_staging (o, id, type, ts, digest, payload, refs) FROM STDIN BINARY")
             .map_err(|e| pg.err(&e))?;
         let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
             sink,
@@ -1468,19 +1429,28 @@ impl<'c> PgWriter<'c> {
                 Type::INT8,
                 Type::BYTEA,
                 Type::BYTEA,
+                Type::INT8_ARRAY,
             ],
         );
         for k in 0..id.len() {
             let o = k as i32;
-            w.write(&[&o, &id[k], &ty[k], &ts[k], &digest[k], &payload[k]])
-                .map_err(|e| pg.err(&e))?;
+            w.write(&[
+                &o,
+                &id[k],
+                &ty[k],
+                &ts[k],
+                &digest[k],
+                &payload[k],
+                &refs[k],
+            ])
+            .map_err(|e| pg.err(&e))?;
         }
         w.finish().map_err(|e| pg.err(&e))?;
         let rows = self
             .s
             .query(
-                "INSERT INTO uwf_nodes (id, type, ts, digest, payload)
-                 SELECT id, type, ts, digest, payload FROM uwf_staging ORDER BY o
+                "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
+                 SELECT id, type, ts, digest, payload, refs FROM uwf_staging ORDER BY o
                  ON CONFLICT (id) DO NOTHING
                  RETURNING id",
                 &[],

@@ -646,3 +646,85 @@ fn a_copied_batch_in_a_failed_transaction_leaves_nothing() {
     let again = store.put(&second, 3).unwrap();
     assert!(again.iter().all(|o| *o == uwf::store::PutOutcome::Existed));
 }
+
+/// Every event of a walk from `root`, in order.
+fn walked(s: &uwf::store::Store, root: NodeId) -> Vec<String> {
+    let mut out = Vec::new();
+    s.walk(root, |e| out.push(format!("{e:?}"))).unwrap();
+    out
+}
+
+/// The walk, `verify` and `reindex` on a server agree with redb: the same events in the same
+/// order (a node reached twice once, a node not stored reported as missing); references
+/// damaged in the database are found by `verify` and mended by `reindex`; a store of schema 2
+/// (references as edge rows) migrates with every reference kept.
+#[test]
+fn walk_verify_and_reindex_on_a_server_agree_with_redb() {
+    use crate::store::{id, write_chain};
+    use uwf::store::{Damage, Store};
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let dir = tempfile::tempdir().unwrap();
+    let local = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let remote = Store::open_url(&url, &|k| std::env::var(k).ok()).unwrap();
+    let a = write_chain(&local, 12, "a");
+    assert_eq!(write_chain(&remote, 12, "a"), a);
+    // A step whose output and detail name a node stored nowhere.
+    let mut tip = *a.last().unwrap();
+    for s in [&local, &remote] {
+        let absent = s
+            .prepare(id(bootstrap::ids::TEXT), &Value::str("never stored"), true)
+            .unwrap();
+        let payload = Value::from_json_str(&format!(
+            r#"{{"start":"{}","prev":"{}","role":"r","output":"{}","detail":"{}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/"}}"#,
+            a[0], a[a.len() - 1], absent.id, absent.id
+        ))
+        .unwrap();
+        let step = s
+            .prepare(id(bootstrap::ids::STEP_NODE), &payload, true)
+            .unwrap();
+        s.put(std::slice::from_ref(&step), 5).unwrap();
+        tip = step.id;
+    }
+    let want = walked(&local, tip);
+    assert!(want.iter().any(|e| e.starts_with("Missing")), "{want:?}");
+    assert_eq!(walked(&remote, tip), want);
+    assert_eq!(remote.refs(tip).unwrap(), local.refs(tip).unwrap());
+    assert_eq!(remote.refs(NodeId(12345)).unwrap(), None);
+    assert!(remote.verify(&|_, _| {}).unwrap().damage.is_empty());
+
+    // References damaged in the database: verify names the node, reindex mends it.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let k = (a[3].0 ^ (1 << 63)) as i64;
+    c.execute("UPDATE uwf_nodes SET refs = '{}' WHERE id = $1", &[&k])
+        .unwrap();
+    let report = remote.verify(&|_, _| {}).unwrap();
+    assert_eq!(report.damage, vec![Damage::WrongRefs(a[3])]);
+    remote.reindex(&|_, _| {}).unwrap();
+    assert!(remote.verify(&|_, _| {}).unwrap().damage.is_empty());
+    assert_eq!(walked(&remote, tip), want);
+    drop(remote);
+
+    // Back to schema 2: the references as edge rows, then opened again.
+    c.batch_execute(
+        "CREATE TABLE uwf_edges (src bigint NOT NULL, pos integer NOT NULL, dst bigint NOT NULL,
+                                 PRIMARY KEY (src, pos));
+         INSERT INTO uwf_edges SELECT n.id, r.pos - 1, r.dst
+             FROM uwf_nodes n, unnest(n.refs) WITH ORDINALITY AS r(dst, pos);
+         ALTER TABLE uwf_nodes DROP COLUMN refs;
+         DROP FUNCTION uwf_walk(bigint);
+         UPDATE uwf_meta SET value = 2 WHERE key = 'schema_version'",
+    )
+    .unwrap();
+    let migrated = Store::open_url(&url, &|k| std::env::var(k).ok()).unwrap();
+    assert_eq!(walked(&migrated, tip), want);
+    assert!(migrated.verify(&|_, _| {}).unwrap().damage.is_empty());
+    let v: i64 = c
+        .query_one(
+            "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(v as u64, uwf::store::PG_SCHEMA_VERSION);
+}

@@ -12,7 +12,7 @@ const TEXT: &str = "7VQ43ZSJTEWA7";
 const START: &str = "44P8EP6N3NXZ5";
 const STEP: &str = "108DB063KRQWW";
 
-fn id(s: &str) -> NodeId {
+pub(crate) fn id(s: &str) -> NodeId {
     NodeId::parse(s).unwrap()
 }
 
@@ -21,7 +21,7 @@ fn v(s: &str) -> Value {
 }
 
 /// Writes a thread-like chain: a StartNode, then steps whose prev, output and detail are refs.
-fn write_chain(s: &Store, steps: usize, tag: &str) -> Vec<NodeId> {
+pub(crate) fn write_chain(s: &Store, steps: usize, tag: &str) -> Vec<NodeId> {
     let wf = s
         .prepare(id(TEXT), &Value::str(format!("workflow {tag}")), true)
         .unwrap();

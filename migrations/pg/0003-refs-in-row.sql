@@ -1,0 +1,33 @@
+-- uwf's store on PostgreSQL, schema version 3: the references of a node kept in its own row
+-- (in schema order, derived from the payload at put time) instead of a table of edges, so that
+-- a walk costs one index probe a node; and the walk itself as a function, its plan pinned to
+-- index look-ups (right after a bulk load, before the statistics catch up, the planner would
+-- otherwise scan whole tables at every level of the recursion).
+
+ALTER TABLE uwf_nodes ADD COLUMN refs bigint[] NOT NULL DEFAULT '{}';
+
+UPDATE uwf_nodes n SET refs = e.refs
+FROM (SELECT src, array_agg(dst ORDER BY pos) AS refs FROM uwf_edges GROUP BY src) e
+WHERE n.id = e.src;
+
+DROP TABLE uwf_edges;
+
+-- Everything `root` reaches, once each: (id, whether it is stored, its references). A
+-- reference to a node that is not stored is returned as not present.
+CREATE FUNCTION uwf_walk(root bigint)
+RETURNS TABLE (id bigint, present boolean, refs bigint[])
+LANGUAGE sql STABLE
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
+AS $$
+    WITH RECURSIVE r(id, present, refs) AS (
+        SELECT root, n.id IS NOT NULL, coalesce(n.refs, '{}')
+        FROM (SELECT 1) s LEFT JOIN uwf_nodes n ON n.id = root
+      UNION
+        SELECT d.dst, n.id IS NOT NULL, coalesce(n.refs, '{}')
+        FROM r CROSS JOIN LATERAL unnest(r.refs) AS d(dst)
+             LEFT JOIN uwf_nodes n ON n.id = d.dst
+    )
+    SELECT id, present, refs FROM r
+$$;
