@@ -31,3 +31,24 @@ AS $$
     )
     SELECT id, present, refs FROM r
 $$;
+
+-- The chain of a thread ending at `head`: the node, then, while it is of type `step`, the node
+-- its first reference names (a StepNode's `prev`, or for the first step its StartNode); at most
+-- `lim` nodes. What it returns is only read ahead: the reader checks each link itself.
+CREATE FUNCTION uwf_chain(head bigint, step bigint, lim integer)
+RETURNS TABLE (id bigint, type bigint, ts bigint, seq bigint, digest bytea, payload bytea)
+LANGUAGE sql STABLE
+SET enable_hashjoin = off
+SET enable_mergejoin = off
+SET enable_seqscan = off
+AS $$
+    WITH RECURSIVE c(id, type, ts, seq, digest, payload, refs, depth) AS (
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, 1
+        FROM uwf_nodes n WHERE n.id = head
+      UNION ALL
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, c.depth + 1
+        FROM c JOIN uwf_nodes n ON n.id = c.refs[1]
+        WHERE c.type = step AND c.depth < lim
+    )
+    SELECT id, type, ts, seq, digest, payload FROM c
+$$;

@@ -47,8 +47,10 @@ pub struct Snapshot {
     /// `ids`, `links` and `payloads`; `None` before the first node is stored.
     tables: Option<(IdsTable, BytesTable, BytesTable)>,
     /// The server, for a store on PostgreSQL (nodes never change there: each lookup is a
-    /// query of its own).
+    /// query of its own, unless read ahead).
     pg: Option<std::sync::Arc<super::pg::Pg>>,
+    /// Nodes read ahead from the server, by id ([`Snapshot::read_ahead`]).
+    ahead: std::sync::Mutex<std::collections::HashMap<NodeId, StoredNode>>,
     /// The store's file, named by damage errors.
     path: std::path::PathBuf,
 }
@@ -63,12 +65,56 @@ impl Snapshot {
     /// A redb failure or a corrupt record.
     pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
         if let Some(pg) = &self.pg {
+            if let Some(n) = self.ahead().get(&id) {
+                return Ok(Some(n.clone()));
+            }
             return pg.get(id);
         }
         super::guard_at(&self.path, || match &self.tables {
             Some((ids, links, payloads)) => read_node(&Lookup { ids, links }, payloads, id),
             None => Ok(None),
         })
+    }
+
+    fn ahead(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<NodeId, StoredNode>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Reads the nodes of `ids` ahead in one query, for a store on PostgreSQL, so that the
+    /// [`Snapshot::get`]s that follow make no round trip; nothing for a redb file, whose reads
+    /// are local.
+    ///
+    /// # Errors
+    /// A failure of the server.
+    pub(crate) fn read_ahead(&self, ids: impl IntoIterator<Item = NodeId>) -> Result<()> {
+        let Some(pg) = &self.pg else { return Ok(()) };
+        let want: Vec<NodeId> = {
+            let have = self.ahead();
+            ids.into_iter()
+                .filter(|id| !have.contains_key(id))
+                .collect()
+        };
+        if want.len() > 1 {
+            let nodes = pg.get_many(&want)?;
+            self.ahead().extend(nodes.into_iter().map(|n| (n.id, n)));
+        }
+        Ok(())
+    }
+
+    /// Reads the chain of a thread ending at `head` ahead, for a store on PostgreSQL (one
+    /// query instead of one a node): `head`, then, while the node is of type `step`, the node
+    /// its first reference names. A reader still checks each link itself.
+    ///
+    /// # Errors
+    /// A failure of the server.
+    pub(crate) fn read_chain_ahead(&self, head: NodeId, step: NodeId) -> Result<()> {
+        let Some(pg) = &self.pg else { return Ok(()) };
+        if self.ahead().contains_key(&head) {
+            return Ok(());
+        }
+        let nodes = pg.chain(head, step)?;
+        self.ahead().extend(nodes.into_iter().map(|n| (n.id, n)));
+        Ok(())
     }
 
     /// The type of node `id`, if stored (its `links` record only; the payload is not read).
@@ -718,6 +764,7 @@ impl Store {
             return Ok(Snapshot {
                 tables: None,
                 pg: Some(pg.clone()),
+                ahead: Default::default(),
                 path: self.path.clone(),
             });
         }
@@ -731,6 +778,7 @@ impl Store {
             Ok(Snapshot {
                 tables,
                 pg: None,
+                ahead: Default::default(),
                 path: self.path.clone(),
             })
         })

@@ -20,7 +20,7 @@ use super::{Prepared, Removal, ThreadRecord, ThreadState};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 use crate::workflow::ThreadId;
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -51,6 +51,12 @@ const LEASE_TTL: &str = "30 seconds";
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
 /// Rows from which a put goes through `COPY` rather than one `INSERT` of arrays.
 const COPY_FROM: usize = 512;
+/// Puts of at most this many nodes are remembered by the process that wrote them.
+const REMEMBER_BATCH: usize = 64;
+/// The most nodes a process remembers having written.
+const REMEMBER_MAX: usize = 4096;
+/// The most nodes a chain read ahead holds.
+const CHAIN_MAX: i32 = 10_000_000;
 /// Idle sessions a process keeps.
 const POOL_IDLE: usize = 16;
 /// The advisory lock key under which the schema is created or migrated.
@@ -79,50 +85,116 @@ fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// A connection to the server with its prepared statements.
+/// A parameter of a statement, with the server type it is sent as: a statement a session runs
+/// for the first time goes out unprepared with these types (one round trip, no Parse of its
+/// own), and is prepared when the session runs it again.
+pub(crate) trait Param: ToSql + Sync {
+    /// The server type of the value.
+    fn ty(&self) -> Type;
+}
+
+macro_rules! params {
+    ($($t:ty => $ty:ident),* $(,)?) => {
+        $(impl Param for $t {
+            fn ty(&self) -> Type {
+                Type::$ty
+            }
+        })*
+    };
+}
+
+params!(
+    bool => BOOL,
+    i32 => INT4,
+    i64 => INT8,
+    &str => TEXT,
+    String => TEXT,
+    &[u8] => BYTEA,
+    Vec<u8> => BYTEA,
+    Vec<i32> => INT4_ARRAY,
+    Vec<i64> => INT8_ARRAY,
+    Vec<&[u8]> => BYTEA_ARRAY,
+);
+
+/// A connection to the server with its statements: prepared ones, and `None` for those run
+/// once, unprepared.
 pub(crate) struct Session {
     client: Client,
-    statements: HashMap<&'static str, Statement>,
+    statements: HashMap<&'static str, Option<Statement>>,
     /// Whether the session's temporary table for COPY exists.
     staging: bool,
 }
 
 impl Session {
-    fn stmt(&mut self, sql: &'static str) -> std::result::Result<Statement, postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
+    /// The prepared statement of `sql`, preparing it on its second use; `None` on its first.
+    fn stmt(
+        &mut self,
+        sql: &'static str,
+    ) -> std::result::Result<Option<Statement>, postgres::Error> {
+        match self.statements.get(sql) {
+            Some(Some(s)) => Ok(Some(s.clone())),
+            Some(None) => {
+                let s = self.client.prepare(sql)?;
+                self.statements.insert(sql, Some(s.clone()));
+                Ok(Some(s))
+            }
+            None => {
+                self.statements.insert(sql, None);
+                Ok(None)
+            }
         }
-        let s = self.client.prepare(sql)?;
-        self.statements.insert(sql, s.clone());
-        Ok(s)
     }
 
     fn query(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn Param],
     ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
-        let s = self.stmt(sql)?;
-        self.client.query(&s, params)
+        match self.stmt(sql)? {
+            Some(s) => self.client.query(&s, &plain(params)),
+            None => self.client.query_typed(sql, &typed(params)),
+        }
     }
 
     fn execute(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn Param],
     ) -> std::result::Result<u64, postgres::Error> {
-        let s = self.stmt(sql)?;
-        self.client.execute(&s, params)
+        match self.stmt(sql)? {
+            Some(s) => self.client.execute(&s, &plain(params)),
+            None => {
+                let mut it = self.client.query_typed_raw(
+                    sql,
+                    params.iter().map(|p| (*p as &(dyn ToSql + Sync), p.ty())),
+                )?;
+                while postgres::fallible_iterator::FallibleIterator::next(&mut it)?.is_some() {}
+                Ok(it.rows_affected().unwrap_or(0))
+            }
+        }
     }
 
     fn opt(
         &mut self,
         sql: &'static str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn Param],
     ) -> std::result::Result<Option<postgres::Row>, postgres::Error> {
-        let s = self.stmt(sql)?;
-        self.client.query_opt(&s, params)
+        match self.stmt(sql)? {
+            Some(s) => self.client.query_opt(&s, &plain(params)),
+            None => self.client.query_typed_opt(sql, &typed(params)),
+        }
     }
+}
+
+fn plain<'a>(params: &[&'a dyn Param]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|p| *p as &(dyn ToSql + Sync)).collect()
+}
+
+fn typed<'a>(params: &[&'a dyn Param]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    params
+        .iter()
+        .map(|p| (*p as &(dyn ToSql + Sync), p.ty()))
+        .collect()
 }
 
 /// The record of one thread.
@@ -220,6 +292,8 @@ pub(crate) struct Pg {
     idle: Mutex<Vec<Session>>,
     /// Who this process is, for the leases it renews.
     holder: OnceLock<String>,
+    /// Nodes this process wrote lately (nodes never change; a collection keeps young ones).
+    written: Mutex<HashMap<NodeId, StoredNode>>,
 }
 
 impl std::fmt::Debug for Pg {
@@ -451,6 +525,7 @@ impl Pg {
             tls: tls()?,
             idle: Mutex::new(Vec::new()),
             holder: OnceLock::new(),
+            written: Mutex::new(HashMap::new()),
         })
     }
 
@@ -511,10 +586,11 @@ impl Pg {
         // The schema, its version and the bootstrap schemas in one transaction, under a lock
         // that makes concurrent first uses wait for the first.
         let mut w = PgWriter::begin(self, &mut c)?;
-        w.s.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        w.s()?
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
             .map_err(|e| self.err(&e))?;
         // Another process may have migrated while this one waited for the lock.
-        let from = schema_version(&mut w.s.client)
+        let from = schema_version(&mut w.s()?.client)
             .map_err(|e| self.err(&e))?
             .unwrap_or(0);
         if from > SCHEMA_VERSION {
@@ -524,9 +600,10 @@ impl Pg {
             return w.commit();
         }
         for (_, sql) in &MIGRATIONS[from as usize..] {
-            w.s.client.batch_execute(sql).map_err(|e| self.err(&e))?;
+            w.s()?.client.batch_execute(sql).map_err(|e| self.err(&e))?;
         }
-        w.s.client
+        w.s()?
+            .client
             .execute(
                 "INSERT INTO uwf_meta (key, value) VALUES ('schema_version', $1)
                  ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -567,7 +644,27 @@ impl Pg {
 
     // ---- nodes ----
 
+    /// Keeps nodes this process has just committed, for the reads that follow.
+    fn remember(&self, nodes: Vec<StoredNode>) {
+        if nodes.is_empty() {
+            return;
+        }
+        let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+        if w.len() + nodes.len() > REMEMBER_MAX {
+            w.clear();
+        }
+        w.extend(nodes.into_iter().map(|n| (n.id, n)));
+    }
+
     pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
+        if let Some(n) = self
+            .written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+        {
+            return Ok(Some(n.clone()));
+        }
         let mut c = self.conn()?;
         let row = c
             .opt(
@@ -576,6 +673,32 @@ impl Pg {
             )
             .map_err(|e| self.err(&e))?;
         row.map(|r| node_of(id, &r)).transpose()
+    }
+
+    /// The stored nodes of `ids`, in one query.
+    pub(crate) fn get_many(&self, ids: &[NodeId]) -> Result<Vec<StoredNode>> {
+        let keys: Vec<i64> = ids.iter().map(|&id| key(id)).collect();
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT type, ts, seq, digest, payload, id FROM uwf_nodes WHERE id = ANY($1)",
+                &[&keys],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| node_of(unkey(r.get(5)), r)).collect()
+    }
+
+    /// The node `head`, then, while the node is of type `step`, the node its first reference
+    /// names, in one query: a thread's chain read ahead (see `uwf_chain`).
+    pub(crate) fn chain(&self, head: NodeId, step: NodeId) -> Result<Vec<StoredNode>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT type, ts, seq, digest, payload, id FROM uwf_chain($1, $2, $3)",
+                &[&key(head), &key(step), &CHAIN_MAX],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| node_of(unkey(r.get(5)), r)).collect()
     }
 
     pub(crate) fn type_of(&self, id: NodeId) -> Result<Option<NodeId>> {
@@ -1052,9 +1175,10 @@ impl super::Store {
             }
             if !fixes.is_empty() {
                 let mut c = pg.conn()?;
-                let w = PgWriter::begin(pg, &mut c)?;
+                let mut w = PgWriter::begin(pg, &mut c)?;
                 for (id, want) in &fixes {
-                    w.s.execute("UPDATE uwf_nodes SET refs = $2 WHERE id = $1", &[id, want])
+                    w.s()?
+                        .execute("UPDATE uwf_nodes SET refs = $2 WHERE id = $1", &[id, want])
                         .map_err(|e| pg.err(&e))?;
                 }
                 w.commit()?;
@@ -1211,7 +1335,13 @@ fn lock_key(kind: u8, name: &str) -> i64 {
 /// One write transaction on the server: see [`super::Writer`].
 pub(crate) struct PgWriter<'c> {
     pg: &'c Pg,
-    s: &'c mut Session,
+    /// The session; reached through [`PgWriter::s`], which opens the transaction first.
+    sess: &'c mut Session,
+    /// Whether `BEGIN` has gone out: it goes with the first statement.
+    begun: bool,
+    /// The nodes of small puts this transaction inserted, remembered by the process once it
+    /// commits ([`Pg::get`] answers them without a round trip).
+    written: Vec<StoredNode>,
     locked: HashSet<i64>,
     done: bool,
     /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
@@ -1221,38 +1351,57 @@ pub(crate) struct PgWriter<'c> {
 
 impl Drop for PgWriter<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            let _ = self.s.client.batch_execute("ROLLBACK");
+        if self.begun && !self.done {
+            let _ = self.sess.client.batch_execute("ROLLBACK");
             // A temporary table created in this transaction is gone with it.
-            self.s.staging = false;
+            self.sess.staging = false;
         }
     }
 }
 
 impl<'c> PgWriter<'c> {
+    /// A transaction on `s`. Its `BEGIN` goes out with its first statement (in the same round
+    /// trip when that is an advisory lock), and a transaction that ran none sends nothing.
     pub(crate) fn begin(pg: &'c Pg, s: &'c mut Session) -> Result<PgWriter<'c>> {
-        s.client.batch_execute("BEGIN").map_err(|e| pg.err(&e))?;
         Ok(PgWriter {
             pg,
-            s,
+            sess: s,
+            begun: false,
+            written: Vec::new(),
             locked: HashSet::new(),
             done: false,
             notify: false,
         })
     }
 
-    pub(crate) fn commit(mut self) -> Result<()> {
-        if self.notify {
-            self.s
+    /// The session, inside the transaction.
+    pub(crate) fn s(&mut self) -> Result<&mut Session> {
+        if !self.begun {
+            self.sess
                 .client
-                .batch_execute("NOTIFY uwf_threads")
+                .batch_execute("BEGIN")
                 .map_err(|e| self.pg.err(&e))?;
+            self.begun = true;
         }
+        Ok(self.sess)
+    }
+
+    pub(crate) fn commit(mut self) -> Result<()> {
         self.done = true;
-        self.s
+        if !self.begun {
+            return Ok(());
+        }
+        let end = if self.notify {
+            "NOTIFY uwf_threads; COMMIT"
+        } else {
+            "COMMIT"
+        };
+        self.sess
             .client
-            .batch_execute("COMMIT")
-            .map_err(|e| self.pg.err(&e))
+            .batch_execute(end)
+            .map_err(|e| self.pg.err(&e))?;
+        self.pg.remember(std::mem::take(&mut self.written));
+        Ok(())
     }
 
     fn e(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
@@ -1262,11 +1411,21 @@ impl<'c> PgWriter<'c> {
     /// Takes the transaction's advisory lock of `name` once.
     fn lock(&mut self, kind: u8, name: &str) -> Result<()> {
         let k = lock_key(kind, name);
-        if self.locked.insert(k) {
-            self.s
-                .execute("SELECT pg_advisory_xact_lock($1)", &[&k])
-                .map_err(|e| self.pg.err(&e))?;
+        if !self.locked.insert(k) {
+            return Ok(());
         }
+        if !self.begun {
+            // One round trip for both (the key is a number, written as one).
+            self.sess
+                .client
+                .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({k})"))
+                .map_err(|e| self.pg.err(&e))?;
+            self.begun = true;
+            return Ok(());
+        }
+        self.s()?
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&k])
+            .map_err(|e| self.pg.err(&e))?;
         Ok(())
     }
 
@@ -1289,39 +1448,11 @@ impl<'c> PgWriter<'c> {
                 }
             }
         }
-        let ids: Vec<i64> = first.keys().map(|&k| key(NodeId(k))).collect();
-        let rows = self
-            .s
-            .query(
-                "SELECT id, digest, ts FROM uwf_nodes WHERE id = ANY($1)",
-                &[&ids],
-            )
-            .map_err(self.e())?;
-        let mut earlier: Vec<(i64, i64)> = Vec::new();
-        let mut existing: HashSet<u64> = HashSet::with_capacity(rows.len());
-        for r in &rows {
-            let id = unkey(r.get(0));
-            let n = first[&id.0];
-            let d: &[u8] = r.get(1);
-            if d != items[n].0.digest {
-                return Err(StoreError::HashCollision(id));
-            }
-            if items[n].1 < u(r.get(2)) {
-                earlier.push((key(id), i(items[n].1)));
-            }
-            existing.insert(id.0);
-        }
-        for (k, ts) in earlier {
-            self.s
-                .execute("UPDATE uwf_nodes SET ts = $2 WHERE id = $1", &[&k, &ts])
-                .map_err(self.e())?;
-        }
+        // Each id once, in the order given: inserted unless stored, then what was stored is
+        // checked (same bytes, earliest timestamp).
         let fresh: Vec<usize> = (0..items.len())
-            .filter(|&n| first[&items[n].0.id.0] == n && !existing.contains(&items[n].0.id.0))
+            .filter(|&n| first[&items[n].0.id.0] == n)
             .collect();
-        if fresh.is_empty() {
-            return Ok(out);
-        }
         let col = |f: &dyn Fn(&Prepared, u64) -> i64| -> Vec<i64> {
             fresh.iter().map(|&n| f(items[n].0, items[n].1)).collect()
         };
@@ -1353,7 +1484,7 @@ impl<'c> PgWriter<'c> {
                 flat.extend_from_slice(r);
                 hi.push(flat.len() as i32);
             }
-            self.s
+            self.s()?
                 .query(
                     "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
                      SELECT id, type, ts, digest, payload, ($6::bigint[])[lo:hi]
@@ -1362,30 +1493,77 @@ impl<'c> PgWriter<'c> {
                           WITH ORDINALITY AS t(id, type, ts, digest, payload, lo, hi, o)
                      ORDER BY o
                      ON CONFLICT (id) DO NOTHING
-                     RETURNING id",
+                     RETURNING id, seq",
                     &[&id, &ty, &ts, &digest, &payload, &flat, &lo, &hi],
                 )
                 .map_err(self.e())?
         };
-        let inserted: HashSet<i64> = inserted.iter().map(|r| r.get(0)).collect();
-        let mut raced = Vec::new();
+        let inserted: HashMap<i64, i64> = inserted.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut stored = Vec::new();
         for &n in &fresh {
-            if inserted.contains(&key(items[n].0.id)) {
+            if inserted.contains_key(&key(items[n].0.id)) {
                 out[n] = PutOutcome::Inserted;
             } else {
-                raced.push(n);
+                stored.push(key(items[n].0.id));
             }
         }
-        for n in raced {
-            let p = items[n].0;
-            let r = self
-                .s
-                .opt("SELECT digest FROM uwf_nodes WHERE id = $1", &[&key(p.id)])
-                .map_err(self.e())?;
-            let same = r.is_some_and(|r| r.get::<_, &[u8]>(0) == p.digest);
-            if !same {
-                return Err(StoreError::HashCollision(p.id));
+        if fresh.len() <= REMEMBER_BATCH {
+            for &n in &fresh {
+                let (p, ts) = items[n];
+                if let Some(&seq) = inserted.get(&key(p.id)) {
+                    self.written.push(StoredNode {
+                        id: p.id,
+                        type_id: p.type_id,
+                        timestamp: ts,
+                        seq: u(seq),
+                        digest: p.digest,
+                        payload_cbor: p.payload_cbor.clone(),
+                    });
+                }
             }
+        }
+        if stored.is_empty() {
+            return Ok(out);
+        }
+        let rows = self
+            .s()?
+            .query(
+                "SELECT id, digest, ts FROM uwf_nodes WHERE id = ANY($1)",
+                &[&stored],
+            )
+            .map_err(self.e())?;
+        let mut earlier: Vec<(i64, i64)> = Vec::new();
+        let mut seen: HashSet<i64> = HashSet::with_capacity(rows.len());
+        for r in &rows {
+            let id = unkey(r.get(0));
+            let n = first[&id.0];
+            let d: &[u8] = r.get(1);
+            if d != items[n].0.digest {
+                return Err(StoreError::HashCollision(id));
+            }
+            if items[n].1 < u(r.get(2)) {
+                earlier.push((key(id), i(items[n].1)));
+            }
+            seen.insert(key(id));
+        }
+        // Stored when the insert ran, gone since: removed by a collection meanwhile.
+        if let Some(&gone) = stored.iter().find(|k| !seen.contains(k)) {
+            return Err(StoreError::Server {
+                server: self.pg.server.clone(),
+                message: format!("node {} was removed while it was written", unkey(gone)),
+                retry: true,
+            });
+        }
+        for (k, ts) in earlier {
+            // What this process remembers of the node is its old time: forgotten.
+            self.pg
+                .written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&unkey(k));
+            self.s()?
+                .execute("UPDATE uwf_nodes SET ts = $2 WHERE id = $1", &[&k, &ts])
+                .map_err(self.e())?;
         }
         Ok(out)
     }
@@ -1403,8 +1581,8 @@ impl<'c> PgWriter<'c> {
     ) -> Result<Vec<postgres::Row>> {
         use postgres::types::Type;
         let pg = self.pg;
-        if !self.s.staging {
-            self.s
+        if !self.s()?.staging {
+            self.s()?
                 .client
                 .batch_execute(
                     "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
@@ -1413,10 +1591,10 @@ impl<'c> PgWriter<'c> {
                      ) ON COMMIT DELETE ROWS",
                 )
                 .map_err(|e| pg.err(&e))?;
-            self.s.staging = true;
+            self.s()?.staging = true;
         }
         let sink = self
-            .s
+            .s()?
             .client
             .copy_in("COPY uwf_staging (o, id, type, ts, digest, payload, refs) FROM STDIN BINARY")
             .map_err(|e| pg.err(&e))?;
@@ -1447,16 +1625,16 @@ impl<'c> PgWriter<'c> {
         }
         w.finish().map_err(|e| pg.err(&e))?;
         let rows = self
-            .s
+            .s()?
             .query(
                 "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
                  SELECT id, type, ts, digest, payload, refs FROM uwf_staging ORDER BY o
                  ON CONFLICT (id) DO NOTHING
-                 RETURNING id",
+                 RETURNING id, seq",
                 &[],
             )
             .map_err(self.e())?;
-        self.s
+        self.s()?
             .execute("TRUNCATE uwf_staging", &[])
             .map_err(self.e())?;
         Ok(rows)
@@ -1464,7 +1642,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
         Ok(self
-            .s
+            .s()?
             .opt("SELECT 1 FROM uwf_nodes WHERE id = $1", &[&key(id)])
             .map_err(self.e())?
             .is_some())
@@ -1472,16 +1650,18 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        self.s.record(self.pg, THREAD, id.as_str())
+        let pg = self.pg;
+        self.s()?.record(pg, THREAD, id.as_str())
     }
 
     pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        self.s.records(self.pg, THREADS)
+        let pg = self.pg;
+        self.s()?.records(pg, THREADS)
     }
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
                  ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
@@ -1495,7 +1675,7 @@ impl<'c> PgWriter<'c> {
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
         let r = self
-            .s
+            .s()?
             .opt(
                 "DELETE FROM uwf_threads WHERE id = $1 RETURNING rec",
                 &[&id.as_str()],
@@ -1507,14 +1687,16 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         self.lock(0, id.as_str())?;
+        let pg = self.pg;
         Ok(self
-            .s
-            .record(self.pg, STATE, id.as_str())?
+            .s()?
+            .record(pg, STATE, id.as_str())?
             .unwrap_or_default())
     }
 
     pub(crate) fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        self.s.records(self.pg, STATES)
+        let pg = self.pg;
+        self.s()?.records(pg, STATES)
     }
 
     pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
@@ -1522,7 +1704,7 @@ impl<'c> PgWriter<'c> {
         if st.is_default() {
             return self.remove_thread_state(id);
         }
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_thread_state (thread, rec) VALUES ($1, $2)
                  ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
@@ -1534,7 +1716,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
-        self.s
+        self.s()?
             .execute(
                 "DELETE FROM uwf_thread_state WHERE thread = $1",
                 &[&id.as_str()],
@@ -1545,13 +1727,14 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        self.s.lease(self.pg, id)
+        let pg = self.pg;
+        self.s()?.lease(pg, id)
     }
 
     pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
         self.lock(0, id.as_str())?;
         let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_leases (thread, rec, holder, expires_at)
                  VALUES ($1, $2, $3, now() + $4::text::interval)
@@ -1569,7 +1752,7 @@ impl<'c> PgWriter<'c> {
     pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
         let r = self
-            .s
+            .s()?
             .opt(
                 "DELETE FROM uwf_leases WHERE thread = $1 RETURNING rec, expires_at > now()",
                 &[&id.as_str()],
@@ -1584,7 +1767,7 @@ impl<'c> PgWriter<'c> {
     pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
         self.lock(1, name)?;
         let r = self
-            .s
+            .s()?
             .opt(
                 "SELECT workflow FROM uwf_registry WHERE name = $1",
                 &[&name],
@@ -1595,7 +1778,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
         self.lock(1, name)?;
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_registry (name, workflow) VALUES ($1, $2)
                  ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow",
@@ -1606,7 +1789,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_registry_history (name, rec) VALUES ($1, $2)",
                 &[&name, &enc(e)],
@@ -1617,7 +1800,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         Ok(self
-            .s
+            .s()?
             .opt(
                 "SELECT 1 FROM uwf_registry_history WHERE name = $1 LIMIT 1",
                 &[&name],
@@ -1629,12 +1812,12 @@ impl<'c> PgWriter<'c> {
     pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
         self.lock(1, name)?;
         let had = self
-            .s
+            .s()?
             .execute("DELETE FROM uwf_registry WHERE name = $1", &[&name])
             .map_err(self.e())?
             > 0;
         if purge {
-            self.s
+            self.s()?
                 .execute("DELETE FROM uwf_registry_history WHERE name = $1", &[&name])
                 .map_err(self.e())?;
         }
@@ -1642,7 +1825,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
-        self.s
+        self.s()?
             .execute(
                 "INSERT INTO uwf_history (thread, rec) VALUES ($1, $2)",
                 &[&e.thread, &enc(e)],
@@ -1653,7 +1836,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
         let n = self
-            .s
+            .s()?
             .execute("DELETE FROM uwf_history WHERE thread = $1", &[&id.as_str()])
             .map_err(self.e())?;
         Ok(n as usize)
@@ -1661,7 +1844,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
         Ok(self
-            .s
+            .s()?
             .opt(
                 "SELECT 1 FROM uwf_history WHERE thread = $1 AND rec = $2 LIMIT 1",
                 &[&e.thread, &enc(e)],
@@ -1677,17 +1860,17 @@ impl<'c> PgWriter<'c> {
     ) -> Result<Option<super::WorkflowLimits>> {
         self.lock(2, name)?;
         let old = self
-            .s
+            .s()?
             .opt("SELECT rec FROM uwf_limits WHERE name = $1", &[&name])
             .map_err(self.e())?;
         match limits {
-            Some(l) => self.s.execute(
+            Some(l) => self.s()?.execute(
                 "INSERT INTO uwf_limits (name, rec) VALUES ($1, $2)
                  ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
                 &[&name, &enc(l)],
             ),
             None => self
-                .s
+                .s()?
                 .execute("DELETE FROM uwf_limits WHERE name = $1", &[&name]),
         }
         .map_err(self.e())?;
@@ -1699,7 +1882,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn record_removal(&mut self, r: &Removal) -> Result<()> {
-        self.s
+        self.s()?
             .execute("INSERT INTO uwf_removals (rec) VALUES ($1)", &[&enc(r)])
             .map_err(self.e())?;
         Ok(())

@@ -87,6 +87,7 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
     let mut seen = HashSet::new();
     let mut cur = head;
     let mut start_of_head: Option<NodeId> = None;
+    snap.read_chain_ahead(head, STEP_NODE)?;
     loop {
         if !seen.insert(cur) {
             return Err(broken(cur, "the prev links form a cycle"));
@@ -214,6 +215,7 @@ pub(crate) fn load_history(store: &Store, chain: &Chain) -> Result<History> {
 
 /// [`load_history`] in a snapshot.
 pub(crate) fn history_in(snap: &Snapshot, chain: &Chain) -> Result<History> {
+    snap.read_ahead(chain.steps.iter().filter_map(|s| s.node.output))?;
     let mut steps = Vec::with_capacity(chain.steps.len());
     for s in &chain.steps {
         steps.push(StepView {

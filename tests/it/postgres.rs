@@ -713,6 +713,7 @@ fn walk_verify_and_reindex_on_a_server_agree_with_redb() {
              FROM uwf_nodes n, unnest(n.refs) WITH ORDINALITY AS r(dst, pos);
          ALTER TABLE uwf_nodes DROP COLUMN refs;
          DROP FUNCTION uwf_walk(bigint);
+         DROP FUNCTION uwf_chain(bigint, bigint, integer);
          UPDATE uwf_meta SET value = 2 WHERE key = 'schema_version'",
     )
     .unwrap();
@@ -727,4 +728,52 @@ fn walk_verify_and_reindex_on_a_server_agree_with_redb() {
         .unwrap()
         .get(0);
     assert_eq!(v as u64, uwf::store::PG_SCHEMA_VERSION);
+}
+
+/// A put on a server as on redb: an id stored with other bytes is a hash collision and leaves
+/// nothing of its batch; a second put of a node keeps the earliest timestamp; a repeat in one
+/// batch is one node.
+#[test]
+fn a_put_on_a_server_refuses_a_collision_and_keeps_the_earliest_time() {
+    use crate::store::id;
+    use uwf::store::{PutOutcome, Store};
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let s = Store::open_url(&url, &|k| std::env::var(k).ok()).unwrap();
+    let text = id(bootstrap::ids::TEXT);
+    let a = s.prepare(text, &Value::str("a"), true).unwrap();
+    let b = s.prepare(text, &Value::str("b"), true).unwrap();
+    let out = s.put(&[a.clone(), b.clone(), a.clone()], 50).unwrap();
+    assert_eq!(
+        out,
+        vec![
+            PutOutcome::Inserted,
+            PutOutcome::Inserted,
+            PutOutcome::Existed
+        ]
+    );
+    let mut forged = s.prepare(text, &Value::str("forged"), true).unwrap();
+    forged.id = a.id;
+    let c = s.prepare(text, &Value::str("c"), true).unwrap();
+    let e = s.put(&[c.clone(), forged], 60).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "hash collision: node {} exists with different content",
+            a.id
+        )
+    );
+    assert!(s.get(c.id).unwrap().is_none(), "nothing of the batch");
+    assert_eq!(s.get(a.id).unwrap().unwrap().payload_cbor, a.payload_cbor);
+    // Again, earlier: the first-write time goes back; later: it stays.
+    assert_eq!(
+        s.put(std::slice::from_ref(&b), 10).unwrap(),
+        vec![PutOutcome::Existed]
+    );
+    s.put(std::slice::from_ref(&b), 99).unwrap();
+    let other = Store::open_url(&url, &|k| std::env::var(k).ok()).unwrap();
+    for s in [&s, &other] {
+        assert_eq!(s.get(b.id).unwrap().unwrap().timestamp, 10);
+        assert_eq!(s.get(a.id).unwrap().unwrap().timestamp, 50);
+    }
 }
