@@ -1569,7 +1569,8 @@ impl<'c> PgWriter<'c> {
     }
 
     /// Inserts rows through `COPY … FROM STDIN BINARY` into a temporary table of the session,
-    /// then into `uwf_nodes` in their order, skipping ids present; returns the inserted ids.
+    /// then into `uwf_nodes` with sequence numbers in their order, skipping ids present;
+    /// returns the inserted ids with their sequence numbers.
     fn copy_rows(
         &mut self,
         id: &[i64],
@@ -1586,22 +1587,37 @@ impl<'c> PgWriter<'c> {
                 .client
                 .batch_execute(
                     "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
-                        o int, id bigint, type bigint, ts bigint, digest bytea, payload bytea,
+                        seq bigint, id bigint, type bigint, ts bigint, digest bytea, payload bytea,
                         refs bigint[]
                      ) ON COMMIT DELETE ROWS",
                 )
                 .map_err(|e| pg.err(&e))?;
             self.s()?.staging = true;
         }
+        // The rows' sequence numbers, in the order given, taken first: the insert below then
+        // needs no sort of whole rows.
+        let n = i64::try_from(id.len()).unwrap_or(i64::MAX);
+        let seqs: Vec<i64> = self
+            .s()?
+            .query(
+                "SELECT nextval('uwf_node_seq') FROM generate_series(1, $1::bigint)",
+                &[&n],
+            )
+            .map_err(self.e())?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         let sink = self
             .s()?
             .client
-            .copy_in("COPY uwf_staging (o, id, type, ts, digest, payload, refs) FROM STDIN BINARY")
+            .copy_in(
+                "COPY uwf_staging (seq, id, type, ts, digest, payload, refs) FROM STDIN BINARY",
+            )
             .map_err(|e| pg.err(&e))?;
         let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
             sink,
             &[
-                Type::INT4,
+                Type::INT8,
                 Type::INT8,
                 Type::INT8,
                 Type::INT8,
@@ -1611,9 +1627,8 @@ impl<'c> PgWriter<'c> {
             ],
         );
         for k in 0..id.len() {
-            let o = k as i32;
             w.write(&[
-                &o,
+                &seqs[k],
                 &id[k],
                 &ty[k],
                 &ts[k],
@@ -1627,8 +1642,8 @@ impl<'c> PgWriter<'c> {
         let rows = self
             .s()?
             .query(
-                "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
-                 SELECT id, type, ts, digest, payload, refs FROM uwf_staging ORDER BY o
+                "INSERT INTO uwf_nodes (id, seq, type, ts, digest, payload, refs)
+                 SELECT id, seq, type, ts, digest, payload, refs FROM uwf_staging
                  ON CONFLICT (id) DO NOTHING
                  RETURNING id, seq",
                 &[],

@@ -776,4 +776,21 @@ fn a_put_on_a_server_refuses_a_collision_and_keeps_the_earliest_time() {
         assert_eq!(s.get(b.id).unwrap().unwrap().timestamp, 10);
         assert_eq!(s.get(a.id).unwrap().unwrap().timestamp, 50);
     }
+    // A batch large enough to go through COPY: write order is sequence order, and a node
+    // stored before is left where it was.
+    let many: Vec<_> = (0..700)
+        .map(|n| s.prepare(text, &Value::str(format!("n{n}")), true).unwrap())
+        .collect();
+    let mut batch = many.clone();
+    batch.insert(300, a.clone());
+    let out = s.put(&batch, 70).unwrap();
+    assert_eq!(
+        out.iter().filter(|o| **o == PutOutcome::Inserted).count(),
+        700
+    );
+    assert_eq!(out[300], PutOutcome::Existed);
+    let mut want = vec![a.id, b.id];
+    want.extend(many.iter().map(|p| p.id));
+    let text_nodes = other.list_by_type(text).unwrap();
+    assert_eq!(text_nodes, want);
 }
