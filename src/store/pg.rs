@@ -40,6 +40,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003-refs-in-row.sql",
         include_str!("../../migrations/pg/0003-refs-in-row.sql"),
     ),
+    (
+        "0004-gc.sql",
+        include_str!("../../migrations/pg/0004-gc.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
@@ -62,12 +66,12 @@ pub(crate) fn is_url(s: &str) -> bool {
 }
 
 /// A node id as stored: its top bit flipped, so that bigint order is id order.
-fn key(id: NodeId) -> i64 {
+pub(super) fn key(id: NodeId) -> i64 {
     (id.0 ^ (1 << 63)) as i64
 }
 
 /// The node id of a stored key.
-fn unkey(k: i64) -> NodeId {
+pub(super) fn unkey(k: i64) -> NodeId {
     NodeId((k as u64) ^ (1 << 63))
 }
 
@@ -1290,15 +1294,18 @@ impl<'c> PgWriter<'c> {
             }
         }
         let ids: Vec<i64> = first.keys().map(|&k| key(NodeId(k))).collect();
+        // With whether a collection is running (`uwf_gc_owner`), for the nodes put again.
         let rows = self
             .s
             .query(
-                "SELECT id, digest, ts FROM uwf_nodes WHERE id = ANY($1)",
+                "SELECT id, digest, ts, EXISTS (SELECT 1 FROM uwf_gc_owner)
+                 FROM uwf_nodes WHERE id = ANY($1)",
                 &[&ids],
             )
             .map_err(self.e())?;
         let mut earlier: Vec<(i64, i64)> = Vec::new();
         let mut existing: HashSet<u64> = HashSet::with_capacity(rows.len());
+        let gc_running = rows.first().is_some_and(|r| r.get::<_, bool>(3));
         for r in &rows {
             let id = unkey(r.get(0));
             let n = first[&id.0];
@@ -1310,6 +1317,12 @@ impl<'c> PgWriter<'c> {
                 earlier.push((key(id), i(items[n].1)));
             }
             existing.insert(id.0);
+        }
+        if gc_running {
+            // Kept by the running collection; one it removed meanwhile is put anew.
+            let again: Vec<i64> = existing.iter().map(|&e| key(NodeId(e))).collect();
+            let kept = super::pg_gc::touch(self.pg, &mut self.s.client, &again)?;
+            existing.retain(|e| kept.contains(&key(NodeId(*e))));
         }
         for (k, ts) in earlier {
             self.s
@@ -1460,14 +1473,6 @@ impl<'c> PgWriter<'c> {
             .execute("TRUNCATE uwf_staging", &[])
             .map_err(self.e())?;
         Ok(rows)
-    }
-
-    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self
-            .s
-            .opt("SELECT 1 FROM uwf_nodes WHERE id = $1", &[&key(id)])
-            .map_err(self.e())?
-            .is_some())
     }
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
@@ -1703,6 +1708,20 @@ impl<'c> PgWriter<'c> {
             .execute("INSERT INTO uwf_removals (rec) VALUES ($1)", &[&enc(r)])
             .map_err(self.e())?;
         Ok(())
+    }
+}
+
+/// What garbage collection, pins and counts (`pg_gc`) reach of a session and a transaction.
+impl Session {
+    pub(super) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl PgWriter<'_> {
+    /// The server, the transaction's client and the advisory lock keys it holds.
+    pub(super) fn parts(&mut self) -> (&Pg, &mut Client, &mut HashSet<i64>) {
+        (self.pg, &mut self.s.client, &mut self.locked)
     }
 }
 
