@@ -132,7 +132,7 @@ fn count_pins_and_gc_give_what_redb_gives_and_threads_go_on() {
     // The removed thread's start and step, and the loose texts (the young one too: a count
     // has no grace).
     let garbage = num(&c, "garbage");
-    assert!(garbage >= 2 + 5 + 1, "{c}");
+    assert!(garbage >= 8, "{c}");
     assert!(num(&c, "fileBytes") > 0, "{c}");
     let dry = ok_at(&pge, later, &["cas", "gc", "--grace", "2h", "--dry-run"]);
     assert_eq!(num(&dry, "collected"), garbage - 1, "{dry}");
