@@ -620,3 +620,20 @@ pub(super) fn for_each_node_written_between<E: From<StoreError>>(
     }
     Ok(())
 }
+
+/// `Store::for_each_indexed` on a server: every (type, id), in type order, then write order.
+pub(super) fn for_each_indexed<E: From<StoreError>>(
+    pg: &Pg,
+    mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
+    let rows = {
+        let mut conn = pg.conn()?;
+        conn.client()
+            .query("SELECT type, id FROM uwf_nodes ORDER BY type, seq", &[])
+            .map_err(|e| pg.err(&e))?
+    };
+    for r in &rows {
+        f(unkey(r.get(0)), unkey(r.get(1)))?;
+    }
+    Ok(())
+}
