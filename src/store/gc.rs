@@ -25,6 +25,9 @@
 //! the payload record holding it is rewritten as one record per run of consecutive entries
 //! that remain, each keyed by its first sequence number, so that the record with the greatest
 //! key at or below a sequence number still holds that number's entry.
+//!
+//! On a PostgreSQL server the same operations run through `pg_gc`, with the same roots and
+//! reports.
 
 use super::nodes::{BuildU64, Link, Lookup, NO_SEQ, entries, join_payloads};
 use super::records::{dec, enc};

@@ -392,6 +392,10 @@ pub(super) fn gc(pg: &Pg, opts: &GcOptions<'_>) -> Result<GcReport> {
         )
         .map_err(e)?;
         let r = run(pg, c, opts, cutoff);
+        if r.is_err() {
+            // A sweep's transaction may be open (and failed).
+            let _ = c.batch_execute("ROLLBACK");
+        }
         let end = c
             .batch_execute(
                 "BEGIN; DELETE FROM uwf_gc_owner WHERE key = 'owner'; DELETE FROM uwf_gc_touched;
