@@ -427,7 +427,10 @@ fn cmd_verify(env: &Env) -> CliResult {
             crate::ErrorKind::Damaged,
             format!(
                 "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
-                env.db_path().display(),
+                env.server_url().map_or_else(
+                    || env.db_path().display().to_string(),
+                    crate::store::mask_url
+                ),
                 r.damage_count,
                 r.damage[0]
             ),

@@ -2,7 +2,8 @@
 //! `--since` archives on a PostgreSQL store, through the real binary and the library: the same
 //! answers as on redb for the same content, exactly the unreachable nodes collected, roots,
 //! pins and young nodes kept, threads going on after a collection, a second collection refused
-//! with redb's error, and a node put again during a collection kept.
+//! with redb's error, a node put again during a collection kept, many nodes swept in batches,
+//! and `cas verify` naming the server when it finds damage.
 
 use crate::common::{FIXED_NOW_MS, Run, TestEnv, example, json, p};
 use crate::pg;
@@ -405,4 +406,23 @@ fn many_nodes_are_swept_in_batches_while_a_chain_of_them_is_kept() {
     let c = ok_at(&env, FIXED_NOW_MS + HOUR_MS, &["cas", "count"]);
     assert_eq!(num(&c, "garbage"), 0, "{c}");
     eprintln!("collected 17,000 of 20,000 loose nodes in {took:?}");
+}
+
+#[test]
+fn verify_on_a_server_names_the_server_when_it_finds_damage() {
+    let Some(env) = on_pg() else { return };
+    let url = env.store_url.clone().unwrap();
+    let id = text(&env, FIXED_NOW_MS, "to be damaged");
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let k = (uwf::cas::NodeId::parse(&id).unwrap().0 ^ (1 << 63)) as i64;
+    c.execute("UPDATE uwf_nodes SET digest = '\\x00' WHERE id = $1", &[&k])
+        .unwrap();
+    let r = env.run(&["cas", "verify"]);
+    assert_eq!(r.code, 65, "{}{}", r.stdout, r.stderr);
+    let db = url.rsplit('/').next().unwrap();
+    assert!(
+        r.stderr.contains(db) && !r.stderr.contains("uwf.redb"),
+        "{}",
+        r.stderr
+    );
 }
