@@ -427,7 +427,10 @@ fn cmd_verify(env: &Env) -> CliResult {
             crate::ErrorKind::Damaged,
             format!(
                 "store {} is damaged: {} problem(s), first: {}; restore it from an export or a backup",
-                env.db_path().display(),
+                env.server_url().map_or_else(
+                    || env.db_path().display().to_string(),
+                    crate::store::mask_url
+                ),
                 r.damage_count,
                 r.damage[0]
             ),
@@ -438,11 +441,17 @@ fn cmd_verify(env: &Env) -> CliResult {
 /// `cas gc [--grace D] [--dry-run] [--compact]`.
 fn cmd_gc(env: &Env, grace_ms: u64, dry_run: bool, compact: bool) -> CliResult {
     let file_bytes = || std::fs::metadata(env.db_path()).map(|m| m.len()).ok();
-    let before = file_bytes();
     let mut s = if dry_run {
         env.open_ro()?
     } else {
         env.open_rw()?
+    };
+    // On a server, the bytes of uwf's tables there.
+    let on_server = env.server_url().is_some();
+    let before = if on_server {
+        Some(s.size_bytes()?)
+    } else {
+        file_bytes()
     };
     let bar = Bar::new(env, "gc");
     let pid = std::process::id();
@@ -461,8 +470,16 @@ fn cmd_gc(env: &Env, grace_ms: u64, dry_run: bool, compact: bool) -> CliResult {
         let c = s.compact();
         bar.finish();
         c?;
-        drop(s);
-        file_bytes()
+        if on_server {
+            eprintln!(
+                "compacted: VACUUM (ANALYZE) of uwf's tables on {}; the server reuses the space of removed rows",
+                s.location()
+            );
+            Some(s.size_bytes()?)
+        } else {
+            drop(s);
+            file_bytes()
+        }
     } else {
         None
     };
@@ -500,7 +517,11 @@ fn cmd_count(env: &Env) -> CliResult {
         reachable: c.reachable,
         garbage: c.garbage,
         garbage_bytes: c.garbage_bytes,
-        file_bytes: std::fs::metadata(env.db_path()).map_or(0, |m| m.len()),
+        file_bytes: if env.server_url().is_some() {
+            s.size_bytes()?
+        } else {
+            std::fs::metadata(env.db_path()).map_or(0, |m| m.len())
+        },
     };
     print_as(env.format, &out)
 }

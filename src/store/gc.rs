@@ -25,6 +25,9 @@
 //! the payload record holding it is rewritten as one record per run of consecutive entries
 //! that remain, each keyed by its first sequence number, so that the record with the greatest
 //! key at or below a sequence number still holds that number's entry.
+//!
+//! On a PostgreSQL server the same operations run through `pg_gc`, with the same roots and
+//! reports.
 
 use super::nodes::{BuildU64, Link, Lookup, NO_SEQ, entries, join_payloads};
 use super::records::{dec, enc};
@@ -144,7 +147,7 @@ where
 
 /// The node ids a thread-state message names (a failed step's raw output, say): its words of
 /// 13 Crockford characters.
-fn ids_in_text(s: &str) -> impl Iterator<Item = u64> + '_ {
+pub(super) fn ids_in_text(s: &str) -> impl Iterator<Item = u64> + '_ {
     s.split(|c: char| !c.is_ascii_alphanumeric())
         .filter(|w| w.len() == crate::cas::id::ID_LEN)
         .filter_map(|w| NodeId::parse(w).ok())
@@ -292,6 +295,9 @@ impl Store {
     /// [`StoreError::GcRunning`] when another live process is collecting, a redb failure, or
     /// damage found on the way.
     pub fn gc(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::gc(pg, opts);
+        }
         self.guard(|| {
             if opts.dry_run {
                 let m = self.mark(
@@ -580,6 +586,9 @@ impl Store {
     /// # Errors
     /// A redb failure or damage.
     pub(crate) fn count(&self) -> Result<Count> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::count(pg);
+        }
         self.guard(|| {
             let m = self.mark(None, None)?;
             let garbage_bytes = self.payload_bytes_of(&m.candidates)?;
@@ -607,7 +616,8 @@ impl Store {
     }
 
     /// Shrinks the file to the pages in use (after a collection, say). Other processes'
-    /// transactions wait meanwhile.
+    /// transactions wait meanwhile. On a PostgreSQL server: `VACUUM (ANALYZE)` of uwf's tables,
+    /// which makes the space of removed rows reusable while steps go on.
     ///
     /// # Errors
     /// [`StoreError::InUse`] while another process has a transaction open, [`StoreError::ReadOnly`],
@@ -621,10 +631,20 @@ impl Store {
                 Err(e) => Err(StoreError::Db(e.into())),
             },
             super::Db::Ro(_) => Err(StoreError::ReadOnly),
-            super::Db::Pg(_) => Err(StoreError::Unsupported {
-                server: path.display().to_string(),
-            }),
+            super::Db::Pg(pg) => super::pg_gc::vacuum(pg),
         })
+    }
+
+    /// The bytes the store takes: the redb file's length, or on a PostgreSQL server those of
+    /// uwf's tables with their indexes.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn size_bytes(&self) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::size_bytes(pg);
+        }
+        Ok(std::fs::metadata(&self.path).map_or(0, |m| m.len()))
     }
 
     /// Pins stored nodes: a collection keeps them and what they reach. Returns, for each, whether
@@ -634,6 +654,9 @@ impl Store {
     /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
     pub(crate) fn pin(&self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
         self.write(|w| {
+            if let Some(p) = w.pg() {
+                return super::pg_gc::pin(p, ids, now_ms);
+            }
             let nodes = w.redb()?.open_table(IDS)?;
             let mut pins = w.redb()?.open_table(PINS)?;
             let mut out = Vec::with_capacity(ids.len());
@@ -656,6 +679,9 @@ impl Store {
     /// A redb failure.
     pub(crate) fn unpin(&self, ids: &[NodeId]) -> Result<Vec<bool>> {
         self.write(|w| {
+            if let Some(p) = w.pg() {
+                return super::pg_gc::unpin(p, ids);
+            }
             let mut pins = w.redb()?.open_table(PINS)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
@@ -670,6 +696,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub(crate) fn pins(&self) -> Result<Vec<(NodeId, u64)>> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::pins(pg);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let t = match tx.open_table(PINS) {
@@ -688,13 +717,14 @@ impl Store {
 }
 
 impl Writer<'_> {
-    /// Whether node `id` is stored, seeing this transaction's writes.
+    /// Whether node `id` is stored, seeing this transaction's writes. On a server it waits out
+    /// a sweep in progress first, and a sweep waits for this transaction.
     ///
     /// # Errors
     /// A redb failure.
     pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
         if let Some(w) = self.pg() {
-            return w.has(id);
+            return super::pg_gc::has(w, id);
         }
         Ok(self.redb()?.open_table(IDS)?.get(id.0)?.is_some())
     }
@@ -712,9 +742,8 @@ impl Writer<'_> {
         stop: &[NodeId],
         stop_types: &[NodeId],
     ) -> Result<Option<NodeId>> {
-        // Nothing collects nodes on a PostgreSQL store: what is stored stays.
         if let Some(w) = self.pg() {
-            return Ok((!w.has(from)?).then_some(from));
+            return super::pg_gc::first_missing(w, from, stop, stop_types);
         }
         let (ids, links) = (
             self.redb()?.open_table(IDS)?,

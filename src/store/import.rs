@@ -79,6 +79,9 @@ impl Store {
         &self,
         mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::for_each_indexed(pg, f);
+        }
         let tx = self.begin_read()?;
         let t = tx.open_table(TYPE_INDEX).map_err(StoreError::from)?;
         for e in t.iter().map_err(StoreError::from)? {

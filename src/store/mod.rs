@@ -26,6 +26,7 @@ mod limits;
 mod migrate;
 mod nodes;
 mod pg;
+mod pg_gc;
 mod records;
 mod removals;
 mod threads;

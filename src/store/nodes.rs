@@ -1049,6 +1049,9 @@ impl Store {
     /// # Errors
     /// A redb failure.
     pub fn write_mark(&self) -> Result<u64> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::write_mark(pg);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let mt = match tx.open_table(META_TABLE) {
@@ -1067,6 +1070,9 @@ impl Store {
     /// # Errors
     /// A redb failure, or a payload record that does not parse.
     pub fn last_written_before(&self, mark: u64) -> Result<Option<(u64, NodeId)>> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::last_written_before(pg, mark);
+        }
         self.guard(|| {
             let tx = self.begin_read()?;
             let payloads = match tx.open_table(PAYLOADS) {
@@ -1104,6 +1110,9 @@ impl Store {
         until: u64,
         f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
+        if let Some(pg) = self.pg() {
+            return super::pg_gc::for_each_node_written_between(pg, from, until, f);
+        }
         super::catching_damage(&self.path, || {
             self.for_each_in_windows(SEQ_WINDOW, from, until, f)
         })

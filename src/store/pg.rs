@@ -40,6 +40,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003-refs-in-row.sql",
         include_str!("../../migrations/pg/0003-refs-in-row.sql"),
     ),
+    (
+        "0004-gc.sql",
+        include_str!("../../migrations/pg/0004-gc.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
@@ -68,12 +72,12 @@ pub(crate) fn is_url(s: &str) -> bool {
 }
 
 /// A node id as stored: its top bit flipped, so that bigint order is id order.
-fn key(id: NodeId) -> i64 {
+pub(super) fn key(id: NodeId) -> i64 {
     (id.0 ^ (1 << 63)) as i64
 }
 
 /// The node id of a stored key.
-fn unkey(k: i64) -> NodeId {
+pub(super) fn unkey(k: i64) -> NodeId {
     NodeId((k as u64) ^ (1 << 63))
 }
 
@@ -1525,10 +1529,12 @@ impl<'c> PgWriter<'c> {
         if stored.is_empty() {
             return Ok(out);
         }
+        // With whether a collection is running (`uwf_gc_owner`), for the nodes put again.
         let rows = self
             .s()?
             .query(
-                "SELECT id, digest, ts FROM uwf_nodes WHERE id = ANY($1)",
+                "SELECT id, digest, ts, EXISTS (SELECT 1 FROM uwf_gc_owner)
+                 FROM uwf_nodes WHERE id = ANY($1)",
                 &[&stored],
             )
             .map_err(self.e())?;
@@ -1546,13 +1552,24 @@ impl<'c> PgWriter<'c> {
             }
             seen.insert(key(id));
         }
-        // Stored when the insert ran, gone since: removed by a collection meanwhile.
-        if let Some(&gone) = stored.iter().find(|k| !seen.contains(k)) {
-            return Err(StoreError::Server {
-                server: self.pg.server.clone(),
-                message: format!("node {} was removed while it was written", unkey(gone)),
-                retry: true,
-            });
+        // A node stored when the insert ran and gone since was removed by a running collection.
+        let gc_running = rows.first().is_none_or(|r| r.get::<_, bool>(3));
+        if gc_running || seen.len() < stored.len() {
+            // Kept by the running collection from now on; one it removed meanwhile is put anew
+            // (under the lock `touch` takes, no sweep removes it again before this commits).
+            let pg = self.pg;
+            let kept = super::pg_gc::touch(pg, &mut self.s()?.client, &stored)?;
+            let again: Vec<usize> = fresh
+                .iter()
+                .copied()
+                .filter(|&n| out[n] != PutOutcome::Inserted && !kept.contains(&key(items[n].0.id)))
+                .collect();
+            if !again.is_empty() {
+                let retry: Vec<(&Prepared, u64)> = again.iter().map(|&n| items[n]).collect();
+                for (n, o) in again.iter().zip(self.put(&retry)?) {
+                    out[*n] = o;
+                }
+            }
         }
         for (k, ts) in earlier {
             // What this process remembers of the node is its old time: forgotten.
@@ -1653,14 +1670,6 @@ impl<'c> PgWriter<'c> {
             .execute("TRUNCATE uwf_staging", &[])
             .map_err(self.e())?;
         Ok(rows)
-    }
-
-    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self
-            .s()?
-            .opt("SELECT 1 FROM uwf_nodes WHERE id = $1", &[&key(id)])
-            .map_err(self.e())?
-            .is_some())
     }
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
@@ -1901,6 +1910,22 @@ impl<'c> PgWriter<'c> {
             .execute("INSERT INTO uwf_removals (rec) VALUES ($1)", &[&enc(r)])
             .map_err(self.e())?;
         Ok(())
+    }
+}
+
+/// What garbage collection, pins and counts (`pg_gc`) reach of a session and a transaction.
+impl Session {
+    pub(super) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl PgWriter<'_> {
+    /// The server, the transaction's client (the transaction begun) and the advisory lock
+    /// keys it holds.
+    pub(super) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
+        self.s()?;
+        Ok((self.pg, &mut self.sess.client, &mut self.locked))
     }
 }
 

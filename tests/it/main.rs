@@ -19,6 +19,7 @@ mod logs;
 mod model;
 mod models;
 mod pg;
+mod pg_gc;
 mod postgres;
 mod props;
 mod proto7a0c;
