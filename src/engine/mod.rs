@@ -905,10 +905,62 @@ enum Cas {
     Missing(NodeId),
 }
 
+/// How often a head move the store's server failed for a passing reason (a lost connection, a
+/// deadlock it broke) is tried again before the step fails: the agent's work is stored, and a
+/// step run again would run the agent again.
+const COMMIT_TRIES: u32 = 6;
+
 /// Moves the head from `expected` to `new` by compare-and-swap, releases the lease and, when
-/// `done`, archives the thread — all in one transaction.
+/// `done`, archives the thread — all in one transaction, tried again while the store's server
+/// fails for a passing reason. Before each new try it checks whether the failed one went
+/// through after all (a connection lost after the server committed).
 #[allow(clippy::too_many_arguments)]
 fn commit(
+    store: &Store,
+    thread: &ThreadId,
+    expected: NodeId,
+    new: NodeId,
+    wf: NodeId,
+    done: bool,
+    now_ms: u64,
+    me: Option<&Lease>,
+) -> Result<()> {
+    let mut wait = std::time::Duration::from_millis(50);
+    let mut tries = 1;
+    loop {
+        let e = match commit_once(store, thread, expected, new, wf, done, now_ms, me) {
+            Err(StepError::Thread(ThreadError::Store(e @ crate::store::StoreError::Server {
+                retry: true,
+                ..
+            }))) if tries < COMMIT_TRIES => e,
+            r => return r,
+        };
+        tracing::warn!(
+            tag = "Q3MZ7T2K",
+            thread = %thread,
+            head = %new,
+            tries,
+            "moving the head failed, trying again: {e}"
+        );
+        std::thread::sleep(wait);
+        wait *= 2;
+        tries += 1;
+        let landed = match store.thread(thread) {
+            Ok(Some(rec)) => rec.head == new && new != expected,
+            Ok(None) => store
+                .history_of(thread)
+                .is_ok_and(|h| h.is_some_and(|h| h.head == new.to_wire())),
+            Err(_) => false,
+        };
+        if landed {
+            return Ok(());
+        }
+    }
+}
+
+/// One try of [`commit`].
+#[allow(clippy::too_many_arguments)]
+fn commit_once(
     store: &Store,
     thread: &ThreadId,
     expected: NodeId,
