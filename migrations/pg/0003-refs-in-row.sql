@@ -34,9 +34,11 @@ $$;
 
 -- The chain of a thread ending at `head`: the node, then, while it is of type `step`, the node
 -- its first reference names (a StepNode's `prev`, or for the first step its StartNode); at most
--- `lim` nodes. What it returns is only read ahead: the reader checks each link itself.
+-- `lim` nodes, each with that first reference (`next`, where a reader goes on from). What it
+-- returns is only read ahead: the reader checks each link itself.
 CREATE FUNCTION uwf_chain(head bigint, step bigint, lim integer)
-RETURNS TABLE (id bigint, type bigint, ts bigint, seq bigint, digest bytea, payload bytea)
+RETURNS TABLE (id bigint, type bigint, ts bigint, seq bigint, digest bytea, payload bytea,
+               next bigint)
 LANGUAGE sql STABLE
 SET enable_hashjoin = off
 SET enable_mergejoin = off
@@ -50,5 +52,5 @@ AS $$
         FROM c JOIN uwf_nodes n ON n.id = c.refs[1]
         WHERE c.type = step AND c.depth < lim
     )
-    SELECT id, type, ts, seq, digest, payload FROM c
+    SELECT id, type, ts, seq, digest, payload, refs[1] FROM c
 $$;

@@ -929,10 +929,9 @@ fn commit(
     let mut tries = 1;
     loop {
         let e = match commit_once(store, thread, expected, new, wf, done, now_ms, me) {
-            Err(StepError::Thread(ThreadError::Store(e @ crate::store::StoreError::Server {
-                retry: true,
-                ..
-            }))) if tries < COMMIT_TRIES => e,
+            Err(StepError::Thread(ThreadError::Store(
+                e @ crate::store::StoreError::Server { retry: true, .. },
+            ))) if tries < COMMIT_TRIES => e,
             r => return r,
         };
         tracing::warn!(

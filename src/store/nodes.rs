@@ -101,20 +101,40 @@ impl Snapshot {
         Ok(())
     }
 
-    /// Reads the chain of a thread ending at `head` ahead, for a store on PostgreSQL (one
-    /// query instead of one a node): `head`, then, while the node is of type `step`, the node
-    /// its first reference names. A reader still checks each link itself.
+    /// Reads the chain of a thread ending at `head` ahead, for a store on PostgreSQL (a query a
+    /// page of nodes instead of one a node): `head`, then, while the node is of type `step`,
+    /// the node its first reference names; it stops at a node read already (a damaged chain may
+    /// loop). A reader still checks each link itself.
     ///
     /// # Errors
     /// A failure of the server.
     pub(crate) fn read_chain_ahead(&self, head: NodeId, step: NodeId) -> Result<()> {
         let Some(pg) = &self.pg else { return Ok(()) };
-        if self.ahead().contains_key(&head) {
-            return Ok(());
+        let mut cur = head;
+        loop {
+            if self.ahead().contains_key(&cur) {
+                // Read already, or a cycle (which the reader reports).
+                return Ok(());
+            }
+            let page = pg.chain(cur, step, super::pg::CHAIN_PAGE)?;
+            let full = page.len() == super::pg::CHAIN_PAGE as usize;
+            let mut ahead = self.ahead();
+            let mut next = None;
+            for (n, after) in page {
+                if n.type_id != step {
+                    next = None;
+                } else {
+                    next = after;
+                }
+                if ahead.insert(n.id, n).is_some() {
+                    return Ok(());
+                }
+            }
+            match next {
+                Some(n) if full => cur = n,
+                _ => return Ok(()),
+            }
         }
-        let nodes = pg.chain(head, step)?;
-        self.ahead().extend(nodes.into_iter().map(|n| (n.id, n)));
-        Ok(())
     }
 
     /// The type of node `id`, if stored (its `links` record only; the payload is not read).

@@ -59,8 +59,8 @@ const COPY_FROM: usize = 512;
 const REMEMBER_BATCH: usize = 64;
 /// The most nodes a process remembers having written.
 const REMEMBER_MAX: usize = 4096;
-/// The most nodes a chain read ahead holds.
-const CHAIN_MAX: i32 = 10_000_000;
+/// The nodes of a chain read ahead in one query.
+pub(crate) const CHAIN_PAGE: i32 = 50_000;
 /// Idle sessions a process keeps.
 const POOL_IDLE: usize = 16;
 /// The advisory lock key under which the schema is created or migrated.
@@ -693,16 +693,27 @@ impl Pg {
     }
 
     /// The node `head`, then, while the node is of type `step`, the node its first reference
-    /// names, in one query: a thread's chain read ahead (see `uwf_chain`).
-    pub(crate) fn chain(&self, head: NodeId, step: NodeId) -> Result<Vec<StoredNode>> {
+    /// names, at most `lim` of them, in one query (see `uwf_chain`): a thread's chain read
+    /// ahead, each node with its first reference.
+    pub(crate) fn chain(
+        &self,
+        head: NodeId,
+        step: NodeId,
+        lim: i32,
+    ) -> Result<Vec<(StoredNode, Option<NodeId>)>> {
         let mut c = self.conn()?;
         let rows = c
             .query(
-                "SELECT type, ts, seq, digest, payload, id FROM uwf_chain($1, $2, $3)",
-                &[&key(head), &key(step), &CHAIN_MAX],
+                "SELECT type, ts, seq, digest, payload, id, next FROM uwf_chain($1, $2, $3)",
+                &[&key(head), &key(step), &lim],
             )
             .map_err(|e| self.err(&e))?;
-        rows.iter().map(|r| node_of(unkey(r.get(5)), r)).collect()
+        rows.iter()
+            .map(|r| {
+                let next: Option<i64> = r.get(6);
+                Ok((node_of(unkey(r.get(5)), r)?, next.map(unkey)))
+            })
+            .collect()
     }
 
     pub(crate) fn type_of(&self, id: NodeId) -> Result<Option<NodeId>> {
@@ -1391,8 +1402,8 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn commit(mut self) -> Result<()> {
-        self.done = true;
         if !self.begun {
+            self.done = true;
             return Ok(());
         }
         let end = if self.notify {
@@ -1400,10 +1411,12 @@ impl<'c> PgWriter<'c> {
         } else {
             "COMMIT"
         };
+        // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
         self.sess
             .client
             .batch_execute(end)
             .map_err(|e| self.pg.err(&e))?;
+        self.done = true;
         self.pg.remember(std::mem::take(&mut self.written));
         Ok(())
     }
@@ -1419,12 +1432,13 @@ impl<'c> PgWriter<'c> {
             return Ok(());
         }
         if !self.begun {
-            // One round trip for both (the key is a number, written as one).
+            // One round trip for both (the key is a number, written as one). Begun even if
+            // the lock fails: the BEGIN went through, and dropping the writer rolls it back.
+            self.begun = true;
             self.sess
                 .client
                 .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({k})"))
                 .map_err(|e| self.pg.err(&e))?;
-            self.begun = true;
             return Ok(());
         }
         self.s()?
@@ -1578,8 +1592,12 @@ impl<'c> PgWriter<'c> {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&unkey(k));
+            self.written.retain(|n| n.id != unkey(k));
             self.s()?
-                .execute("UPDATE uwf_nodes SET ts = $2 WHERE id = $1", &[&k, &ts])
+                .execute(
+                    "UPDATE uwf_nodes SET ts = $2 WHERE id = $1 AND ts > $2",
+                    &[&k, &ts],
+                )
                 .map_err(self.e())?;
         }
         Ok(out)
@@ -1612,7 +1630,13 @@ impl<'c> PgWriter<'c> {
             self.s()?.staging = true;
         }
         // The rows' sequence numbers, in the order given, taken first: the insert below then
-        // needs no sort of whole rows.
+        // needs no sort of whole rows. The table's write lock comes before them, as it does
+        // for an INSERT drawing its own, so that a write mark (`LOCK … IN SHARE MODE`) waits
+        // for this transaction.
+        self.s()?
+            .client
+            .batch_execute("LOCK TABLE uwf_nodes IN ROW EXCLUSIVE MODE")
+            .map_err(|e| pg.err(&e))?;
         let n = i64::try_from(id.len()).unwrap_or(i64::MAX);
         let seqs: Vec<i64> = self
             .s()?

@@ -69,13 +69,16 @@ const MARK: &str = "INSERT INTO uwf_gc_live
     )
     SELECT id FROM r";
 
-/// Marks, during the sweep, the roots `$1` and the nodes at or past the write mark `$2` that
-/// are not marked yet, and what they reach that is not.
+/// Marks, during the sweep, the roots `$1`, the nodes at or past the write mark `$2`, the pinned
+/// nodes and those put again since the collection began that are not marked yet, and what they
+/// reach that is not.
 const REMARK: &str = "INSERT INTO uwf_gc_live
     WITH RECURSIVE r(id) AS (
         SELECT s.id FROM (
             SELECT unnest($1::bigint[]) AS id
             UNION SELECT id FROM uwf_nodes WHERE seq >= $2
+            UNION SELECT id FROM uwf_pins
+            UNION SELECT id FROM uwf_gc_touched
         ) s
         WHERE NOT EXISTS (SELECT 1 FROM uwf_gc_live l WHERE l.id = s.id)
       UNION
@@ -246,8 +249,6 @@ struct Marked {
     garbage_bytes: u64,
     /// The others as (sequence number, key), in sequence order, when asked for.
     candidates: Vec<(i64, i64)>,
-    /// The next history key after the snapshot.
-    history_mark: i64,
 }
 
 /// Marks over one snapshot, on the collection's session `c`, into its `uwf_gc_live`.
@@ -279,10 +280,6 @@ fn mark(
                 }
             }
         }
-        let history_mark: i64 = c
-            .query_one("SELECT coalesce(max(seq), 0) + 1 FROM uwf_history", &[])
-            .map_err(e)?
-            .get(0);
         let mut roots = table_roots(pg, c, 0)?;
         roots.push(key(META));
         roots.extend(bootstrap::builtins().iter().map(|b| key(b.id)));
@@ -320,7 +317,6 @@ fn mark(
             reachable: u(s.get(2)),
             garbage_bytes: u(s.get(3)),
             candidates,
-            history_mark,
         })
     })();
     let end = c
@@ -417,7 +413,7 @@ pub(super) fn gc(pg: &Pg, opts: &GcOptions<'_>) -> Result<GcReport> {
 /// The collection proper, on its session `c`, its marks set.
 fn run(pg: &Pg, c: &mut Client, opts: &GcOptions<'_>, cutoff: Option<u64>) -> Result<GcReport> {
     let e = |e: postgres::Error| pg.err(&e);
-    let write_mark = write_mark_on(pg, c)?;
+    let (write_mark, history_mark) = marks_on(pg, c, true)?;
     let m = mark(
         pg,
         c,
@@ -439,7 +435,7 @@ fn run(pg: &Pg, c: &mut Client, opts: &GcOptions<'_>, cutoff: Option<u64>) -> Re
         c.batch_execute("BEGIN").map_err(e)?;
         c.execute("SELECT pg_advisory_xact_lock($1)", &[&SWEEP_LOCK])
             .map_err(e)?;
-        let roots = table_roots(pg, c, m.history_mark)?;
+        let roots = table_roots(pg, c, history_mark)?;
         c.execute(REMARK, &[&roots, &write_mark]).map_err(e)?;
         let (seqs, ids): (Vec<i64>, Vec<i64>) = batch.iter().copied().unzip();
         let rows = c.query(SWEEP, &[&ids, &seqs]).map_err(e)?;
@@ -458,14 +454,29 @@ fn run(pg: &Pg, c: &mut Client, opts: &GcOptions<'_>, cutoff: Option<u64>) -> Re
 /// The write mark: a sequence number past every node stored so far, taken once every
 /// transaction that holds a smaller one has ended.
 fn write_mark_on(pg: &Pg, c: &mut Client) -> Result<i64> {
+    Ok(marks_on(pg, c, false)?.0)
+}
+
+/// The write mark and, with `history`, the history mark too: the next history key, taken once
+/// every transaction that holds a smaller one has ended (history keys are drawn when a row is
+/// inserted, not when it commits), so that a snapshot taken after it holds every entry below it.
+fn marks_on(pg: &Pg, c: &mut Client, history: bool) -> Result<(i64, i64)> {
     let e = |e: postgres::Error| pg.err(&e);
-    c.batch_execute("BEGIN; LOCK TABLE uwf_nodes IN SHARE MODE")
-        .map_err(e)?;
-    let r = c.query_one("SELECT coalesce(max(seq), 0) + 1 FROM uwf_nodes", &[]);
+    c.batch_execute(if history {
+        "BEGIN; LOCK TABLE uwf_nodes, uwf_history IN SHARE MODE"
+    } else {
+        "BEGIN; LOCK TABLE uwf_nodes IN SHARE MODE"
+    })
+    .map_err(e)?;
+    let r = c.query_one(
+        "SELECT coalesce((SELECT max(seq) FROM uwf_nodes), 0) + 1,
+                coalesce((SELECT max(seq) FROM uwf_history), 0) + 1",
+        &[],
+    );
     let end = c.batch_execute(if r.is_ok() { "COMMIT" } else { "ROLLBACK" });
-    let m: i64 = r.map_err(e)?.get(0);
+    let r = r.map_err(e)?;
     end.map_err(e)?;
-    Ok(m)
+    Ok((r.get(0), r.get(1)))
 }
 
 /// `Store::write_mark` on a server.

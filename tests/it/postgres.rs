@@ -796,3 +796,47 @@ fn a_put_on_a_server_refuses_a_collision_and_keeps_the_earliest_time() {
     let text_nodes = other.list_by_type(text).unwrap();
     assert_eq!(text_nodes, want);
 }
+
+/// A thread's chain is read ahead on a server by following each step's first reference; with
+/// those references damaged into a loop, the read ahead stops and the chain is still read from
+/// the steps themselves: the same roles, and `cas verify` names the damage.
+#[test]
+fn a_chain_whose_stored_references_loop_reads_the_same() {
+    let Some(server) = pg::server() else { return };
+    let url = server.fresh_database();
+    let env = env_on(&url);
+    let (wf, script) = pg::ten_roles();
+    let wf_path = env.root().join("ten.yaml");
+    let script_path = env.root().join("ten.script.yaml");
+    std::fs::write(&wf_path, wf).unwrap();
+    std::fs::write(&script_path, script).unwrap();
+    env.ok(&["workflow", "put", &p(&wf_path)]);
+    let t = env
+        .ok(&["thread", "start", "ten", "-p", "loop", "-q"])
+        .trim()
+        .to_string();
+    let agent = format!("uwf agent scripted --script {}", p(&script_path));
+    for _ in 0..4 {
+        env.ok(&["thread", "step", &t, "--agent", &agent]);
+    }
+    let want = env.roles(&t);
+    assert_eq!(want, ["r0", "r1", "r2", "r3"]);
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let step_type = (NodeId::parse(bootstrap::ids::STEP_NODE).unwrap().0 ^ (1 << 63)) as i64;
+    let damaged = c
+        .execute(
+            "UPDATE uwf_nodes SET refs = array[id] || refs[2:] WHERE type = $1",
+            &[&step_type],
+        )
+        .unwrap();
+    assert_eq!(damaged, 4);
+    assert_eq!(env.roles(&t), want);
+    let r = env.run(&["cas", "verify"]);
+    assert_ne!(r.code, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("stored references differ") && r.stdout.contains("\"damageCount\":4"),
+        "{} {}",
+        r.stdout,
+        r.stderr
+    );
+}
