@@ -154,7 +154,11 @@ impl Service {
                     if stop.load(Ordering::SeqCst) {
                         break;
                     }
-                    let Ok(conn) = conn else { continue };
+                    let Ok(conn) = conn else {
+                        // Out of descriptors, say: the agents submit the direct way meanwhile.
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    };
                     let (store, canonical) = (store.clone(), canonical.clone());
                     // A thread that cannot start drops the connection: the agent submits the
                     // direct way.
@@ -180,9 +184,11 @@ impl Service {
 impl Drop for Service {
     fn drop(&mut self) {
         self.closing.store(true, Ordering::SeqCst);
-        // Wakes the accept loop, which then sees the flag.
-        let _ = UnixStream::connect(&self.socket);
-        if let Some(h) = self.accept.take() {
+        // Wakes the accept loop, which then sees the flag. A socket file removed meanwhile
+        // cannot wake it: the thread is left to end with the process.
+        if UnixStream::connect(&self.socket).is_ok()
+            && let Some(h) = self.accept.take()
+        {
             let _ = h.join();
         }
         let _ = std::fs::remove_file(&self.socket);
@@ -218,6 +224,17 @@ fn serve(store: &Store, canonical: &Path, mut conn: UnixStream) {
         return;
     };
     let reply = answer(store, canonical, &req);
+    tracing::info!(
+        tag = "SBM7RNQX",
+        thread = %req.thread,
+        role = %req.role,
+        status = match &reply {
+            Reply::Id(_) => "ok",
+            Reply::Error(_) => "error",
+            Reply::Direct => "direct",
+        },
+        "agent submit handed to the runner"
+    );
     if let Ok(bytes) = serde_json::to_vec(&reply) {
         let _ = conn.write_all(&bytes);
     }
