@@ -345,6 +345,9 @@ fn fake_runner(
     })
 }
 
+/// A fake runner: whether it reads the whole request, and what it answers; `None` for none.
+type Fake = Option<(bool, &'static [u8])>;
+
 #[test]
 fn without_a_runner_to_answer_a_submission_goes_the_direct_way() {
     if on_postgres() {
@@ -361,7 +364,7 @@ fn without_a_runner_to_answer_a_submission_goes_the_direct_way() {
     let dir = env.root().join("tmp");
     // No socket there; a runner gone before it answered (its connection closed after the
     // request); one that closed at once; one whose answer is not one.
-    let cases: [(&str, Option<(bool, &'static [u8])>); 4] = [
+    let cases: [(&str, Fake); 4] = [
         ("none", None),
         ("gone", Some((true, b""))),
         ("closed", Some((false, b""))),
