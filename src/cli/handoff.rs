@@ -136,6 +136,7 @@ impl Service {
     pub(crate) fn start(store: Arc<Store>, parent: &Path) -> std::io::Result<Service> {
         let canonical = std::fs::canonicalize(store.path())?;
         let dir = private_dir(parent)?;
+        sweep(parent, &dir);
         let socket = dir.join("submit.sock");
         let listener = match UnixListener::bind(&socket) {
             Ok(l) => l,
@@ -212,6 +213,35 @@ fn private_dir(parent: &Path) -> std::io::Result<PathBuf> {
         }
     }
     Err(last.unwrap_or_else(|| std::io::Error::other("no directory for the submit socket")))
+}
+
+/// Removes the socket directories under `parent` that runners killed before they could remove
+/// them left behind: those of this user (the owner of `mine`) whose process is gone.
+fn sweep(parent: &Path, mine: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata(mine).map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("uwf-run-"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && path != mine && !crate::engine::pid_alive(pid) {
+            let _ = std::fs::remove_file(path.join("submit.sock"));
+            let _ = std::fs::remove_dir(&path);
+        }
+    }
 }
 
 /// Answers one connection.

@@ -101,6 +101,19 @@ fn a_runners_agents_submit_through_it_and_its_socket_goes_with_it() {
         ),
     );
     let ts = [start(&env, &wf), start(&env, &wf)];
+    // What a runner killed by SIGKILL leaves behind is removed by the next one; a live
+    // process's directory stays.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let stale = env.root().join(format!("tmp/uwf-run-{dead}-0000abcd"));
+    let live = env
+        .root()
+        .join(format!("tmp/uwf-run-{}-0000abcd", std::process::id()));
+    for d in [&stale, &live] {
+        std::fs::create_dir(d).unwrap();
+        drop(UnixListener::bind(d.join("submit.sock")).unwrap());
+    }
     let r = run(&env, &["-j", "2"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("\"completed\":2"), "{}", r.stdout);
@@ -130,6 +143,10 @@ fn a_runners_agents_submit_through_it_and_its_socket_goes_with_it() {
         env.root().join("tmp")
     );
     assert!(!sock.exists() && !sock.parent().unwrap().exists());
+    assert!(!stale.exists());
+    assert!(live.join("submit.sock").exists());
+    std::fs::remove_file(live.join("submit.sock")).unwrap();
+    std::fs::remove_dir(&live).unwrap();
     assert_eq!(
         std::fs::read_dir(env.root().join("tmp")).unwrap().count(),
         0
