@@ -2,7 +2,7 @@
 //! command), each also usable as an `--agent` or an `agents:` entry.
 
 use super::output::{NodeIdStr, print_as, write_stdout};
-use super::{CliError, CliResult, Env};
+use super::{CliError, CliResult, Env, handoff};
 use crate::builtin::{self, Agent, CommandAgent, CommandArgs, LlmAgent, LlmArgs, ScriptedAgent};
 use crate::cas::Value;
 use crate::engine::{DEFAULT_TIMEOUT, Interrupt};
@@ -10,7 +10,7 @@ use crate::thread::{self, Config, Fallback, SubmitInput, ThreadId};
 use clap::Subcommand;
 use serde::Serialize;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -220,6 +220,28 @@ fn submit(
     let config = Config::load(&env.root)?;
     let (models, _) = env.agent_setup(&config, no_llm);
     let fallback = models.extract();
+    // Under `uwf run`, the runner writes the submission through its own store handle.
+    if let Some(socket) = var(handoff::SOCKET_VAR)
+        && env.server_url().is_none()
+        && let Some(r) = handoff::handoff(
+            Path::new(&socket),
+            &handoff::Submission {
+                store: &env.db_path(),
+                thread,
+                role,
+                raw,
+                detail,
+                agent: name,
+                edge_prompt: edge.as_deref(),
+                cwd: &cwd,
+                started_ms: started,
+                now_ms: env.now_ms,
+                has_fallback: fallback.is_some(),
+            },
+        )
+    {
+        return write_stdout(format!("{}\n", r?).as_bytes());
+    }
     let s = env.open_rw()?;
     let id = thread::submit(
         &s,

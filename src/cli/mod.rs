@@ -4,6 +4,7 @@
 mod agent;
 pub(crate) mod background;
 mod cas;
+mod handoff;
 mod interchange;
 mod log;
 pub(crate) mod output;

@@ -2,7 +2,7 @@
 //! across every process using the store).
 
 use super::output::{print, write_stdout};
-use super::{CliError, CliResult, Env, Format};
+use super::{CliError, CliResult, Env, Format, handoff};
 use crate::cas::Value;
 use crate::cas::value::Map;
 use crate::engine::lease_is_live;
@@ -60,6 +60,14 @@ fn counts(c: &runner::Counts) -> Value {
     Value::Object(m)
 }
 
+/// Where the submit socket's directory goes: `$XDG_RUNTIME_DIR`, else the system's temporary
+/// directory.
+fn socket_parent() -> std::path::PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty() && std::path::Path::new(d).is_dir())
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from)
+}
+
 /// `uwf run`.
 pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let config = Config::load(&env.root)?;
@@ -68,7 +76,29 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     for t in &a.threads {
         threads.push(thread::ThreadId::parse(t).map_err(CliError::new)?);
     }
-    let (models, agent_env) = env.agent_setup(&config, a.no_llm);
+    let (models, mut agent_env) = env.agent_setup(&config, a.no_llm);
+    // Agents' `uwf agent submit` hands its submission to this process, which writes it through
+    // its group commit; without the socket they open the store themselves.
+    let _submit = match env.server_url() {
+        Some(_) => None,
+        None => match handoff::Service::start(store.clone(), &socket_parent()) {
+            Ok(s) => {
+                agent_env.push((
+                    handoff::SOCKET_VAR.to_string(),
+                    s.socket().display().to_string(),
+                ));
+                Some(s)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    tag = "Q3SKT9WN",
+                    error = %e,
+                    "no submit socket: agents open the store themselves"
+                );
+                None
+            }
+        },
+    };
     let opts = RunOptions {
         root: env.root.clone(),
         jobs: a.jobs.max(1),

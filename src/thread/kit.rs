@@ -157,7 +157,24 @@ pub trait Fallback {
 /// [`ThreadError::Extract`] saying why neither layer gave a valid output, with the id of the
 /// text node that keeps the raw output; an inactive thread; an unknown role.
 pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
-    submit_with(store, &load_ctx(store, input.thread, input.role)?, input)
+    let c = load_ctx(store, input.thread, input.role)?;
+    Ok(submit_with(store, &c, input, false)?.expect("not deferred"))
+}
+
+/// [`submit`] for a submission whose second layer of extraction lives elsewhere (in the
+/// process that sent it): `None`, with nothing written, when the frontmatter fast path fails
+/// and `has_fallback` says that layer is there to try; otherwise as [`submit`] without
+/// `input.fallback`.
+///
+/// # Errors
+/// As [`submit`].
+pub(crate) fn submit_unless_fallback(
+    store: &Store,
+    input: &SubmitInput<'_>,
+    has_fallback: bool,
+) -> Result<Option<NodeId>> {
+    let c = load_ctx(store, input.thread, input.role)?;
+    submit_with(store, &c, input, has_fallback)
 }
 
 /// [`submit`] for the step the engine runs, on the thread it has loaded.
@@ -169,13 +186,22 @@ pub(crate) fn submit_moderated(
     m: &Moderated,
     input: &SubmitInput<'_>,
 ) -> Result<NodeId> {
-    submit_with(store, &moderated_ctx(store, m, input.role)?, input)
+    let c = moderated_ctx(store, m, input.role)?;
+    Ok(submit_with(store, &c, input, false)?.expect("not deferred"))
 }
 
-fn submit_with(store: &Store, c: &Ctx<'_>, input: &SubmitInput<'_>) -> Result<NodeId> {
+/// Writes the nodes of a submission; `None`, with nothing written, when the fast path fails
+/// and `defer` asks to leave the second layer to the caller.
+fn submit_with(
+    store: &Store,
+    c: &Ctx<'_>,
+    input: &SubmitInput<'_>,
+    defer: bool,
+) -> Result<Option<NodeId>> {
     let text = TEXT;
     let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
         Ok(o) => o.output,
+        Err(_) if defer => return Ok(None),
         Err(e) => {
             let fast = e.to_string().replace('\n', " ");
             let check = |v: &Value| {
@@ -248,7 +274,7 @@ fn submit_with(store: &Store, c: &Ctx<'_>, input: &SubmitInput<'_>) -> Result<No
     nodes.push(step);
     let now = input.now_ms;
     store.write_grouped(move |w| w.put(&nodes, now).map(drop))?;
-    Ok(id)
+    Ok(Some(id))
 }
 
 /// What a built-in agent needs to brief a role for the next step of a thread.

@@ -25,7 +25,7 @@ pub(crate) use chain::{load_workflow, workflow_of};
 pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub use id::ThreadId;
 pub use kit::{Fallback, SubmitInput, scripted_reply, submit};
-pub(crate) use kit::{RoleBrief, agent_context, role_brief};
+pub(crate) use kit::{RoleBrief, agent_context, role_brief, submit_unless_fallback};
 pub(crate) use lifecycle::{Admission, pause, promote, record_failure, remove, resume};
 pub(crate) use ops::{
     ListFilter, Listed, Steps, fork, kill, latest_step_of_role, list, resolve_step, running_role,

@@ -12,6 +12,7 @@ mod corrupt;
 mod fake_api;
 mod fuzz;
 mod gc;
+mod handoff;
 mod interchange;
 mod interop;
 mod llm;

@@ -1,0 +1,347 @@
+//! The runner's submit socket: `uwf run` listens on a Unix socket and names it to its agents in
+//! `UWF_SUBMIT_SOCKET`; `uwf agent submit` under it hands its submission there instead of
+//! opening the store itself. The runner checks and writes it on its own store handle, through
+//! its group commit, and answers with the StepNode id or the error the direct path would
+//! give (message, kind, hints, the name that matched nothing), which the submitting process
+//! prints and exits with as if it had done the work.
+//!
+//! The submitting process goes the direct way (opens the store and submits itself) when no
+//! runner is named, when the runner serves another store, when the runner cannot be reached
+//! or ends before it answers, and when the frontmatter fast path fails and a model is
+//! configured to extract the output (the model is called by the process whose environment
+//! and config name it). A submission is content-addressed: sent again the direct way, it
+//! writes the same nodes and gives the same id, so a runner that ended after its commit but
+//! before its answer loses nothing and duplicates nothing.
+//!
+//! One request per connection: the client writes one JSON object and shuts its side down; the
+//! runner answers with one JSON object and closes.
+
+use super::{CliError, Missing};
+use crate::ErrorKind;
+use crate::cas::NodeId;
+use crate::store::Store;
+use crate::thread::{self, SubmitInput, ThreadId};
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The variable that names the runner's socket to its agents.
+pub(crate) const SOCKET_VAR: &str = "UWF_SUBMIT_SOCKET";
+
+/// What `uwf agent submit` sends.
+#[derive(Serialize, Deserialize)]
+struct Request {
+    /// The store file the submitting process would open, canonical.
+    store: PathBuf,
+    thread: String,
+    role: String,
+    raw: String,
+    detail: Option<String>,
+    agent: String,
+    edge_prompt: Option<String>,
+    cwd: String,
+    started_ms: u64,
+    now_ms: u64,
+    /// Whether the submitting process has a model to extract the output with.
+    has_fallback: bool,
+}
+
+/// What the runner answers.
+#[derive(Serialize, Deserialize)]
+enum Reply {
+    /// The StepNode written.
+    Id(String),
+    /// The error of the direct path.
+    Error(WireError),
+    /// Not done here: submit the direct way (another store, or the model fallback is needed).
+    Direct,
+}
+
+/// A [`CliError`] on the wire.
+#[derive(Serialize, Deserialize)]
+struct WireError {
+    message: String,
+    kind: String,
+    signal: i32,
+    hints: Vec<String>,
+    retryable: bool,
+    missing_thread: Option<String>,
+    missing_workflow: Option<String>,
+}
+
+impl From<CliError> for WireError {
+    fn from(e: CliError) -> Self {
+        let (missing_thread, missing_workflow) = match e.missing {
+            Some(Missing::Thread(t)) => (Some(t), None),
+            Some(Missing::Workflow(w)) => (None, Some(w)),
+            None => (None, None),
+        };
+        WireError {
+            signal: match e.kind {
+                ErrorKind::Interrupted(s) => s,
+                _ => 0,
+            },
+            kind: e.kind.name().to_string(),
+            message: e.message,
+            hints: e.hints,
+            retryable: e.retryable,
+            missing_thread,
+            missing_workflow,
+        }
+    }
+}
+
+impl From<WireError> for CliError {
+    fn from(w: WireError) -> Self {
+        let kind = match w.kind.as_str() {
+            "user" => ErrorKind::User,
+            "usage" => ErrorKind::Usage,
+            "not_found" => ErrorKind::NotFound,
+            "damaged" => ErrorKind::Damaged,
+            "retry" => ErrorKind::Retry,
+            "interrupted" => ErrorKind::Interrupted(w.signal),
+            _ => ErrorKind::Internal,
+        };
+        let mut e = CliError::of(kind, w.message);
+        e.hints = w.hints;
+        e.retryable = w.retryable;
+        e.missing = match (w.missing_thread, w.missing_workflow) {
+            (Some(t), _) => Some(Missing::Thread(t)),
+            (None, Some(w)) => Some(Missing::Workflow(w)),
+            (None, None) => None,
+        };
+        e
+    }
+}
+
+/// The runner's side: a listening socket in a directory of its own (mode 0700), served by a
+/// thread that runs each submission on a thread of its own. Dropping it stops the service
+/// and removes the socket and its directory.
+pub(crate) struct Service {
+    dir: PathBuf,
+    socket: PathBuf,
+    closing: Arc<AtomicBool>,
+    accept: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Service {
+    /// Starts serving submissions to `store` (a redb file) on a new socket under `parent`.
+    ///
+    /// # Errors
+    /// The directory or the socket cannot be made.
+    pub(crate) fn start(store: Arc<Store>, parent: &Path) -> std::io::Result<Service> {
+        let canonical = std::fs::canonicalize(store.path())?;
+        let dir = private_dir(parent)?;
+        sweep(parent, &dir);
+        let socket = dir.join("submit.sock");
+        let listener = match UnixListener::bind(&socket) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&dir);
+                return Err(e);
+            }
+        };
+        let closing = Arc::new(AtomicBool::new(false));
+        let stop = closing.clone();
+        let accept = std::thread::Builder::new()
+            .name("uwf-submit".into())
+            .spawn(move || {
+                let canonical = Arc::new(canonical);
+                for conn in listener.incoming() {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let Ok(conn) = conn else {
+                        // Out of descriptors, say: the agents submit the direct way meanwhile.
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    };
+                    let (store, canonical) = (store.clone(), canonical.clone());
+                    // A thread that cannot start drops the connection: the agent submits the
+                    // direct way.
+                    let _ = std::thread::Builder::new()
+                        .name("uwf-submit-conn".into())
+                        .spawn(move || serve(&store, &canonical, conn));
+                }
+            })?;
+        Ok(Service {
+            dir,
+            socket,
+            closing,
+            accept: Some(accept),
+        })
+    }
+
+    /// The socket's path, for [`SOCKET_VAR`].
+    pub(crate) fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        self.closing.store(true, Ordering::SeqCst);
+        // Wakes the accept loop, which then sees the flag. A socket file removed meanwhile
+        // cannot wake it: the thread is left to end with the process.
+        if UnixStream::connect(&self.socket).is_ok()
+            && let Some(h) = self.accept.take()
+        {
+            let _ = h.join();
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// A new directory only this user can enter, under `parent`.
+fn private_dir(parent: &Path) -> std::io::Result<PathBuf> {
+    let pid = std::process::id();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let mut last = None;
+    for i in 0..16u32 {
+        let d = parent.join(format!("uwf-run-{pid}-{:08x}", nanos.wrapping_add(i)));
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => return Ok(d),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no directory for the submit socket")))
+}
+
+/// Removes the socket directories under `parent` that runners killed before they could remove
+/// them left behind: those of this user (the owner of `mine`) whose process is gone.
+fn sweep(parent: &Path, mine: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(me) = std::fs::metadata(mine).map(|m| m.uid()) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("uwf-run-"))
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if ours && path != mine && !crate::engine::pid_alive(pid) {
+            let _ = std::fs::remove_file(path.join("submit.sock"));
+            let _ = std::fs::remove_dir(&path);
+        }
+    }
+}
+
+/// Answers one connection.
+fn serve(store: &Store, canonical: &Path, mut conn: UnixStream) {
+    let mut buf = Vec::new();
+    if conn.read_to_end(&mut buf).is_err() {
+        return;
+    }
+    let Ok(req) = serde_json::from_slice::<Request>(&buf) else {
+        return;
+    };
+    let reply = answer(store, canonical, &req);
+    tracing::info!(
+        tag = "SBM7RNQX",
+        thread = %req.thread,
+        role = %req.role,
+        status = match &reply {
+            Reply::Id(_) => "ok",
+            Reply::Error(_) => "error",
+            Reply::Direct => "direct",
+        },
+        "agent submit handed to the runner"
+    );
+    if let Ok(bytes) = serde_json::to_vec(&reply) {
+        let _ = conn.write_all(&bytes);
+    }
+}
+
+/// What the direct path would give for `req`, from the runner's store.
+fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
+    if req.store != canonical {
+        return Reply::Direct;
+    }
+    let thread = match ThreadId::parse(&req.thread) {
+        Ok(t) => t,
+        Err(e) => return Reply::Error(CliError::new(e).into()),
+    };
+    let input = SubmitInput {
+        thread: &thread,
+        role: &req.role,
+        raw: &req.raw,
+        detail: req.detail.as_deref(),
+        detail_id: None,
+        assembled_prompt: None,
+        fallback: None,
+        agent: &req.agent,
+        edge_prompt: req.edge_prompt.as_deref(),
+        cwd: &req.cwd,
+        started_ms: req.started_ms,
+        now_ms: req.now_ms,
+    };
+    match thread::submit_unless_fallback(store, &input, req.has_fallback) {
+        Ok(Some(id)) => Reply::Id(id.to_string()),
+        Ok(None) => Reply::Direct,
+        Err(e) => Reply::Error(CliError::from(e).into()),
+    }
+}
+
+/// What `uwf agent submit` gives to [`handoff`].
+pub(crate) struct Submission<'a> {
+    /// The store file the direct path would open.
+    pub store: &'a Path,
+    pub thread: &'a ThreadId,
+    pub role: &'a str,
+    pub raw: &'a str,
+    pub detail: Option<&'a str>,
+    pub agent: &'a str,
+    pub edge_prompt: Option<&'a str>,
+    pub cwd: &'a str,
+    pub started_ms: u64,
+    pub now_ms: u64,
+    pub has_fallback: bool,
+}
+
+/// Hands a submission to the runner named by `socket`: the StepNode id or the direct path's
+/// error, or `None` when it must be submitted the direct way (see the module documentation).
+pub(crate) fn handoff(socket: &Path, s: &Submission<'_>) -> Option<Result<NodeId, CliError>> {
+    let store = std::fs::canonicalize(s.store).ok()?;
+    let req = Request {
+        store,
+        thread: s.thread.to_string(),
+        role: s.role.to_string(),
+        raw: s.raw.to_string(),
+        detail: s.detail.map(str::to_string),
+        agent: s.agent.to_string(),
+        edge_prompt: s.edge_prompt.map(str::to_string),
+        cwd: s.cwd.to_string(),
+        started_ms: s.started_ms,
+        now_ms: s.now_ms,
+        has_fallback: s.has_fallback,
+    };
+    let bytes = serde_json::to_vec(&req).ok()?;
+    let mut conn = UnixStream::connect(socket).ok()?;
+    conn.write_all(&bytes).ok()?;
+    conn.shutdown(std::net::Shutdown::Write).ok()?;
+    let mut buf = Vec::new();
+    conn.read_to_end(&mut buf).ok()?;
+    match serde_json::from_slice::<Reply>(&buf).ok()? {
+        Reply::Id(id) => NodeId::parse(&id).ok().map(Ok),
+        Reply::Error(e) => Some(Err(e.into())),
+        Reply::Direct => None,
+    }
+}
