@@ -498,6 +498,16 @@ impl Env {
         if no_llm {
             vars.push(("UWF_NO_LLM".into(), "1".into()));
         }
+        // The store this process was pointed at (`--store`, `UWF_STORE`, `store:`), so that an
+        // agent's `uwf agent submit` writes where the step reads, whatever its working
+        // directory (a file as an absolute path).
+        if self.store.is_some() {
+            let s = match self.server_url() {
+                Some(url) => url.to_string(),
+                None => self.db_path().display().to_string(),
+            };
+            vars.push(("UWF_STORE".into(), s));
+        }
         (models, vars)
     }
 

@@ -444,7 +444,12 @@ fn a_waiting_runner_picks_up_new_threads() {
     wait_for("the new thread to complete", || l.status(&t) == "completed");
     signal(&child, libc::SIGTERM);
     let status = wait_exit(&mut child, Duration::from_secs(20));
-    assert_eq!(status.code(), Some(143));
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut err);
+    }
+    assert_eq!(status.code(), Some(143), "{status:?}: {err}");
     assert_eq!(l.env.roles(&t), ["a", "b", "c"]);
 }
 

@@ -925,3 +925,49 @@ fn head_moved_or_thread_cancelled_during_the_step() {
     );
     assert_eq!(env.show(&t2).get("status"), Some(&Value::str("cancelled")));
 }
+
+/// A step of a store chosen by `--store` gives it to its agent, so that the agent's `uwf agent
+/// submit`, from another working directory, writes where the step reads.
+#[test]
+fn an_agent_submits_to_the_store_its_step_was_given() {
+    let env = TestEnv::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let db = elsewhere.path().join("other.redb");
+    let store = p(&db);
+    let wf = p(&example("debate.yaml"));
+    let t = json(&env.ok(&[
+        "--store", &store, "thread", "start", &wf, "-p", "q", "--cwd", "/tmp",
+    ]))
+    .get("thread")
+    .and_then(Value::as_str)
+    .expect("thread id")
+    .to_string();
+    let agent = env.agent(
+        "elsewhere.sh",
+        "cd /\nprintf -- '---\\n$status: conceded\\nargument: ok\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\"",
+    );
+    let out = json(&env.ok(&[
+        "--store",
+        &store,
+        "thread",
+        "step",
+        &t,
+        "--agent",
+        &p(&agent),
+    ]));
+    assert_eq!(
+        out.get("done"),
+        Some(&Value::Bool(true)),
+        "{}",
+        out.to_json()
+    );
+    // The step is in that store, and the root's own store has no such thread.
+    assert_eq!(env.run(&["thread", "show", &t]).code, 3);
+    let shown = json(&env.ok(&["--store", &store, "thread", "show", &t]));
+    assert_eq!(
+        shown.get("status"),
+        Some(&Value::str("completed")),
+        "{}",
+        shown.to_json()
+    );
+}
