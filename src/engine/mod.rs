@@ -440,13 +440,15 @@ fn step_inner(
         let me = guard.lease().clone();
         commit(
             store,
-            opts.thread,
-            head,
-            head,
-            wf_id,
-            true,
-            (opts.now)(),
-            Some(&me),
+            &HeadMove {
+                thread: opts.thread,
+                expected: head,
+                new: head,
+                wf: wf_id,
+                done: true,
+                now_ms: (opts.now)(),
+                me: Some(&me),
+            },
         )?;
         guard.disarm();
         return Ok(StepResult {
@@ -856,7 +858,18 @@ fn conclude(
     drop(snap);
     let next = workflow::next(&wf, &history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
-    commit(store, thread, head, id, wf_id, done, now_ms, me)?;
+    commit(
+        store,
+        &HeadMove {
+            thread,
+            expected: head,
+            new: id,
+            wf: wf_id,
+            done,
+            now_ms,
+            me,
+        },
+    )?;
     tracing::info!(
         tag = "RBZJDXFA",
         thread = %thread,
@@ -905,6 +918,19 @@ enum Cas {
     Missing(NodeId),
 }
 
+/// A head move: the thread's head from `expected` to `new` (a step of workflow `wf`), the
+/// thread archived when `done`, the lease released when it is `me`'s.
+#[derive(Clone, Copy)]
+struct HeadMove<'a> {
+    thread: &'a ThreadId,
+    expected: NodeId,
+    new: NodeId,
+    wf: NodeId,
+    done: bool,
+    now_ms: u64,
+    me: Option<&'a Lease>,
+}
+
 /// How often a head move the store's server failed for a passing reason (a lost connection, a
 /// deadlock it broke) is tried again before the step fails: the agent's work is stored, and a
 /// step run again would run the agent again.
@@ -914,21 +940,17 @@ const COMMIT_TRIES: u32 = 6;
 /// `done`, archives the thread — all in one transaction, tried again while the store's server
 /// fails for a passing reason. Before each new try it checks whether the failed one went
 /// through after all (a connection lost after the server committed).
-#[allow(clippy::too_many_arguments)]
-fn commit(
-    store: &Store,
-    thread: &ThreadId,
-    expected: NodeId,
-    new: NodeId,
-    wf: NodeId,
-    done: bool,
-    now_ms: u64,
-    me: Option<&Lease>,
-) -> Result<()> {
+fn commit(store: &Store, m: &HeadMove<'_>) -> Result<()> {
+    let HeadMove {
+        thread,
+        expected,
+        new,
+        ..
+    } = *m;
     let mut wait = std::time::Duration::from_millis(50);
     let mut tries = 1;
     loop {
-        let e = match commit_once(store, thread, expected, new, wf, done, now_ms, me) {
+        let e = match commit_once(store, m) {
             Err(StepError::Thread(ThreadError::Store(
                 e @ crate::store::StoreError::Server { retry: true, .. },
             ))) if tries < COMMIT_TRIES => e,
@@ -958,17 +980,16 @@ fn commit(
 }
 
 /// One try of [`commit`].
-#[allow(clippy::too_many_arguments)]
-fn commit_once(
-    store: &Store,
-    thread: &ThreadId,
-    expected: NodeId,
-    new: NodeId,
-    wf: NodeId,
-    done: bool,
-    now_ms: u64,
-    me: Option<&Lease>,
-) -> Result<()> {
+fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
+    let HeadMove {
+        thread,
+        expected,
+        new,
+        wf,
+        done,
+        now_ms,
+        me,
+    } = *m;
     let me = me.cloned();
     let t = thread.clone();
     // Grouped: the head moves of a runner's threads share one durable commit.

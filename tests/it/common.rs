@@ -150,6 +150,17 @@ impl TestEnv {
         self.run_stdin(args, "")
     }
 
+    /// `uwf <args>` with the clock at `now_ms`.
+    pub fn run_at(&self, now_ms: u64, args: &[&str]) -> Run {
+        let out = self
+            .cmd()
+            .env("UWF_TEST_NOW_MS", now_ms.to_string())
+            .args(args)
+            .output()
+            .expect("run uwf");
+        Run::from(out)
+    }
+
     pub fn run_stdin(&self, args: &[&str], stdin: &str) -> Run {
         let out = self
             .cmd()

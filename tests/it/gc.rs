@@ -2,7 +2,7 @@
 //! while four processes step twenty threads, the grace period, pins, a dry run, the counts,
 //! export and import after a collection, and `--compact`.
 
-use crate::common::{Run, TestEnv, example, fingerprint, json, p};
+use crate::common::{TestEnv, example, fingerprint, json, p};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -14,17 +14,6 @@ const HOUR_MS: u64 = 3_600_000;
 
 fn solve_agent(env: &TestEnv) -> String {
     env.scripted(&example("solve-issue.script.yaml"))
-}
-
-/// `uwf <args>` with the clock at `now_ms`.
-fn at(env: &TestEnv, now_ms: u64, args: &[&str]) -> Run {
-    let out = env
-        .cmd()
-        .env("UWF_TEST_NOW_MS", now_ms.to_string())
-        .args(args)
-        .output()
-        .expect("run uwf");
-    Run::from(out)
 }
 
 fn num(v: &Value, k: &str) -> u64 {
@@ -201,10 +190,10 @@ fn a_loose_node_is_collected_once_its_grace_has_passed() {
     // The runs log under the test clock and the checks under today's: keep every day's file.
     std::fs::write(env.root().join("config.yaml"), "logs: {keepDays: 0}\n").unwrap();
     let t0 = crate::common::FIXED_NOW_MS;
-    let r = at(&env, t0, &["cas", "put-text", "loose", "-q"]);
+    let r = env.run_at(t0, &["cas", "put-text", "loose", "-q"]);
     let id = r.stdout.trim().to_string();
     let run = |now, grace| {
-        let r = at(&env, now, &["cas", "gc", "--grace", grace]);
+        let r = env.run_at(now, &["cas", "gc", "--grace", grace]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         json(&r.stdout)
     };
@@ -431,7 +420,7 @@ fn a_head_never_moves_onto_a_collected_node() {
              echo \"$S\""
         ),
     );
-    let r = at(&env, later, &["thread", "step", &t, "--agent", &p(&second)]);
+    let r = env.run_at(later, &["thread", "step", &t, "--agent", &p(&second)]);
     assert_eq!(r.code, 75, "{}", r.stderr);
     assert!(
         r.stderr.contains("removed by garbage collection"),
@@ -444,7 +433,7 @@ fn a_head_never_moves_onto_a_collected_node() {
         "agent.sh",
         "printf -- '---\\nnote: hi\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\"",
     );
-    let r = at(&env, later, &["thread", "step", &t, "--agent", &p(&agent)]);
+    let r = env.run_at(later, &["thread", "step", &t, "--agent", &p(&agent)]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     walks_whole(&env, &env.head(&t));
     let v = json(&env.ok(&["cas", "verify"]));

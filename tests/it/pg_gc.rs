@@ -5,7 +5,7 @@
 //! with redb's error, a node put again during a collection kept, many nodes swept in batches,
 //! and `cas verify` naming the server when it finds damage.
 
-use crate::common::{FIXED_NOW_MS, Run, TestEnv, example, json, p};
+use crate::common::{FIXED_NOW_MS, TestEnv, example, json, p};
 use crate::pg;
 use uwf::cas::Value;
 use uwf::store::{GcOptions, GcReport, Lease, Store};
@@ -27,19 +27,8 @@ fn on_redb() -> TestEnv {
     env
 }
 
-/// `uwf <args>` with the clock at `now_ms`.
-fn at(env: &TestEnv, now_ms: u64, args: &[&str]) -> Run {
-    let out = env
-        .cmd()
-        .env("UWF_TEST_NOW_MS", now_ms.to_string())
-        .args(args)
-        .output()
-        .expect("run uwf");
-    Run::from(out)
-}
-
 fn ok_at(env: &TestEnv, now_ms: u64, args: &[&str]) -> Value {
-    let r = at(env, now_ms, args);
+    let r = env.run_at(now_ms, args);
     assert_eq!(r.code, 0, "uwf {args:?}: {}", r.stderr);
     json(&r.stdout)
 }
@@ -69,7 +58,7 @@ fn has(env: &TestEnv, id: &str) -> bool {
 }
 
 fn text(env: &TestEnv, now_ms: u64, s: &str) -> String {
-    let r = at(env, now_ms, &["cas", "put-text", s, "-q"]);
+    let r = env.run_at(now_ms, &["cas", "put-text", s, "-q"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     r.stdout.trim().to_string()
 }
@@ -188,7 +177,7 @@ fn count_pins_and_gc_give_what_redb_gives_and_threads_go_on() {
     assert!(!has(&pge, &pinned) && has(&pge, &young));
     pge.fails(&["cas", "pin", &pinned], "Node not found");
     // Compaction on a server vacuums uwf's tables and says so.
-    let r = at(&pge, later, &["cas", "gc", "--grace", "0s", "--compact"]);
+    let r = pge.run_at(later, &["cas", "gc", "--grace", "0s", "--compact"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r.stdout);
     assert!(

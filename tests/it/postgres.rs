@@ -19,6 +19,17 @@ fn env_on(url: &str) -> TestEnv {
     env
 }
 
+/// Puts the ten-role workflow of [`pg::ten_roles`] in `env`'s store; returns its script's path.
+fn put_ten_roles(env: &TestEnv) -> std::path::PathBuf {
+    let (wf, script) = pg::ten_roles();
+    let wf_path = env.root().join("ten.yaml");
+    let script_path = env.root().join("ten.script.yaml");
+    std::fs::write(&wf_path, wf).unwrap();
+    std::fs::write(&script_path, script).unwrap();
+    env.ok(&["workflow", "put", &p(&wf_path)]);
+    script_path
+}
+
 /// A port on 127.0.0.1 where nothing listens.
 fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -356,12 +367,7 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
         .unwrap_or(40);
     let url = server.fresh_database();
     let env = env_on(&url);
-    let (wf, script) = pg::ten_roles();
-    let wf_path = env.root().join("ten.yaml");
-    let script_path = env.root().join("ten.script.yaml");
-    std::fs::write(&wf_path, wf).unwrap();
-    std::fs::write(&script_path, script).unwrap();
-    env.ok(&["workflow", "put", &p(&wf_path)]);
+    let script_path = put_ten_roles(&env);
     for i in 0..threads {
         env.ok(&["thread", "start", "ten", "-p", &format!("task {i}"), "-q"]);
     }
@@ -805,12 +811,7 @@ fn a_chain_whose_stored_references_loop_reads_the_same() {
     let Some(server) = pg::server() else { return };
     let url = server.fresh_database();
     let env = env_on(&url);
-    let (wf, script) = pg::ten_roles();
-    let wf_path = env.root().join("ten.yaml");
-    let script_path = env.root().join("ten.script.yaml");
-    std::fs::write(&wf_path, wf).unwrap();
-    std::fs::write(&script_path, script).unwrap();
-    env.ok(&["workflow", "put", &p(&wf_path)]);
+    let script_path = put_ten_roles(&env);
     let t = env
         .ok(&["thread", "start", "ten", "-p", "loop", "-q"])
         .trim()
