@@ -30,6 +30,16 @@ fn put_ten_roles(env: &TestEnv) -> std::path::PathBuf {
     script_path
 }
 
+/// The schema version a database records.
+fn schema_version_in(c: &mut postgres::Client) -> i64 {
+    c.query_one(
+        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
 /// A port on 127.0.0.1 where nothing listens.
 fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -170,13 +180,7 @@ fn a_newer_schema_is_refused_and_left_alone() {
         .query_one("SELECT count(*) FROM uwf_nodes", &[])
         .unwrap()
         .get(0);
-    let v: i64 = c
-        .query_one(
-            "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let v = schema_version_in(&mut c);
     assert_eq!(v, 99);
     c.batch_execute(&format!(
         "UPDATE uwf_meta SET value = {} WHERE key = 'schema_version'",
@@ -728,13 +732,7 @@ fn walk_verify_and_reindex_on_a_server_agree_with_redb() {
     let migrated = Store::open_url(&url, &|k| std::env::var(k).ok()).unwrap();
     assert_eq!(walked(&migrated, tip), want);
     assert!(migrated.verify(&|_, _| {}).unwrap().damage.is_empty());
-    let v: i64 = c
-        .query_one(
-            "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let v = schema_version_in(&mut c);
     assert_eq!(v as u64, uwf::store::PG_SCHEMA_VERSION);
 }
 
