@@ -209,7 +209,7 @@ impl Bench {
             .query(
                 "SELECT calls, mean_exec_time, regexp_replace(query, '\\s+', ' ', 'g')
                  FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'
-                 ORDER BY calls DESC, total_exec_time DESC LIMIT 25",
+                 ORDER BY total_exec_time DESC LIMIT 25",
                 &[],
             )
             .unwrap();

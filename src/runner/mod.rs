@@ -394,7 +394,10 @@ pub fn run(
     })
 }
 
-/// The active, ready threads to drive (with their workflow names), oldest first.
+/// The active, ready threads to drive (with their workflow names), in this process's own
+/// order: runners sharing a store go through the same threads in different orders, so they
+/// seldom reach for the same thread at once (one of them would wait for the other's
+/// transaction, then find the thread busy).
 fn scan(
     store: &Store,
     names: &mut HashMap<crate::cas::NodeId, String>,
@@ -443,8 +446,20 @@ fn scan(
         }
         out.push((t, name));
     }
-    out.sort();
+    let seed = order_seed();
+    out.sort_by_cached_key(|(t, _)| twox_hash::XxHash64::oneshot(seed, t.as_str().as_bytes()));
     Ok(out)
+}
+
+/// This process's seed for the order of [`scan`]: its pid and start time.
+fn order_seed() -> u64 {
+    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SEED.get_or_init(|| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        nanos ^ u64::from(std::process::id()).rotate_left(32)
+    })
 }
 
 /// Whether a failure of the whole run's look at the store is one to wait out: the store's

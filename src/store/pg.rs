@@ -44,6 +44,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004-gc.sql",
         include_str!("../../migrations/pg/0004-gc.sql"),
     ),
+    (
+        "0005-plain-reads.sql",
+        include_str!("../../migrations/pg/0005-plain-reads.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.
@@ -693,8 +697,8 @@ impl Pg {
     }
 
     /// The node `head`, then, while the node is of type `step`, the node its first reference
-    /// names, at most `lim` of them, in one query (see `uwf_chain`): a thread's chain read
-    /// ahead, each node with its first reference.
+    /// names, at most `lim` of them, in one query ([`CHAIN`]): a thread's chain read ahead,
+    /// each node with its first reference.
     pub(crate) fn chain(
         &self,
         head: NodeId,
@@ -703,10 +707,7 @@ impl Pg {
     ) -> Result<Vec<(StoredNode, Option<NodeId>)>> {
         let mut c = self.conn()?;
         let rows = c
-            .query(
-                "SELECT type, ts, seq, digest, payload, id, next FROM uwf_chain($1, $2, $3)",
-                &[&key(head), &key(step), &lim],
-            )
+            .query(CHAIN, &[&key(head), &key(step), &lim])
             .map_err(|e| self.err(&e))?;
         rows.iter()
             .map(|r| {
@@ -1343,6 +1344,25 @@ fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
 }
 
 /// The advisory lock key of a thread or registry name.
+/// The chain of a thread ending at `$1`: the node, then, while it is of type `$2` (a step),
+/// the node its first reference names (a StepNode's `prev`, or for the first step its
+/// StartNode); at most `$3` nodes, each with that first reference (where a reader goes on
+/// from). What it returns is only read ahead: the reader checks each link itself. Each link
+/// is a `LATERAL` look-up by the primary key (a subquery with `LIMIT` is never flattened into
+/// a join), so the plan is index probes whatever the statistics say, and a prepared statement
+/// is not planned again at each call.
+pub(super) const CHAIN: &str =
+    "WITH RECURSIVE c(id, type, ts, seq, digest, payload, refs, depth) AS (
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, 1
+        FROM uwf_nodes n WHERE n.id = $1
+      UNION ALL
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, c.depth + 1
+        FROM c CROSS JOIN LATERAL
+             (SELECT * FROM uwf_nodes m WHERE m.id = c.refs[1] LIMIT 1) n
+        WHERE c.type = $2 AND c.depth < $3
+    )
+    SELECT type, ts, seq, digest, payload, id, refs[1] FROM c";
+
 fn lock_key(kind: u8, name: &str) -> i64 {
     twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
 }

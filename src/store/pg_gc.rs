@@ -134,7 +134,8 @@ pub(super) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>
 }
 
 /// Runs `sql` in the writer's transaction after taking [`SWEEP_LOCK`] shared (once a
-/// transaction; both in one round trip); returns the first column of its last row.
+/// transaction; both in one round trip); returns the first column of its last row (`None`
+/// when it returns no row or a NULL).
 fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
     let (pg, c, locked) = w.parts()?;
     let sql = if locked.insert(SWEEP_LOCK) {
@@ -143,13 +144,16 @@ fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
         sql.to_string()
     };
     let msgs = c.simple_query(&sql).map_err(|e| pg.err(&e))?;
-    let mut last = None;
+    // The rows of each statement come before its completion: keep the last statement's.
+    let (mut row, mut last) = (None, None);
     for m in msgs {
-        if let postgres::SimpleQueryMessage::Row(r) = m {
-            last = Some(r.get(0).map(str::to_string));
+        match m {
+            postgres::SimpleQueryMessage::Row(r) => row = r.get(0).map(str::to_string),
+            postgres::SimpleQueryMessage::CommandComplete(_) => last = row.take(),
+            _ => {}
         }
     }
-    Ok(last.flatten())
+    Ok(last)
 }
 
 /// Whether node `id` is stored, for a write that relies on it.
@@ -161,6 +165,22 @@ pub(super) fn has(w: &mut PgWriter<'_>, id: NodeId) -> Result<bool> {
     )?;
     Ok(v.as_deref() == Some("t"))
 }
+
+/// The first node missing from what `$1` reaches, if any. The walk does not go past the nodes
+/// of `$2` (checked, not walked) nor past present nodes other than `$1` whose type is in `$3`.
+/// Each look-up is a `LATERAL` probe of the primary key, so no statistics make it scan.
+const FIRST_MISSING: &str = "WITH RECURSIVE r(id, present, type, refs) AS (
+        SELECT $1::bigint, n.id IS NOT NULL, n.type, coalesce(n.refs, '{}')
+        FROM (SELECT 1) s LEFT JOIN LATERAL
+             (SELECT m.id, m.type, m.refs FROM uwf_nodes m WHERE m.id = $1 LIMIT 1) n ON true
+      UNION
+        SELECT d.dst, n.id IS NOT NULL, n.type, coalesce(n.refs, '{}')
+        FROM r CROSS JOIN LATERAL unnest(r.refs) AS d(dst)
+             LEFT JOIN LATERAL
+             (SELECT m.id, m.type, m.refs FROM uwf_nodes m WHERE m.id = d.dst LIMIT 1) n ON true
+        WHERE r.present AND (r.id = $1 OR NOT (r.id = ANY($2) OR r.type = ANY($3)))
+    )
+    SELECT id FROM r WHERE NOT present LIMIT 1";
 
 /// `Writer::first_missing` on a server, in one round trip.
 pub(super) fn first_missing(
@@ -175,15 +195,11 @@ pub(super) fn first_missing(
             .collect::<Vec<_>>()
             .join(",")
     };
-    let v = checked(
-        w,
-        &format!(
-            "SELECT uwf_first_missing({}, '{{{}}}'::bigint[], '{{{}}}'::bigint[])",
-            key(from),
-            list(stop),
-            list(stop_types)
-        ),
-    )?;
+    let sql = FIRST_MISSING
+        .replace("$1", &key(from).to_string())
+        .replace("$2", &format!("'{{{}}}'::bigint[]", list(stop)))
+        .replace("$3", &format!("'{{{}}}'::bigint[]", list(stop_types)));
+    let v = checked(w, &sql)?;
     v.map(|s| {
         s.parse::<i64>()
             .map(unkey)
