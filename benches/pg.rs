@@ -19,7 +19,9 @@
 //!
 //! With `UWF_BENCH_PG_STATS=1` the server loads `pg_stat_statements` and the statements of one
 //! `thread step`, one `cas get` and the runners are printed (calls and mean time each).
-//! `UWF_BENCH_ONLY=put,get,walk,step,runners,rtt` picks groups.
+//! `UWF_BENCH_ONLY=put,get,walk,step,runners,rtt` picks groups. With `UWF_BENCH_PG_POOLER=1`
+//! (and `pgbouncer` installed), `cas get` and `thread step` processes are also timed through
+//! PgBouncer in session mode, beside the same processes connecting directly.
 //!
 //! ```sh
 //! cargo build --release --bin uwf && cargo bench --bench pg
@@ -99,6 +101,8 @@ struct Place {
 /// The server and what the bench made on it.
 struct Bench {
     server: pg::PgServer,
+    /// PgBouncer in front of the server (`UWF_BENCH_PG_POOLER=1`).
+    pooler: Option<Pooler>,
     stats: bool,
     tmp: tempfile::TempDir,
     next: std::cell::Cell<usize>,
@@ -114,8 +118,12 @@ impl Bench {
             );
         }
         let server = pg::dedicated_with(&opts)?;
+        let pooler = on("UWF_BENCH_PG_POOLER")
+            .then(|| Pooler::start(&server))
+            .flatten();
         let b = Bench {
             server,
+            pooler,
             stats,
             tmp: tempfile::tempdir().unwrap(),
             next: std::cell::Cell::new(0),
@@ -305,6 +313,125 @@ impl Place {
     }
 }
 
+/// PgBouncer in session mode in front of the bench's private server (`UWF_BENCH_PG_POOLER=1`,
+/// `pgbouncer` from Debian's package): a process's connection then gets a backend the pooler
+/// keeps (its caches warm) instead of a new one forked for it.
+struct Pooler {
+    child: std::process::Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl Pooler {
+    fn start(server: &pg::PgServer) -> Option<Pooler> {
+        let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file());
+        let Some(bin) = bin.filter(|_| server.is_private()) else {
+            eprintln!(
+                "pooler: no pgbouncer (or not a private server): the pooled lines are skipped"
+            );
+            return None;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ini = dir.path().join("pgbouncer.ini");
+        let users = dir.path().join("users.txt");
+        std::fs::write(&users, "\"postgres\" \"\"\n").unwrap();
+        std::fs::write(
+            &ini,
+            format!(
+                "[databases]\n* = host=127.0.0.1 port={}\n[pgbouncer]\nlisten_addr = 127.0.0.1\n\
+                 listen_port = {port}\nunix_socket_dir =\nauth_type = trust\nauth_file = {}\n\
+                 pool_mode = session\nmax_client_conn = 200\ndefault_pool_size = 40\n",
+                server.port(),
+                users.display()
+            ),
+        )
+        .unwrap();
+        // PgBouncer refuses to run as root: as the server's user, then.
+        let root = Command::new("id").arg("-u").output().unwrap().stdout == b"0\n";
+        let mut cmd = if root {
+            Command::new("chown")
+                .args(["-R", "postgres"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"])
+                .arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        let child = cmd
+            .arg(&ini)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pooler = Pooler {
+            child,
+            port,
+            _dir: dir,
+        };
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                eprintln!("pooler: pgbouncer (session pooling) on 127.0.0.1:{port}");
+                return Some(pooler);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("pgbouncer did not listen on 127.0.0.1:{port}");
+    }
+
+    /// `p` reached through the pooler.
+    fn place(&self, p: &Place) -> Place {
+        Place {
+            backend: p.backend,
+            store_env: format!(
+                "postgres://postgres@127.0.0.1:{}/{}",
+                self.port,
+                p.db.as_deref().unwrap()
+            ),
+            home: p.home.clone(),
+            db: None,
+        }
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `uwf args` [`PROCESS_RUNS`] times on `p`; prints the wall time and the client's and
+/// the server's CPU a process.
+fn per_process(b: &Bench, p: &Place, what: &str, args: &[&str]) {
+    let (cpu0, server0, t) = (children_cpu(), b.server_cpu(), Instant::now());
+    for _ in 0..PROCESS_RUNS {
+        black_box(p.uwf(args));
+    }
+    let wall = t.elapsed() / PROCESS_RUNS;
+    let (cpu, server) = (children_cpu() - cpu0, b.server_cpu() - server0);
+    eprintln!(
+        "{what}: {wall:.2?} a process; CPU {:.2?} (client), {:.2?} (server)",
+        cpu / PROCESS_RUNS,
+        server / PROCESS_RUNS
+    );
+}
+
+/// Processes timed by [`per_process`].
+const PROCESS_RUNS: u32 = 50;
+
 fn load(store: &Store, nodes: &[Prepared]) {
     let mut bulk = store.bulk(1);
     for b in nodes.chunks(BATCH) {
@@ -431,6 +558,27 @@ fn bench_cli_get(c: &mut Criterion, b: &Bench, f: &Fixture) {
         });
     }
     g.finish();
+    // What a process costs: the floor of any process (`uwf --version`) and a get, directly
+    // and through the pooler.
+    for (p, _) in &f.places {
+        let name = p.backend.name();
+        per_process(b, p, &format!("uwf --version on {name}"), &["--version"]);
+        per_process(
+            b,
+            p,
+            &format!("uwf cas get on {name}"),
+            &["cas", "get", &id],
+        );
+        if let (Some(pooler), Backend::Postgres) = (&b.pooler, p.backend) {
+            let pooled = pooler.place(p);
+            per_process(
+                b,
+                &pooled,
+                "uwf cas get on postgres through pgbouncer",
+                &["cas", "get", &id],
+            );
+        }
+    }
     if let Some((p, _)) = f
         .places
         .iter()
@@ -516,28 +664,52 @@ fn bench_thread_step(c: &mut Criterion, b: &Bench) {
     g.measurement_time(Duration::from_secs(3));
     for backend in Backend::BOTH {
         let (p, agent) = workflow_place(b, backend);
-        let cpu = std::cell::Cell::new((Duration::ZERO, 0u64));
+        let cpu = std::cell::Cell::new((Duration::ZERO, Duration::ZERO, 0u64));
         g.bench_function(backend.name(), |bn| {
             bn.iter_custom(|iters| {
                 let threads = start_threads(&p, (iters as usize).div_ceil(10));
                 let mut total = Duration::ZERO;
-                let before = children_cpu();
+                let (before, server_before) = (children_cpu(), b.server_cpu());
                 for i in 0..iters as usize {
                     let t = Instant::now();
                     p.uwf(&["thread", "step", &threads[i / 10], "--agent", &agent]);
                     total += t.elapsed();
                 }
-                let (c, n) = cpu.get();
-                cpu.set((c + (children_cpu() - before), n + iters));
+                let (c, s, n) = cpu.get();
+                cpu.set((
+                    c + (children_cpu() - before),
+                    s + (b.server_cpu() - server_before),
+                    n + iters,
+                ));
                 total
             })
         });
-        let (c, n) = cpu.get();
+        let (c, s, n) = cpu.get();
         eprintln!(
-            "thread step on {}: {:.2} ms CPU a process (client; thread starts included)",
+            "thread step on {}: CPU a process {:.2} ms (client), {:.2} ms (server)",
             backend.name(),
-            c.as_secs_f64() * 1e3 / n as f64
+            c.as_secs_f64() * 1e3 / n as f64,
+            s.as_secs_f64() * 1e3 / n as f64
         );
+        if let (Some(pooler), Backend::Postgres) = (&b.pooler, backend) {
+            // Directly and through the pooler, in the same way (steps of fresh threads).
+            let pooled = pooler.place(&p);
+            for (q, how) in [(&p, "directly"), (&pooled, "through pgbouncer")] {
+                let threads = start_threads(&p, PROCESS_RUNS.div_ceil(10) as usize);
+                let (cpu0, server0, t) = (children_cpu(), b.server_cpu(), Instant::now());
+                for i in 0..PROCESS_RUNS as usize {
+                    q.uwf(&["thread", "step", &threads[i / 10], "--agent", &agent]);
+                }
+                let wall = t.elapsed() / PROCESS_RUNS;
+                let (cpu, server) = (children_cpu() - cpu0, b.server_cpu() - server0);
+                eprintln!(
+                    "thread step on postgres {how}: {wall:.2?} a process; CPU {:.2?} (client), \
+                     {:.2?} (server)",
+                    cpu / PROCESS_RUNS,
+                    server / PROCESS_RUNS
+                );
+            }
+        }
         if backend == Backend::Postgres {
             let t = start_threads(&p, 1);
             b.reset_statements();

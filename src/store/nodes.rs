@@ -49,7 +49,7 @@ pub struct Snapshot {
     /// The server, for a store on PostgreSQL (nodes never change there: each lookup is a
     /// query of its own, unless read ahead).
     pg: Option<std::sync::Arc<super::pg::Pg>>,
-    /// Nodes read ahead from the server, by id ([`Snapshot::read_ahead`]).
+    /// Nodes read from the server, ahead ([`Snapshot::read_ahead`]) or one by one, by id.
     ahead: std::sync::Mutex<std::collections::HashMap<NodeId, StoredNode>>,
     /// The store's file, named by damage errors.
     path: std::path::PathBuf,
@@ -68,7 +68,13 @@ impl Snapshot {
             if let Some(n) = self.ahead().get(&id) {
                 return Ok(Some(n.clone()));
             }
-            return pg.get(id);
+            // Kept for the snapshot's later reads (a step reads its role's schemas more than
+            // once).
+            let n = pg.get(id)?;
+            if let Some(n) = &n {
+                self.ahead().insert(id, n.clone());
+            }
+            return Ok(n);
         }
         super::guard_at(&self.path, || match &self.tables {
             Some((ids, links, payloads)) => read_node(&Lookup { ids, links }, payloads, id),

@@ -300,7 +300,8 @@ pub(crate) struct Pg {
     idle: Mutex<Vec<Session>>,
     /// Who this process is, for the leases it renews.
     holder: OnceLock<String>,
-    /// Nodes this process wrote lately (nodes never change; a collection keeps young ones).
+    /// Nodes this process wrote lately and schemas it read (nodes never change; a collection
+    /// keeps young nodes and every schema).
     written: Mutex<HashMap<NodeId, StoredNode>>,
 }
 
@@ -652,7 +653,8 @@ impl Pg {
 
     // ---- nodes ----
 
-    /// Keeps nodes this process has just committed, for the reads that follow.
+    /// Keeps nodes this process has just committed (or schemas it read), for the reads that
+    /// follow.
     fn remember(&self, nodes: Vec<StoredNode>) {
         if nodes.is_empty() {
             return;
@@ -680,7 +682,15 @@ impl Pg {
                 &[&key(id)],
             )
             .map_err(|e| self.err(&e))?;
-        row.map(|r| node_of(id, &r)).transpose()
+        let n = row.map(|r| node_of(id, &r)).transpose()?;
+        // Schemas are read again and again (every step reads its role's), and garbage
+        // collection never removes one: kept like the nodes this process wrote.
+        if let Some(n) = &n
+            && n.type_id == crate::cas::bootstrap::META
+        {
+            self.remember(vec![n.clone()]);
+        }
+        Ok(n)
     }
 
     /// The stored nodes of `ids`, in one query.
