@@ -1353,7 +1353,6 @@ fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
     Ok(l)
 }
 
-/// The advisory lock key of a thread or registry name.
 /// The chain of a thread ending at `$1`: the node, then, while it is of type `$2` (a step),
 /// the node its first reference names (a StepNode's `prev`, or for the first step its
 /// StartNode); at most `$3` nodes, each with that first reference (where a reader goes on
@@ -1373,6 +1372,7 @@ pub(super) const CHAIN: &str =
     )
     SELECT type, ts, seq, digest, payload, id, refs[1] FROM c";
 
+/// The advisory lock key of a thread or registry name.
 fn lock_key(kind: u8, name: &str) -> i64 {
     twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
 }
