@@ -1353,6 +1353,58 @@ fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
     Ok(l)
 }
 
+/// A thread's rows as its transaction found them after taking its lock: each the stored
+/// record's bytes, or `None` where there is none.
+struct Pre {
+    thread: Option<Vec<u8>>,
+    /// With whether its expiry is ahead.
+    lease: Option<(Vec<u8>, bool)>,
+    state: Option<Vec<u8>>,
+}
+
+/// Begins a transaction, takes the advisory lock `k` of thread `id` and reads the thread's
+/// record, lease and state, in one round trip (a simple query: its values come as text).
+/// `None` (nothing kept, each read then asks the server) if the answer is not as expected.
+fn prefetch(c: &mut Client, k: i64, id: &str) -> std::result::Result<Option<Pre>, postgres::Error> {
+    let q = id.replace('\'', "''");
+    let sql = format!(
+        "BEGIN; SELECT pg_advisory_xact_lock({k});
+         SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
+                l.rec, l.expires_at > now(),
+                (SELECT rec FROM uwf_thread_state WHERE thread = '{q}')
+         FROM (SELECT 1) s LEFT JOIN uwf_leases l ON l.thread = '{q}'"
+    );
+    let mut pre = None;
+    for m in c.simple_query(&sql)? {
+        if let postgres::SimpleQueryMessage::Row(r) = m
+            && r.len() == 4
+        {
+            // Absent: `Some(None)`; a value that is not a bytea's text: `None`.
+            let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
+            pre = (|| {
+                Some(Pre {
+                    thread: bytes(0)?,
+                    lease: bytes(1)?.map(|rec| (rec, r.get(2) == Some("t"))),
+                    state: bytes(3)?,
+                })
+            })();
+        }
+    }
+    Ok(pre)
+}
+
+/// The bytes of a `bytea` in the server's text form (`\x` and hex digits).
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    let h = s.strip_prefix("\\x")?.as_bytes();
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
 /// The chain of a thread ending at `$1`: the node, then, while it is of type `$2` (a step),
 /// the node its first reference names (a StepNode's `prev`, or for the first step its
 /// StartNode); at most `$3` nodes, each with that first reference (where a reader goes on
@@ -1388,6 +1440,9 @@ pub(crate) struct PgWriter<'c> {
     /// commits ([`Pg::get`] answers them without a round trip).
     written: Vec<StoredNode>,
     locked: HashSet<i64>,
+    /// The rows of the thread whose lock opened the transaction, read in the same round trip
+    /// (dropped at the transaction's first write to that thread).
+    pre: HashMap<String, Pre>,
     done: bool,
     /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
     /// a lease was freed.
@@ -1414,6 +1469,7 @@ impl<'c> PgWriter<'c> {
             begun: false,
             written: Vec::new(),
             locked: HashSet::new(),
+            pre: HashMap::new(),
             done: false,
             notify: false,
         })
@@ -1465,6 +1521,14 @@ impl<'c> PgWriter<'c> {
             // One round trip for both (the key is a number, written as one). Begun even if
             // the lock fails: the BEGIN went through, and dropping the writer rolls it back.
             self.begun = true;
+            if kind == 0 {
+                // A thread's lock: its record, lease and state come in the same round trip.
+                let pre = prefetch(&mut self.sess.client, k, name).map_err(|e| self.pg.err(&e))?;
+                if let Some(pre) = pre {
+                    self.pre.insert(name.to_string(), pre);
+                }
+                return Ok(());
+            }
             self.sess
                 .client
                 .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({k})"))
@@ -1728,6 +1792,9 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre.get(id.as_str()) {
+            return p.thread.as_deref().map(dec).transpose();
+        }
         let pg = self.pg;
         self.s()?.record(pg, THREAD, id.as_str())
     }
@@ -1739,6 +1806,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
+        self.pre.remove(id.as_str());
         self.s()?
             .execute(
                 "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
@@ -1752,6 +1820,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
+        self.pre.remove(id.as_str());
         let r = self
             .s()?
             .opt(
@@ -1765,6 +1834,9 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre.get(id.as_str()) {
+            return Ok(p.state.as_deref().map(dec).transpose()?.unwrap_or_default());
+        }
         let pg = self.pg;
         Ok(self
             .s()?
@@ -1779,6 +1851,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
         self.lock(0, id.as_str())?;
+        self.pre.remove(id.as_str());
         if st.is_default() {
             return self.remove_thread_state(id);
         }
@@ -1794,6 +1867,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.pre.remove(id.as_str());
         self.s()?
             .execute(
                 "DELETE FROM uwf_thread_state WHERE thread = $1",
@@ -1805,12 +1879,24 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre.get(id.as_str()) {
+            return p
+                .lease
+                .as_ref()
+                .map(|(rec, unexpired)| {
+                    let mut l: Lease = dec(rec)?;
+                    l.unexpired = Some(*unexpired);
+                    Ok(l)
+                })
+                .transpose();
+        }
         let pg = self.pg;
         self.s()?.lease(pg, id)
     }
 
     pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
         self.lock(0, id.as_str())?;
+        self.pre.remove(id.as_str());
         let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
         self.s()?
             .execute(
@@ -1829,6 +1915,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
+        self.pre.remove(id.as_str());
         let r = self
             .s()?
             .opt(
@@ -1986,6 +2073,15 @@ impl PgWriter<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bytea_in_text_form_is_decoded_or_refused() {
+        assert_eq!(unhex("\\x00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(unhex("\\x"), Some(vec![]));
+        assert_eq!(unhex("\\x0"), None);
+        assert_eq!(unhex("\\xzz"), None);
+        assert_eq!(unhex("00ff"), None);
+    }
 
     #[test]
     fn a_url_is_masked_and_named_without_its_password() {

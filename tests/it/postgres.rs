@@ -40,10 +40,31 @@ fn schema_version_in(c: &mut postgres::Client) -> i64 {
     .get(0)
 }
 
-/// A port on 127.0.0.1 where nothing listens.
-fn closed_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+/// A port on 127.0.0.1 where nothing listens: bound by a socket that does not listen (a
+/// connection is refused), held while the value lives, so no server of another test takes it.
+fn closed_port() -> (std::os::fd::OwnedFd, u16) {
+    use std::os::fd::FromRawFd;
+    #[allow(unsafe_code)]
+    // SAFETY: a new socket, bound to a zeroed sockaddr_in filled here, its name read back
+    // into one of the same size; the descriptor is owned by the returned value alone.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let sa = (&raw mut a).cast::<libc::sockaddr>();
+        assert_eq!(
+            libc::bind(fd, sa, len),
+            0,
+            "bind: {}",
+            std::io::Error::last_os_error()
+        );
+        assert_eq!(libc::getsockname(fd, sa, &mut len), 0);
+        (owned, u16::from_be(a.sin_port))
+    }
 }
 
 /// One line on stderr, a non-zero exit, the server named and no password.
@@ -61,7 +82,7 @@ fn one_line_naming(r: &Run, server: &str, secret: &str) {
 
 #[test]
 fn a_refused_connection_is_one_line_naming_the_server_never_the_password() {
-    let port = closed_port();
+    let (_held, port) = closed_port();
     let env = TestEnv::new();
     let url = format!("postgres://bob:hunter2@127.0.0.1:{port}/flows");
     let r = env.run(&["--store", &url, "thread", "list"]);
