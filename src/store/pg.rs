@@ -686,7 +686,7 @@ impl Pg {
         // Schemas are read again and again (every step reads its role's), and garbage
         // collection never removes one: kept like the nodes this process wrote.
         if let Some(n) = &n
-            && n.type_id == crate::cas::bootstrap::META
+            && n.type_id == META
         {
             self.remember(vec![n.clone()]);
         }
@@ -1362,35 +1362,43 @@ struct Pre {
     state: Option<Vec<u8>>,
 }
 
-/// Begins a transaction, takes the advisory lock `k` of thread `id` and reads the thread's
-/// record, lease and state, in one round trip (a simple query: its values come as text).
-/// `None` (nothing kept, each read then asks the server) if the answer is not as expected.
-fn prefetch(c: &mut Client, k: i64, id: &str) -> std::result::Result<Option<Pre>, postgres::Error> {
+/// A statement reading thread `id`'s record, lease and state in one row (for a simple query,
+/// whose values come as text: the id is written in the statement).
+fn thread_rows(id: &str) -> String {
     let q = id.replace('\'', "''");
-    let sql = format!(
-        "BEGIN; SELECT pg_advisory_xact_lock({k});
-         SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
+    format!(
+        "SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
                 l.rec, l.expires_at > now(),
                 (SELECT rec FROM uwf_thread_state WHERE thread = '{q}')
          FROM (SELECT 1) s LEFT JOIN uwf_leases l ON l.thread = '{q}'"
-    );
-    let mut pre = None;
-    for m in c.simple_query(&sql)? {
-        if let postgres::SimpleQueryMessage::Row(r) = m
-            && r.len() == 4
-        {
-            // Absent: `Some(None)`; a value that is not a bytea's text: `None`.
-            let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
-            pre = (|| {
-                Some(Pre {
-                    thread: bytes(0)?,
-                    lease: bytes(1)?.map(|rec| (rec, r.get(2) == Some("t"))),
-                    state: bytes(3)?,
-                })
-            })();
+    )
+}
+
+/// The rows [`thread_rows`] read; `None` if a value is not a bytea's text form.
+fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
+    // Absent: `Some(None)`.
+    let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
+    Some(Pre {
+        thread: bytes(0)?,
+        lease: bytes(1)?.map(|rec| (rec, r.get(2) == Some("t"))),
+        state: bytes(3)?,
+    })
+}
+
+/// The row the last statement of a simple query returned, if it returned one.
+pub(super) fn last_row(
+    msgs: Vec<postgres::SimpleQueryMessage>,
+) -> Option<postgres::SimpleQueryRow> {
+    // The rows of each statement come before its completion.
+    let (mut row, mut last) = (None, None);
+    for m in msgs {
+        match m {
+            postgres::SimpleQueryMessage::Row(r) => row = Some(r),
+            postgres::SimpleQueryMessage::CommandComplete(_) => last = row.take(),
+            _ => {}
         }
     }
-    Ok(pre)
+    last
 }
 
 /// The bytes of a `bytea` in the server's text form (`\x` and hex digits).
@@ -1440,9 +1448,9 @@ pub(crate) struct PgWriter<'c> {
     /// commits ([`Pg::get`] answers them without a round trip).
     written: Vec<StoredNode>,
     locked: HashSet<i64>,
-    /// The rows of the thread whose lock opened the transaction, read in the same round trip
+    /// The thread whose lock opened the transaction and its rows, read in the same round trip
     /// (dropped at the transaction's first write to that thread).
-    pre: HashMap<String, Pre>,
+    pre: Option<(String, Pre)>,
     done: bool,
     /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
     /// a lease was freed.
@@ -1469,7 +1477,7 @@ impl<'c> PgWriter<'c> {
             begun: false,
             written: Vec::new(),
             locked: HashSet::new(),
-            pre: HashMap::new(),
+            pre: None,
             done: false,
             notify: false,
         })
@@ -1511,6 +1519,21 @@ impl<'c> PgWriter<'c> {
         |e| self.pg.err(&e)
     }
 
+    /// Thread `id`'s rows as the transaction's first lock read them, unless it wrote them since.
+    fn pre_of(&self, id: &ThreadId) -> Option<&Pre> {
+        self.pre
+            .as_ref()
+            .filter(|(t, _)| t == id.as_str())
+            .map(|(_, p)| p)
+    }
+
+    /// Forgets thread `id`'s rows read with the first lock: the transaction writes them.
+    fn forget_pre(&mut self, id: &ThreadId) {
+        if self.pre_of(id).is_some() {
+            self.pre = None;
+        }
+    }
+
     /// Takes the transaction's advisory lock of `name` once.
     fn lock(&mut self, kind: u8, name: &str) -> Result<()> {
         let k = lock_key(kind, name);
@@ -1518,21 +1541,25 @@ impl<'c> PgWriter<'c> {
             return Ok(());
         }
         if !self.begun {
-            // One round trip for both (the key is a number, written as one). Begun even if
-            // the lock fails: the BEGIN went through, and dropping the writer rolls it back.
+            // One round trip for both (the key is a number, written as one), and for a
+            // thread's lock its record, lease and state too. Begun even if the lock fails: the
+            // BEGIN went through, and dropping the writer rolls it back.
             self.begun = true;
+            let mut sql = format!("BEGIN; SELECT pg_advisory_xact_lock({k})");
             if kind == 0 {
-                // A thread's lock: its record, lease and state come in the same round trip.
-                let pre = prefetch(&mut self.sess.client, k, name).map_err(|e| self.pg.err(&e))?;
-                if let Some(pre) = pre {
-                    self.pre.insert(name.to_string(), pre);
-                }
-                return Ok(());
+                sql = format!("{sql}; {}", thread_rows(name));
             }
-            self.sess
+            let msgs = self
+                .sess
                 .client
-                .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({k})"))
+                .simple_query(&sql)
                 .map_err(|e| self.pg.err(&e))?;
+            if kind == 0 {
+                self.pre = last_row(msgs)
+                    .as_ref()
+                    .and_then(pre_of)
+                    .map(|p| (name.to_string(), p));
+            }
             return Ok(());
         }
         self.s()?
@@ -1792,7 +1819,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre.get(id.as_str()) {
+        if let Some(p) = self.pre_of(id) {
             return p.thread.as_deref().map(dec).transpose();
         }
         let pg = self.pg;
@@ -1806,7 +1833,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         self.s()?
             .execute(
                 "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
@@ -1820,7 +1847,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         let r = self
             .s()?
             .opt(
@@ -1834,7 +1861,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre.get(id.as_str()) {
+        if let Some(p) = self.pre_of(id) {
             return Ok(p.state.as_deref().map(dec).transpose()?.unwrap_or_default());
         }
         let pg = self.pg;
@@ -1851,7 +1878,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         if st.is_default() {
             return self.remove_thread_state(id);
         }
@@ -1867,7 +1894,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         self.s()?
             .execute(
                 "DELETE FROM uwf_thread_state WHERE thread = $1",
@@ -1879,7 +1906,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre.get(id.as_str()) {
+        if let Some(p) = self.pre_of(id) {
             return p
                 .lease
                 .as_ref()
@@ -1896,7 +1923,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
         self.s()?
             .execute(
@@ -1915,7 +1942,7 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        self.pre.remove(id.as_str());
+        self.forget_pre(id);
         let r = self
             .s()?
             .opt(

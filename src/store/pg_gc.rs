@@ -144,16 +144,7 @@ fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
         sql.to_string()
     };
     let msgs = c.simple_query(&sql).map_err(|e| pg.err(&e))?;
-    // The rows of each statement come before its completion: keep the last statement's.
-    let (mut row, mut last) = (None, None);
-    for m in msgs {
-        match m {
-            postgres::SimpleQueryMessage::Row(r) => row = r.get(0).map(str::to_string),
-            postgres::SimpleQueryMessage::CommandComplete(_) => last = row.take(),
-            _ => {}
-        }
-    }
-    Ok(last)
+    Ok(super::pg::last_row(msgs).and_then(|r| r.get(0).map(str::to_string)))
 }
 
 /// Whether node `id` is stored, for a write that relies on it.
