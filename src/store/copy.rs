@@ -4,7 +4,11 @@
 //! target puts only what it lacks, so an interrupted copy resumes; at the end every node of the
 //! source is looked up in the target and compared by digest.
 
-use super::{Prepared, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::handle::Store;
+use super::node::{Prepared, PutOutcome};
+use super::nodes::Bulk;
+use super::records::HistoryEntry;
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 
@@ -109,7 +113,7 @@ pub fn copy(from: &Store, to: &Store, progress: CopyProgress<'_>) -> Result<Copy
         Ok(())
     })?;
     let mut pending = Vec::with_capacity(BATCH);
-    let flush = |pending: &mut Vec<super::HistoryEntry>| -> Result<u64> {
+    let flush = |pending: &mut Vec<HistoryEntry>| -> Result<u64> {
         let n = to.write(|w| {
             let mut n = 0;
             for e in pending.iter() {
@@ -164,14 +168,11 @@ pub fn copy(from: &Store, to: &Store, progress: CopyProgress<'_>) -> Result<Copy
 }
 
 /// Puts the nodes of `batch` that `to` lacks; returns how many.
-fn put_missing(bulk: &mut super::Bulk<'_>, batch: &mut Vec<(Prepared, u64)>) -> Result<u64> {
+fn put_missing(bulk: &mut Bulk<'_>, batch: &mut Vec<(Prepared, u64)>) -> Result<u64> {
     if batch.is_empty() {
         return Ok(0);
     }
     let out = bulk.put_at(batch)?;
     batch.clear();
-    Ok(out
-        .iter()
-        .filter(|o| **o == super::PutOutcome::Inserted)
-        .count() as u64)
+    Ok(out.iter().filter(|o| **o == PutOutcome::Inserted).count() as u64)
 }

@@ -1,5 +1,5 @@
 //! Group commit: write transactions of many threads of one process, run one after another in a
-//! single redb transaction and made durable by one commit.
+//! single transaction of the backend and made durable by one commit.
 //!
 //! A caller queues its closure; if no other thread is committing, it becomes the leader and
 //! runs every queued closure in one transaction, commits, hands each caller its result, and
@@ -8,7 +8,9 @@
 //! a store error, before it writes: any error aborts the whole group, and every caller of it
 //! gets an error (its own, or one naming the failure).
 
-use super::{Result, Store, StoreError, Writer};
+use super::error::{Result, StoreError};
+use super::handle::Store;
+use super::threads::Writer;
 use std::any::Any;
 use std::sync::Mutex;
 use std::sync::mpsc::{SyncSender, sync_channel};

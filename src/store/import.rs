@@ -1,11 +1,12 @@
 //! Helpers for moving nodes in in bulk: nodes whose id was computed elsewhere, and whether a
 //! type is a stored schema.
 
-use super::nodes::{Prepared, refs_in};
-use super::{Result, Store, StoreError, TYPE_INDEX};
+use super::error::{Result, StoreError};
+use super::handle::Store;
+use super::node::{Prepared, refs_in};
+use super::nodes::streamed;
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
-use redb::ReadableTable;
 
 impl Store {
     /// Prepares a node read from outside (an import) whose id and BLAKE3 `digest` the caller
@@ -79,15 +80,10 @@ impl Store {
         &self,
         mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        if let Some(pg) = self.pg() {
-            return super::pg_gc::for_each_indexed(pg, f);
-        }
-        let tx = self.begin_read()?;
-        let t = tx.open_table(TYPE_INDEX).map_err(StoreError::from)?;
-        for e in t.iter().map_err(StoreError::from)? {
-            let (k, v) = e.map_err(StoreError::from)?;
-            f(NodeId(k.value().0), NodeId(v.value()))?;
-        }
-        Ok(())
+        streamed(
+            self.path(),
+            |(t, id)| f(t, id),
+            |each| self.read()?.for_each_indexed(each),
+        )
     }
 }

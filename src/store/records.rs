@@ -7,7 +7,7 @@
 //! - [`RegistryEntry`]: `[workflow, time_ms]`
 //! - [`HistoryEntry`]: `[thread, workflow, head, completed_at, reason]`
 //! - [`Lease`]: `[pid, since_ms, boot_id, start_ticks]`
-//! - [`super::WorkflowLimits`]: `[concurrency, overflow (0 queue, 1 drop), max_queue | nil,
+//! - [`WorkflowLimits`]: `[concurrency, overflow (0 queue, 1 drop), max_queue | nil,
 //!   max_retries | nil]`
 //! - [`ThreadState`]: `[phase, max_rounds | nil, failures, nil | [time_ms, agent, message]]`,
 //!   `phase` 0 ready, 1 queued, 2 paused
@@ -17,11 +17,177 @@
 //! form. These are the bytes `rmp_serde::to_vec` gave for the structs of version 1, so files of
 //! that version read unchanged; the golden tests below pin them.
 
-use super::{HistoryEntry, RegistryEntry, ThreadRecord};
-use super::{Lease, Phase, Result, StepFailure, StoreError, ThreadState};
+use super::error::{Result, StoreError};
 use crate::cas::NodeId;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+/// An active thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadRecord {
+    /// The head: the StartNode, or the latest StepNode.
+    pub head: NodeId,
+    /// The workflow node, when known.
+    pub workflow: Option<NodeId>,
+    /// When the head last moved, ms since the epoch.
+    pub updated_ms: u64,
+}
+
+/// One version of a registry name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistryEntry {
+    /// The workflow node id.
+    pub workflow: NodeId,
+    /// When it was registered, ms since the epoch.
+    pub time_ms: u64,
+}
+
+/// A finished thread (`history.jsonl` line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// The thread id.
+    pub thread: String,
+    /// The workflow node id, as written.
+    pub workflow: String,
+    /// The last node of the thread, as written.
+    pub head: String,
+    /// When it finished, ms since the epoch.
+    pub completed_at: u64,
+    /// How it finished (stored as its string).
+    pub reason: crate::workflow::FinishReason,
+}
+
+/// What an import of a name did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Merge {
+    /// The name was new.
+    Inserted,
+    /// The name had the same value.
+    Same,
+    /// The name had another value, which was kept.
+    Kept,
+    /// The name had another value, which was replaced.
+    Overwritten,
+}
+
+/// How much a store holds (`uwf store info`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Nodes.
+    pub nodes: u64,
+    /// Active threads.
+    pub threads: u64,
+    /// History entries (finished threads).
+    pub history: u64,
+    /// Registered workflow names.
+    pub workflows: u64,
+    /// Step leases held.
+    pub leases: u64,
+}
+
+/// The owner of a thread's step lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The owning process.
+    pub pid: u32,
+    /// When it was taken, ms since the epoch.
+    pub since_ms: u64,
+    /// The boot id of the owner's host (empty when unknown): a lease from another boot is stale.
+    pub boot_id: String,
+    /// The owner's process start time in clock ticks since boot (0 when unknown): a reused pid
+    /// has another start time.
+    pub start_ticks: u64,
+    /// Whether the lease's expiry, which its holder renews while it runs, is still ahead:
+    /// known where the store keeps one (PostgreSQL, by the server's clock), `None` on redb.
+    /// A holder on another machine is judged by it.
+    pub unexpired: Option<bool>,
+}
+
+/// Whether an active thread may be stepped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Phase {
+    /// Ready for its next step.
+    #[default]
+    Ready,
+    /// Waiting for room under its workflow's concurrency limit.
+    Queued,
+    /// Paused by hand (`thread pause`).
+    Paused,
+}
+
+impl Phase {
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Phase::Ready => 0,
+            Phase::Queued => 1,
+            Phase::Paused => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: u8) -> Phase {
+        match c {
+            1 => Phase::Queued,
+            2 => Phase::Paused,
+            _ => Phase::Ready,
+        }
+    }
+}
+
+/// A failed step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepFailure {
+    /// When it failed, ms since the epoch.
+    pub time_ms: u64,
+    /// The agent that ran.
+    pub agent: String,
+    /// The error, one line.
+    pub message: String,
+}
+
+/// The state of an active thread besides its head.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ThreadState {
+    /// Ready, queued or paused.
+    pub phase: Phase,
+    /// The most steps the thread may take (`thread start --max-rounds`).
+    pub max_rounds: Option<u32>,
+    /// Consecutive failed steps.
+    pub failures: u32,
+    /// The last failed step.
+    pub last_error: Option<StepFailure>,
+}
+
+impl ThreadState {
+    /// Whether this is the state of a thread without a row.
+    pub fn is_default(&self) -> bool {
+        *self == ThreadState::default()
+    }
+}
+
+/// A workflow's limits as the store keeps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkflowLimits {
+    /// Threads in progress at once (0: no concurrency limit, only `max_retries`).
+    pub concurrency: u32,
+    /// Whether a thread started beyond the limit is dropped (else it waits in a queue).
+    pub drop: bool,
+    /// The most threads waiting; `None` for no bound.
+    pub max_queue: Option<u32>,
+    /// Consecutive failed steps after which a thread fails; `None` for the config's.
+    pub max_retries: Option<u32>,
+}
+
+/// One removal.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", content = "name", rename_all = "camelCase")]
+pub enum Removal {
+    /// A thread: its record, state and archive entries.
+    Thread(String),
+    /// A registry name (its versions stay).
+    Workflow(String),
+    /// A registry name and its versions.
+    WorkflowPurged(String),
+}
 
 /// A record with a fixed encoding.
 pub(crate) trait Record: Sized {
@@ -130,11 +296,11 @@ impl Record for ThreadState {
     }
 }
 
-impl Record for super::removals::Removal {
+impl Record for Removal {
     type Wire = (u8, String);
     const WHAT: &'static str = "removal";
     fn to_wire(&self) -> Self::Wire {
-        use super::removals::Removal::*;
+        use Removal::*;
         match self {
             Thread(n) => (0, n.clone()),
             Workflow(n) => (1, n.clone()),
@@ -142,7 +308,7 @@ impl Record for super::removals::Removal {
         }
     }
     fn from_wire((kind, name): Self::Wire) -> Self {
-        use super::removals::Removal::*;
+        use Removal::*;
         match kind {
             0 => Thread(name),
             2 => WorkflowPurged(name),
@@ -151,7 +317,7 @@ impl Record for super::removals::Removal {
     }
 }
 
-impl Record for super::WorkflowLimits {
+impl Record for WorkflowLimits {
     type Wire = (u32, u8, Option<u32>, Option<u32>);
     const WHAT: &'static str = "limits";
     fn to_wire(&self) -> Self::Wire {
@@ -163,7 +329,7 @@ impl Record for super::WorkflowLimits {
         )
     }
     fn from_wire((concurrency, drop, max_queue, max_retries): Self::Wire) -> Self {
-        super::WorkflowLimits {
+        WorkflowLimits {
             concurrency,
             drop: drop == 1,
             max_queue,
@@ -248,7 +414,7 @@ mod tests {
 
     #[test]
     fn removal_golden() {
-        use crate::store::removals::Removal;
+        use crate::store::records::Removal;
         // array(2), kind, fixstr
         check(&Removal::Thread("T".into()), "9200a154");
         check(&Removal::WorkflowPurged("ab".into()), "9202a26162");

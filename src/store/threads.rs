@@ -1,105 +1,19 @@
-//! Threads, the workflow registry (with history) and the archive of finished threads.
-//!
-//! Tables:
-//! - `threads`: thread id → [`ThreadRecord`] (active threads; the head moves only by
-//!   compare-and-swap inside a write transaction)
-//! - `registry`: workflow name → workflow node id
-//! - `registry_history`: (name, seq) → [`RegistryEntry`], every version with its time
-//! - `history`: seq → [`HistoryEntry`], finished threads in the order they finished
-//! - `history_by_thread` (derived): thread id → seq of its latest history entry
-//!
-//! The records are MessagePack arrays with a fixed element order, written by `records.rs`:
-//! `ThreadRecord` `[head, workflow | nil, updated_ms]`, `RegistryEntry` `[workflow, time_ms]`,
-//! `HistoryEntry` `[thread, workflow, head, completed_at, reason]`.
+//! Threads, the workflow registry (with history), the archive of finished threads, step leases,
+//! thread states, limits and removals through the store's handle; [`Writer`], the one write
+//! transaction every change goes through, and the rules written once above the backends
+//! (merging an import's names, whether a history entry is recorded).
 
-use super::records::{dec, enc};
-use super::{META_TABLE, Result, Store, StoreError};
+use super::backend::WriteTx;
+use super::error::{Result, StoreError};
+use super::handle::Store;
+use super::node::{Prepared, PutOutcome};
+use super::nodes::streamed;
+use super::records::{
+    Counts, HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState,
+    WorkflowLimits,
+};
 use crate::cas::NodeId;
 use crate::workflow::ThreadId;
-use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
-
-/// The meta key of the next removal's number (`removals`).
-pub(crate) const META_KEY_REMOVALS: &str = "next_removal_seq";
-pub(crate) const THREADS: TableDefinition<&str, &[u8]> = TableDefinition::new("threads");
-pub(crate) const REGISTRY: TableDefinition<&str, u64> = TableDefinition::new("registry");
-pub(crate) const REGISTRY_HISTORY: TableDefinition<(&str, u64), &[u8]> =
-    TableDefinition::new("registry_history");
-pub(crate) const HISTORY: TableDefinition<u64, &[u8]> = TableDefinition::new("history");
-pub(crate) const HISTORY_BY_THREAD: TableDefinition<&str, u64> =
-    TableDefinition::new("history_by_thread");
-
-/// An active thread.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ThreadRecord {
-    /// The head: the StartNode, or the latest StepNode.
-    pub head: NodeId,
-    /// The workflow node, when known.
-    pub workflow: Option<NodeId>,
-    /// When the head last moved, ms since the epoch.
-    pub updated_ms: u64,
-}
-
-/// One version of a registry name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegistryEntry {
-    /// The workflow node id.
-    pub workflow: NodeId,
-    /// When it was registered, ms since the epoch.
-    pub time_ms: u64,
-}
-
-/// A finished thread (`history.jsonl` line).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// The thread id.
-    pub thread: String,
-    /// The workflow node id, as written.
-    pub workflow: String,
-    /// The last node of the thread, as written.
-    pub head: String,
-    /// When it finished, ms since the epoch.
-    pub completed_at: u64,
-    /// How it finished (stored as its string).
-    pub reason: crate::workflow::FinishReason,
-}
-
-/// What an import of a name did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Merge {
-    /// The name was new.
-    Inserted,
-    /// The name had the same value.
-    Same,
-    /// The name had another value, which was kept.
-    Kept,
-    /// The name had another value, which was replaced.
-    Overwritten,
-}
-
-/// Creates the tables of this module in `tx` (migration and first use).
-pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
-    tx.open_table(THREADS)?;
-    tx.open_table(REGISTRY)?;
-    tx.open_table(REGISTRY_HISTORY)?;
-    tx.open_table(HISTORY)?;
-    tx.open_table(HISTORY_BY_THREAD)?;
-    Ok(())
-}
-
-/// How much a store holds (`uwf store info`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
-    /// Nodes.
-    pub nodes: u64,
-    /// Active threads.
-    pub threads: u64,
-    /// History entries (finished threads).
-    pub history: u64,
-    /// Registered workflow names.
-    pub workflows: u64,
-    /// Step leases held.
-    pub leases: u64,
-}
 
 impl Store {
     /// How much the store holds.
@@ -107,168 +21,129 @@ impl Store {
     /// # Errors
     /// A store failure.
     pub fn counts(&self) -> Result<Counts> {
-        if let Some(pg) = self.pg() {
-            let [nodes, threads, history, workflows, leases] = pg.counts()?;
-            return Ok(Counts {
-                nodes,
-                threads,
-                history,
-                workflows,
-                leases,
-            });
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let len = |t: std::result::Result<u64, redb::StorageError>| t.map_err(StoreError::from);
-            Ok(Counts {
-                nodes: self.node_count()?,
-                threads: len(tx.open_table(THREADS)?.len())?,
-                history: len(tx.open_table(HISTORY)?.len())?,
-                workflows: len(tx.open_table(REGISTRY)?.len())?,
-                leases: self.leases()?.len() as u64,
-            })
-        })
+        self.guard(|| self.read()?.counts())
     }
 
     /// Every active thread, in id order.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        if let Some(pg) = self.pg() {
-            return pg.threads();
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(THREADS)?;
-            let mut out = Vec::with_capacity(t.len()? as usize);
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
-            }
-            Ok(out)
-        })
+        self.guard(|| self.read()?.threads())
     }
 
     /// The active thread `id`.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        if let Some(pg) = self.pg() {
-            return pg.thread(id);
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(THREADS)?;
-            t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
-        })
+        self.guard(|| self.read()?.thread(id))
     }
 
     /// The registry: name → workflow id, in name order.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub fn registry(&self) -> Result<Vec<(String, NodeId)>> {
-        if let Some(pg) = self.pg() {
-            return pg.registry();
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(REGISTRY)?;
-            let mut out = Vec::new();
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((k.value().to_string(), NodeId(v.value())));
-            }
-            Ok(out)
-        })
+        self.guard(|| self.read()?.registry())
     }
 
     /// Every version of registry name `name`, oldest first.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
-        if let Some(pg) = self.pg() {
-            return pg.registry_history(name);
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(REGISTRY_HISTORY)?;
-            let mut out = Vec::new();
-            for e in t.range((name, 0)..=(name, u64::MAX))? {
-                out.push(dec(e?.1.value())?);
-            }
-            Ok(out)
-        })
+        self.guard(|| self.read()?.registry_history(name))
     }
 
     /// Every version of every registry name: (name, version), in name order, oldest first.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
-        if let Some(pg) = self.pg() {
-            return pg.all_registry_history();
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(REGISTRY_HISTORY)?;
-            let mut out = Vec::new();
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((k.value().0.to_string(), dec(v.value())?));
-            }
-            Ok(out)
-        })
+        self.guard(|| self.read()?.all_registry_history())
     }
 
     /// Visits finished threads in the order they finished.
     ///
     /// # Errors
-    /// A redb failure, a corrupt record, or the first error of `f`.
+    /// A store failure, a corrupt record, or the first error of `f`.
     pub fn for_each_history<E: From<StoreError>>(
         &self,
-        mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
+        f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
-        if let Some(pg) = self.pg() {
-            return pg.for_each_history(f);
-        }
-        super::catching_damage(&self.path, || {
-            let tx = self.begin_read()?;
-            let t = tx.open_table(HISTORY).map_err(self.located())?;
-            for e in t.iter().map_err(self.located())? {
-                let (_, v) = e.map_err(self.located())?;
-                f(dec(v.value()).map_err(|e| e.located(&self.path))?)?;
-            }
-            Ok(())
-        })
+        streamed(self.path(), f, |each| self.read()?.for_each_history(each))
     }
 
     /// The latest history entry of thread `id`.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
-        if let Some(pg) = self.pg() {
-            return pg.history_of(id);
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let by = tx.open_table(HISTORY_BY_THREAD)?;
-            let Some(seq) = by.get(id.as_str())?.map(|v| v.value()) else {
-                return Ok(None);
-            };
-            let h = tx.open_table(HISTORY)?;
-            h.get(seq)?.map(|v| dec(v.value())).transpose()
-        })
+        self.guard(|| self.read()?.history_of(id))
+    }
+
+    /// The step lease of thread `id`, if one is held.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.guard(|| self.read()?.lease(id))
+    }
+
+    /// Every step lease held: (thread, lease), in thread id order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
+        self.guard(|| self.read()?.leases())
+    }
+
+    /// The state of thread `id` (the default when none is kept).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
+        self.guard(|| self.read()?.thread_state(id))
+    }
+
+    /// Every kept thread state, in thread id order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.guard(|| self.read()?.thread_states())
+    }
+
+    /// Every workflow's limits, in name order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>> {
+        self.guard(|| self.read()?.workflow_limits())
+    }
+
+    /// The next removal's number: an archive records it, and a later `--since` archive takes
+    /// the removals from there on.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn removal_mark(&self) -> Result<u64> {
+        self.guard(|| self.read()?.removal_mark())
+    }
+
+    /// The removals numbered `from` and later, oldest first.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn removals_since(&self, from: u64) -> Result<Vec<Removal>> {
+        self.guard(|| self.read()?.removals_since(from))
     }
 
     /// Runs `f` in one write transaction and commits it when `f` succeeds.
     ///
     /// # Errors
-    /// The error of `f` (nothing is committed then) or a redb failure.
+    /// The error of `f` (nothing is committed then) or a store failure.
     pub fn write<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
         self.guard(|| self.transact(f))
     }
@@ -276,70 +151,20 @@ impl Store {
     /// Runs `f` in one write transaction of the backend and commits it when `f` succeeds;
     /// nothing of it is kept when `f` fails.
     pub(crate) fn transact<T>(&self, f: impl FnOnce(&mut Writer<'_>) -> Result<T>) -> Result<T> {
-        if let Some(pg) = self.pg() {
-            let mut c = pg.conn()?;
-            let mut w = Writer {
-                inner: Inner::Pg {
-                    w: super::pg::PgWriter::begin(pg, &mut c)?,
-                    pg,
-                },
-            };
-            let out = f(&mut w)?;
-            let Inner::Pg { w, .. } = w.inner else {
-                unreachable!("a PostgreSQL writer")
-            };
-            w.commit()?;
-            return Ok(out);
-        }
-        let tx = self.begin_write()?;
-        let out = f(&mut Writer {
-            inner: Inner::Redb(&tx),
+        let mut f = Some(f);
+        let mut out = None;
+        self.backend.write(&mut |tx| {
+            let f = f.take().expect("a write transaction runs its closure once");
+            out = Some(f(&mut Writer { tx })?);
+            Ok(())
         })?;
-        tx.commit()?;
-        Ok(out)
+        Ok(out.expect("set by the committed closure"))
     }
 }
 
 /// Writes inside one transaction; see [`Store::write`].
 pub struct Writer<'a> {
-    inner: Inner<'a>,
-}
-
-/// The transaction of a [`Writer`], on one backend or the other.
-enum Inner<'a> {
-    Redb(&'a WriteTransaction),
-    Pg {
-        w: super::pg::PgWriter<'a>,
-        pg: &'a std::sync::Arc<super::pg::Pg>,
-    },
-}
-
-impl<'a> Writer<'a> {
-    /// The redb transaction; an error on PostgreSQL, for the operations it does not offer.
-    pub(crate) fn redb(&self) -> Result<&'a WriteTransaction> {
-        match &self.inner {
-            Inner::Redb(tx) => Ok(tx),
-            Inner::Pg { pg, .. } => Err(StoreError::Unsupported {
-                server: pg.server().to_string(),
-            }),
-        }
-    }
-
-    /// The PostgreSQL transaction, when the store is on a server.
-    pub(crate) fn pg(&mut self) -> Option<&mut super::pg::PgWriter<'a>> {
-        match &mut self.inner {
-            Inner::Pg { w, .. } => Some(w),
-            Inner::Redb(_) => None,
-        }
-    }
-
-    /// The server of a PostgreSQL transaction.
-    pub(crate) fn pg_server(&self) -> Option<&'a std::sync::Arc<super::pg::Pg>> {
-        match &self.inner {
-            Inner::Pg { pg, .. } => Some(pg),
-            Inner::Redb(_) => None,
-        }
-    }
+    tx: &'a mut dyn WriteTx,
 }
 
 impl Writer<'_> {
@@ -347,78 +172,82 @@ impl Writer<'_> {
     ///
     /// # Errors
     /// As [`Store::put`].
-    pub fn put(
+    pub fn put(&mut self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
+        let items: Vec<(&Prepared, u64)> = nodes.iter().map(|p| (p, now_ms)).collect();
+        self.tx.put(&items)
+    }
+
+    /// Puts nodes that carry their own first-write timestamps.
+    ///
+    /// # Errors
+    /// As [`Store::put`].
+    pub(crate) fn put_at(&mut self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        let items: Vec<(&Prepared, u64)> = nodes.iter().map(|(p, t)| (p, *t)).collect();
+        self.tx.put(&items)
+    }
+
+    /// Whether node `id` is stored, seeing this transaction's writes. On a server it waits out
+    /// a sweep in progress first, and a sweep waits for this transaction.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
+        self.tx.has(id)
+    }
+
+    /// The first node missing from what `from` reaches, seeing this transaction's writes: the
+    /// walk does not go past the nodes of `stop` (present ones: checked, not walked) nor past
+    /// present nodes other than `from` whose type is in `stop_types`. `None` when all are
+    /// stored. A head move checks with it that a collection has not removed what it adds.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn first_missing(
         &mut self,
-        nodes: &[super::Prepared],
-        now_ms: u64,
-    ) -> Result<Vec<super::PutOutcome>> {
-        if let Some(w) = self.pg() {
-            return w.put(&nodes.iter().map(|p| (p, now_ms)).collect::<Vec<_>>());
-        }
-        super::nodes::put_in(self.redb()?, nodes.iter().map(|p| (p, now_ms)))
+        from: NodeId,
+        stop: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>> {
+        self.tx.first_missing(from, stop, stop_types)
     }
 
     /// The active thread `id`.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        if let Some(w) = self.pg() {
-            return w.thread(id);
-        }
-        let t = self.redb()?.open_table(THREADS)?;
-        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
+        self.tx.thread(id)
     }
 
     /// Every active thread, seeing this transaction's writes.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        if let Some(w) = self.pg() {
-            return w.threads();
-        }
-        let t = self.redb()?.open_table(THREADS)?;
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((ThreadId::from_stored(k.value()), dec(v.value())?));
-        }
-        Ok(out)
+        self.tx.threads()
     }
 
     /// Sets thread `id` to `rec` unconditionally.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
-        if let Some(w) = self.pg() {
-            return w.set_thread(id, rec);
-        }
-        self.redb()?
-            .open_table(THREADS)?
-            .insert(id.as_str(), enc(rec).as_slice())?;
-        Ok(())
+        self.tx.set_thread(id, rec)
     }
 
     /// Removes thread `id` from the active threads; returns its record.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        if let Some(w) = self.pg() {
-            return w.remove_thread(id);
-        }
-        let mut t = self.redb()?.open_table(THREADS)?;
-        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
-        Ok(old)
+        self.tx.remove_thread(id)
     }
 
     /// Merges an imported thread head: new names are inserted; a different existing head is
     /// kept unless `overwrite`.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn merge_thread(
         &mut self,
         id: &ThreadId,
@@ -442,83 +271,49 @@ impl Writer<'_> {
     /// The registered workflow of `name`.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
-        if let Some(w) = self.pg() {
-            return w.registry_get(name);
-        }
-        Ok(self
-            .redb()?
-            .open_table(REGISTRY)?
-            .get(name)?
-            .map(|v| NodeId(v.value())))
+        self.tx.registry_get(name)
     }
 
     /// Registers `workflow` under `name` and records the version with its time.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
-        if let Some(w) = self.pg() {
-            w.set_registry_name(name, workflow)?;
-            return w.append_registry_version(name, &RegistryEntry { workflow, time_ms });
-        }
-        self.redb()?
-            .open_table(REGISTRY)?
-            .insert(name, workflow.0)?;
-        let seq = self.next("next_registry_seq")?;
-        let e = RegistryEntry { workflow, time_ms };
-        self.redb()?
-            .open_table(REGISTRY_HISTORY)?
-            .insert((name, seq), enc(&e).as_slice())?;
-        Ok(())
+        self.tx.set_registry_name(name, workflow)?;
+        self.tx
+            .append_registry_version(name, &RegistryEntry { workflow, time_ms })
     }
 
     /// Whether `name` has any recorded version.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
-        if let Some(w) = self.pg() {
-            return w.has_registry_history(name);
-        }
-        let t = self.redb()?.open_table(REGISTRY_HISTORY)?;
-        Ok(t.range((name, 0)..=(name, u64::MAX))?.next().is_some())
+        self.tx.has_registry_history(name)
     }
 
     /// Records a version of `name` (an imported registry history) without changing the name.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
-        if let Some(w) = self.pg() {
-            return w.append_registry_version(name, e);
-        }
-        let seq = self.next("next_registry_seq")?;
-        self.redb()?
-            .open_table(REGISTRY_HISTORY)?
-            .insert((name, seq), enc(e).as_slice())?;
-        Ok(())
+        self.tx.append_registry_version(name, e)
     }
 
     /// Points `name` at `workflow` without recording a version (its history was imported).
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
-        if let Some(w) = self.pg() {
-            return w.set_registry_name(name, workflow);
-        }
-        self.redb()?
-            .open_table(REGISTRY)?
-            .insert(name, workflow.0)?;
-        Ok(())
+        self.tx.set_registry_name(name, workflow)
     }
 
     /// Merges an imported registry name, like [`Writer::merge_thread`].
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn merge_registry(
         &mut self,
         name: &str,
@@ -543,105 +338,141 @@ impl Writer<'_> {
     /// Appends a finished thread to the history.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
-        if let Some(w) = self.pg() {
-            return w.append_history(e);
-        }
-        let seq = self.next("next_history_seq")?;
-        self.redb()?
-            .open_table(HISTORY)?
-            .insert(seq, enc(e).as_slice())?;
-        self.redb()?
-            .open_table(HISTORY_BY_THREAD)?
-            .insert(e.thread.as_str(), seq)?;
-        Ok(())
+        self.tx.append_history(e)
     }
 
     /// Removes every history entry of thread `id`; returns how many there were.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
-        if let Some(w) = self.pg() {
-            return w.remove_history_of(id);
-        }
-        let mut h = self.redb()?.open_table(HISTORY)?;
-        let mut seqs = Vec::new();
-        for x in h.iter()? {
-            let (k, v) = x?;
-            if dec::<HistoryEntry>(v.value())?.thread == id.as_str() {
-                seqs.push(k.value());
-            }
-        }
-        for s in &seqs {
-            h.remove(s)?;
-        }
-        self.redb()?
-            .open_table(HISTORY_BY_THREAD)?
-            .remove(id.as_str())?;
-        Ok(seqs.len())
+        self.tx.remove_history_of(id)
     }
 
     /// Removes registry name `name`; with `purge` its versions too. Returns whether the name
     /// was registered.
     ///
     /// # Errors
-    /// A redb failure.
+    /// A store failure.
     pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
-        if let Some(w) = self.pg() {
-            return w.remove_registry_name(name, purge);
-        }
-        let had = self.redb()?.open_table(REGISTRY)?.remove(name)?.is_some();
-        if purge {
-            let mut t = self.redb()?.open_table(REGISTRY_HISTORY)?;
-            let keys: Vec<u64> = t
-                .range((name, 0)..=(name, u64::MAX))?
-                .map(|e| e.map(|(k, _)| k.value().1))
-                .collect::<std::result::Result<_, _>>()?;
-            for k in keys {
-                t.remove((name, k))?;
-            }
-        }
-        Ok(had)
+        self.tx.remove_registry_name(name, purge)
     }
 
-    /// Whether an identical history entry is already recorded for its thread.
+    /// Whether an identical history entry is already recorded for its thread: its latest entry
+    /// first (an import brings a thread's line again), then the thread's others.
     ///
     /// # Errors
-    /// A redb failure or a corrupt record.
+    /// A store failure or a corrupt record.
     pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
-        if let Some(w) = self.pg() {
-            return w.has_history(e);
+        match self.tx.history_latest(&e.thread)? {
+            None => Ok(false),
+            Some(latest) if latest == *e => Ok(true),
+            Some(_) => Ok(self.tx.history_entries_of(&e.thread)?.contains(e)),
         }
-        let h = self.redb()?.open_table(HISTORY)?;
-        // Entries of one thread are few; scan from its latest backwards is not possible without
-        // an index of all of them, so compare with the latest and fall back to a scan.
-        if let Some(seq) = self
-            .redb()?
-            .open_table(HISTORY_BY_THREAD)?
-            .get(e.thread.as_str())?
-        {
-            if let Some(v) = h.get(seq.value())?
-                && dec::<HistoryEntry>(v.value())? == *e
-            {
-                return Ok(true);
-            }
-        } else {
-            return Ok(false);
-        }
-        for x in h.iter()? {
-            if dec::<HistoryEntry>(x?.1.value())? == *e {
-                return Ok(true);
-            }
-        }
-        Ok(false)
     }
 
-    pub(super) fn next(&mut self, key: &str) -> Result<u64> {
-        let mut m = self.redb()?.open_table(META_TABLE)?;
-        let n = m.get(key)?.map_or(0, |v| v.value());
-        m.insert(key, n + 1)?;
-        Ok(n)
+    /// The step lease of thread `id`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.tx.lease(id)
+    }
+
+    /// Records `lease` as the lease of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
+        self.tx.set_lease(id, lease)
+    }
+
+    /// Releases the lease of thread `id`; returns it.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.tx.remove_lease(id)
+    }
+
+    /// The state of thread `id`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.tx.thread_state(id)
+    }
+
+    /// Every kept thread state, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.tx.thread_states()
+    }
+
+    /// Sets the state of thread `id` (the default removes its row).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
+        self.tx.set_thread_state(id, s)
+    }
+
+    /// Removes the state of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.tx.remove_thread_state(id)
+    }
+
+    /// Sets (`Some`) or removes (`None`) the limits of workflow `name`; returns the old ones.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>> {
+        self.tx.set_workflow_limits(name, limits)
+    }
+
+    /// Makes the transactions that admit threads of one workflow wait for each other, across
+    /// processes and machines (a transaction-scoped lock on a server; a file's write
+    /// transactions are one at a time already).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn lock_workflow(&mut self, key: &str) -> Result<()> {
+        self.tx.lock_workflow(key)
+    }
+
+    /// Records a removal.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        self.tx.record_removal(r)
+    }
+
+    /// Pins stored nodes: a collection keeps them and what they reach. Returns, for each,
+    /// whether it was not pinned before.
+    ///
+    /// # Errors
+    /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
+    pub(crate) fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+        self.tx.pin(ids, now_ms)
+    }
+
+    /// Releases pins; returns, for each id, whether it was pinned.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
+        self.tx.unpin(ids)
     }
 }

@@ -8,6 +8,7 @@ mod background;
 mod cas_cli;
 mod cli_snapshots;
 mod common;
+mod conformance;
 mod corrupt;
 mod fake_api;
 mod fuzz;

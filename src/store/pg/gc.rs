@@ -31,12 +31,14 @@
 //! own: every transaction that holds a sequence number below it has ended, so a node committed
 //! after the snapshot has a sequence number at or past it.
 
-use super::gc::{Count, GcOptions, GcReport, ids_in_text};
-use super::pg::{Pg, PgWriter, key, unkey};
-use super::records::{dec, enc};
-use super::{HistoryEntry, Lease, RegistryEntry, Result, StoreError, ThreadRecord, ThreadState};
+use super::{Pg, PgWriter, key, unkey};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::{self, META};
+use crate::store::error::{Result, StoreError};
+use crate::store::node::StoredNode;
+use crate::store::records::{HistoryEntry, Lease, RegistryEntry, ThreadRecord, ThreadState};
+use crate::store::records::{dec, enc};
+use crate::store::report::{Count, GcOptions, GcReport, ids_in_text};
 use postgres::Client;
 use postgres::types::{ToSql, Type};
 use std::collections::HashSet;
@@ -114,7 +116,7 @@ fn i(v: u64) -> i64 {
 /// Records `ids` (stored keys, existing nodes a put found) as put again while a collection
 /// runs, inside the put's transaction, after waiting out a sweep in progress. Returns the keys
 /// still stored: a sweep may have removed some since the put looked.
-pub(super) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>> {
+pub(crate) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>> {
     c.query_typed(
         "SELECT pg_advisory_xact_lock_shared($1)",
         &[(&SWEEP_LOCK, Type::INT8)],
@@ -144,11 +146,11 @@ fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
         sql.to_string()
     };
     let msgs = c.simple_query(&sql).map_err(|e| pg.err(&e))?;
-    Ok(super::pg::last_row(msgs).and_then(|r| r.get(0).map(str::to_string)))
+    Ok(super::last_row(msgs).and_then(|r| r.get(0).map(str::to_string)))
 }
 
 /// Whether node `id` is stored, for a write that relies on it.
-pub(super) fn has(w: &mut PgWriter<'_>, id: NodeId) -> Result<bool> {
+pub(crate) fn has(w: &mut PgWriter<'_>, id: NodeId) -> Result<bool> {
     let k = key(id);
     let v = checked(
         w,
@@ -174,7 +176,7 @@ const FIRST_MISSING: &str = "WITH RECURSIVE r(id, present, type, refs) AS (
     SELECT id FROM r WHERE NOT present LIMIT 1";
 
 /// `Writer::first_missing` on a server, in one round trip.
-pub(super) fn first_missing(
+pub(crate) fn first_missing(
     w: &mut PgWriter<'_>,
     from: NodeId,
     stop: &[NodeId],
@@ -340,7 +342,7 @@ fn drop_live(c: &mut Client) {
 }
 
 /// `Store::count` on a server.
-pub(super) fn count(pg: &Pg) -> Result<Count> {
+pub(crate) fn count(pg: &Pg) -> Result<Count> {
     let mut conn = pg.conn()?;
     let c = conn.client();
     let m = mark(pg, c, None, None, None, false);
@@ -356,7 +358,7 @@ pub(super) fn count(pg: &Pg) -> Result<Count> {
 }
 
 /// `Store::gc` on a server; see the module documentation.
-pub(super) fn gc(pg: &Pg, opts: &GcOptions<'_>) -> Result<GcReport> {
+pub(crate) fn gc(pg: &Pg, opts: &GcOptions<'_>) -> Result<GcReport> {
     let cutoff = Some(opts.now_ms.saturating_sub(opts.grace_ms));
     let mut conn = pg.conn()?;
     let c = conn.client();
@@ -487,7 +489,7 @@ fn marks_on(pg: &Pg, c: &mut Client, history: bool) -> Result<(i64, i64)> {
 }
 
 /// `Store::write_mark` on a server.
-pub(super) fn write_mark(pg: &Pg) -> Result<u64> {
+pub(crate) fn write_mark(pg: &Pg) -> Result<u64> {
     let mut conn = pg.conn()?;
     Ok(u(write_mark_on(pg, conn.client())?))
 }
@@ -503,7 +505,7 @@ fn lock_shared(w: &mut PgWriter<'_>) -> Result<()> {
 }
 
 /// `Store::pin` on a server, in the writer's transaction.
-pub(super) fn pin(w: &mut PgWriter<'_>, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+pub(crate) fn pin(w: &mut PgWriter<'_>, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
     lock_shared(w)?;
     let (pg, c, _) = w.parts()?;
     let e = |e: postgres::Error| pg.err(&e);
@@ -533,7 +535,7 @@ pub(super) fn pin(w: &mut PgWriter<'_>, ids: &[NodeId], now_ms: u64) -> Result<V
 }
 
 /// `Store::unpin` on a server, in the writer's transaction.
-pub(super) fn unpin(w: &mut PgWriter<'_>, ids: &[NodeId]) -> Result<Vec<bool>> {
+pub(crate) fn unpin(w: &mut PgWriter<'_>, ids: &[NodeId]) -> Result<Vec<bool>> {
     let (pg, c, _) = w.parts()?;
     let keys: Vec<i64> = ids.iter().map(|&id| key(id)).collect();
     let mut removed: HashSet<i64> = c
@@ -549,7 +551,7 @@ pub(super) fn unpin(w: &mut PgWriter<'_>, ids: &[NodeId]) -> Result<Vec<bool>> {
 }
 
 /// `Store::pins` on a server: (id, when pinned), in id order.
-pub(super) fn pins(pg: &Pg) -> Result<Vec<(NodeId, u64)>> {
+pub(crate) fn pins(pg: &Pg) -> Result<Vec<(NodeId, u64)>> {
     let mut conn = pg.conn()?;
     let rows = conn
         .client()
@@ -563,7 +565,7 @@ pub(super) fn pins(pg: &Pg) -> Result<Vec<(NodeId, u64)>> {
 
 /// Compaction on a server: `VACUUM (ANALYZE)` of uwf's tables, which makes the space of
 /// removed rows reusable and updates the planner's statistics while steps go on.
-pub(super) fn vacuum(pg: &Pg) -> Result<()> {
+pub(crate) fn vacuum(pg: &Pg) -> Result<()> {
     let mut conn = pg.conn()?;
     conn.client()
         .batch_execute(&format!("VACUUM (ANALYZE) {TABLES}"))
@@ -571,7 +573,7 @@ pub(super) fn vacuum(pg: &Pg) -> Result<()> {
 }
 
 /// The bytes uwf's tables take on the server, their indexes and TOAST data included.
-pub(super) fn size_bytes(pg: &Pg) -> Result<u64> {
+pub(crate) fn size_bytes(pg: &Pg) -> Result<u64> {
     let mut conn = pg.conn()?;
     let r = conn
         .client()
@@ -589,7 +591,7 @@ pub(super) fn size_bytes(pg: &Pg) -> Result<u64> {
 
 /// `Store::last_written_before` on a server: the stored node with the greatest sequence number
 /// below `mark`.
-pub(super) fn last_written_before(pg: &Pg, mark: u64) -> Result<Option<(u64, NodeId)>> {
+pub(crate) fn last_written_before(pg: &Pg, mark: u64) -> Result<Option<(u64, NodeId)>> {
     let mut conn = pg.conn()?;
     let r = conn
         .client()
@@ -603,11 +605,11 @@ pub(super) fn last_written_before(pg: &Pg, mark: u64) -> Result<Option<(u64, Nod
 
 /// `Store::for_each_node_written_between` on a server: the nodes whose sequence number is in
 /// `from..until`, in write order, 8,192 rows a query.
-pub(super) fn for_each_node_written_between<E: From<StoreError>>(
+pub(crate) fn for_each_node_written_between<E: From<StoreError>>(
     pg: &Pg,
     from: u64,
     until: u64,
-    mut f: impl FnMut(super::StoredNode) -> std::result::Result<(), E>,
+    mut f: impl FnMut(StoredNode) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
     let (mut next, until) = (i(from), i(until));
     while next < until {
@@ -627,7 +629,7 @@ pub(super) fn for_each_node_written_between<E: From<StoreError>>(
         next = last.get::<_, i64>(3) + 1;
         for r in &rows {
             let id = unkey(r.get(0));
-            f(super::StoredNode {
+            f(StoredNode {
                 id,
                 type_id: unkey(r.get(1)),
                 timestamp: u(r.get(2)),
@@ -644,7 +646,7 @@ pub(super) fn for_each_node_written_between<E: From<StoreError>>(
 }
 
 /// `Store::for_each_indexed` on a server: every (type, id), in type order, then write order.
-pub(super) fn for_each_indexed<E: From<StoreError>>(
+pub(crate) fn for_each_indexed<E: From<StoreError>>(
     pg: &Pg,
     mut f: impl FnMut(NodeId, NodeId) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {

@@ -14,11 +14,17 @@
 //! as on redb. A lease carries an expiry that its holder renews while it lives
 //! ([`HEARTBEAT`]); a holder on another machine is judged by it.
 
-use super::records::{Record, dec, enc};
-use super::{HistoryEntry, Lease, PutOutcome, RegistryEntry, Result, StoreError, StoredNode};
-use super::{Prepared, Removal, ThreadRecord, ThreadState};
+pub(crate) mod backend;
+pub(crate) mod gc;
+
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
+use crate::store::error::{Result, StoreError};
+use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
+use crate::store::records::{
+    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+};
+use crate::store::records::{Record, dec, enc};
 use crate::workflow::ThreadId;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
@@ -30,23 +36,23 @@ use std::time::Duration;
 const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0001-initial.sql",
-        include_str!("../../migrations/pg/0001-initial.sql"),
+        include_str!("../../../migrations/pg/0001-initial.sql"),
     ),
     (
         "0002-limits.sql",
-        include_str!("../../migrations/pg/0002-limits.sql"),
+        include_str!("../../../migrations/pg/0002-limits.sql"),
     ),
     (
         "0003-refs-in-row.sql",
-        include_str!("../../migrations/pg/0003-refs-in-row.sql"),
+        include_str!("../../../migrations/pg/0003-refs-in-row.sql"),
     ),
     (
         "0004-gc.sql",
-        include_str!("../../migrations/pg/0004-gc.sql"),
+        include_str!("../../../migrations/pg/0004-gc.sql"),
     ),
     (
         "0005-plain-reads.sql",
-        include_str!("../../migrations/pg/0005-plain-reads.sql"),
+        include_str!("../../../migrations/pg/0005-plain-reads.sql"),
     ),
 ];
 
@@ -76,12 +82,12 @@ pub(crate) fn is_url(s: &str) -> bool {
 }
 
 /// A node id as stored: its top bit flipped, so that bigint order is id order.
-pub(super) fn key(id: NodeId) -> i64 {
+pub(crate) fn key(id: NodeId) -> i64 {
     (id.0 ^ (1 << 63)) as i64
 }
 
 /// The node id of a stored key.
-pub(super) fn unkey(k: i64) -> NodeId {
+pub(crate) fn unkey(k: i64) -> NodeId {
     NodeId((k as u64) ^ (1 << 63))
 }
 
@@ -623,7 +629,7 @@ impl Pg {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64);
-            let nodes = super::migrate::bootstrap_nodes();
+            let nodes = crate::store::node::bootstrap_nodes();
             w.put(&nodes.iter().map(|p| (p, now)).collect::<Vec<_>>())?;
         }
         w.commit()
@@ -806,8 +812,8 @@ impl Pg {
     pub(crate) fn walk(
         &self,
         root: NodeId,
-        mut visit: impl FnMut(super::WalkEvent),
-    ) -> Result<super::WalkStats> {
+        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
+    ) -> Result<WalkStats> {
         let mut c = self.conn()?;
         let rows = c
             .query("SELECT id, present, refs FROM uwf_walk($1)", &[&key(root)])
@@ -818,24 +824,24 @@ impl Pg {
             graph.insert(r.get(0), (r.get(1), r.get(2)));
         }
         drop(rows);
-        let mut stats = super::WalkStats::default();
+        let mut stats = WalkStats::default();
         let mut seen: HashSet<i64> = HashSet::with_capacity(graph.len());
-        let mut queue = VecDeque::from([key(root)]);
+        let mut queue = VecDeque::from([(key(root), None)]);
         seen.insert(key(root));
-        while let Some(k) = queue.pop_front() {
+        while let Some((k, parent)) = queue.pop_front() {
             match graph.get(&k) {
                 Some((true, refs)) => {
                     stats.visited += 1;
-                    visit(super::WalkEvent::Node(unkey(k)));
+                    visit(WalkEvent::Node(unkey(k)), None)?;
                     for r in refs {
                         if seen.insert(*r) {
-                            queue.push_back(*r);
+                            queue.push_back((*r, Some(unkey(k))));
                         }
                     }
                 }
                 _ => {
+                    visit(WalkEvent::Missing(unkey(k)), parent)?;
                     stats.missing += 1;
-                    visit(super::WalkEvent::Missing(unkey(k)));
                 }
             }
         }
@@ -926,7 +932,7 @@ impl Pg {
             .collect()
     }
 
-    pub(crate) fn workflow_limits(&self) -> Result<Vec<(String, super::WorkflowLimits)>> {
+    pub(crate) fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>> {
         let mut c = self.conn()?;
         let rows = c
             .query("SELECT name, rec FROM uwf_limits ORDER BY name", &[])
@@ -1060,20 +1066,21 @@ impl Pg {
     }
 }
 
-impl super::Store {
+impl Pg {
     /// `verify` on a server: every node re-hashed (id and digest), its payload checked for
     /// canonical CBOR, its type for a stored schema and its stored references against those
     /// its schema finds in the payload; one pass in write order, 8,192 rows a query.
-    pub(crate) fn verify_pg(
+    pub(crate) fn verify(
         &self,
-        pg: &Pg,
-        progress: super::Progress<'_>,
-    ) -> Result<super::VerifyReport> {
-        use super::Damage;
+        schemas: &dyn crate::store::backend::Types,
+        progress: crate::store::report::Progress<'_>,
+    ) -> Result<crate::store::report::VerifyReport> {
+        use crate::store::report::Damage;
+        let pg = self;
         use crate::cas::{cbor, hash};
         let total = pg.node_count()?;
-        let mut report = super::VerifyReport::default();
-        let mut types: HashMap<NodeId, Option<Arc<super::TypeInfo>>> = HashMap::new();
+        let mut report = crate::store::report::VerifyReport::default();
+        let mut types: HashMap<NodeId, Option<Arc<crate::store::types::TypeInfo>>> = HashMap::new();
         let mut after = i64::MIN;
         loop {
             let rows = {
@@ -1112,7 +1119,7 @@ impl super::Store {
                     let info = match types.get(&type_id) {
                         Some(i) => i.clone(),
                         None => {
-                            let i = match self.type_info(type_id) {
+                            let i = match schemas.type_info(type_id) {
                                 Ok(i) => Some(i),
                                 Err(StoreError::UnknownType(_)) => None,
                                 Err(e) => return Err(e),
@@ -1150,9 +1157,14 @@ impl super::Store {
     /// `reindex` on a server: the references of every node found again in its payload and
     /// written where they differ (the type index is the `uwf_nodes_type` index, which the server keeps). Returns
     /// the number of nodes.
-    pub(crate) fn reindex_pg(&self, pg: &Pg, progress: super::Progress<'_>) -> Result<u64> {
+    pub(crate) fn reindex(
+        &self,
+        schemas: &dyn crate::store::backend::Types,
+        progress: crate::store::report::Progress<'_>,
+    ) -> Result<u64> {
+        let pg = self;
         let total = pg.node_count()?;
-        let mut types: HashMap<NodeId, Option<Arc<super::TypeInfo>>> = HashMap::new();
+        let mut types: HashMap<NodeId, Option<Arc<crate::store::types::TypeInfo>>> = HashMap::new();
         let mut after = i64::MIN;
         let mut n = 0u64;
         loop {
@@ -1180,7 +1192,7 @@ impl super::Store {
                     let info = match types.get(&type_id) {
                         Some(i) => i.clone(),
                         None => {
-                            let i = match self.type_info(type_id) {
+                            let i = match schemas.type_info(type_id) {
                                 Ok(i) => Some(i),
                                 Err(StoreError::UnknownType(_)) => None,
                                 Err(e) => return Err(e),
@@ -1190,7 +1202,7 @@ impl super::Store {
                         }
                     };
                     match info {
-                        Some(i) => super::nodes::refs_in(&i, id, payload)?,
+                        Some(i) => crate::store::node::refs_in(&i, id, payload)?,
                         None => Vec::new(),
                     }
                 };
@@ -1215,7 +1227,7 @@ impl super::Store {
     }
 }
 
-/// A connection listening for the store's changes ([`super::Store::on_change`]). It stops when
+/// A connection listening for the store's changes ([`crate::store::Store::on_change`]). It stops when
 /// dropped.
 pub struct Listener {
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -1386,7 +1398,7 @@ fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
 }
 
 /// The row the last statement of a simple query returned, if it returned one.
-pub(super) fn last_row(
+pub(crate) fn last_row(
     msgs: Vec<postgres::SimpleQueryMessage>,
 ) -> Option<postgres::SimpleQueryRow> {
     // The rows of each statement come before its completion.
@@ -1437,7 +1449,7 @@ fn lock_key(kind: u8, name: &str) -> i64 {
     twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
 }
 
-/// One write transaction on the server: see [`super::Writer`].
+/// One write transaction on the server: see [`crate::store::Writer`].
 pub(crate) struct PgWriter<'c> {
     pg: &'c Pg,
     /// The session; reached through [`PgWriter::s`], which opens the transaction first.
@@ -1568,7 +1580,7 @@ impl<'c> PgWriter<'c> {
         Ok(())
     }
 
-    /// Puts nodes with their timestamps; see [`super::Store::put`].
+    /// Puts nodes with their timestamps; see [`crate::store::Store::put`].
     pub(crate) fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
         let mut out = vec![PutOutcome::Existed; items.len()];
         if items.is_empty() {
@@ -1693,7 +1705,7 @@ impl<'c> PgWriter<'c> {
             // Kept by the running collection from now on; one it removed meanwhile is put anew
             // (under the lock `touch` takes, no sweep removes it again before this commits).
             let pg = self.pg;
-            let kept = super::pg_gc::touch(pg, &mut self.s()?.client, &stored)?;
+            let kept = gc::touch(pg, &mut self.s()?.client, &stored)?;
             let again: Vec<usize> = fresh
                 .iter()
                 .copied()
@@ -2034,22 +2046,26 @@ impl<'c> PgWriter<'c> {
         Ok(n as usize)
     }
 
-    pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
-        Ok(self
-            .s()?
-            .opt(
-                "SELECT 1 FROM uwf_history WHERE thread = $1 AND rec = $2 LIMIT 1",
-                &[&e.thread, &enc(e)],
-            )
-            .map_err(self.e())?
-            .is_some())
+    /// The history entries of thread `thread`, oldest first; only the latest with `latest`.
+    pub(crate) fn history_entries_of(
+        &mut self,
+        thread: &str,
+        latest: bool,
+    ) -> Result<Vec<HistoryEntry>> {
+        let sql = if latest {
+            "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq DESC LIMIT 1"
+        } else {
+            "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq"
+        };
+        let rows = self.s()?.query(sql, &[&thread]).map_err(self.e())?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
     }
 
     pub(crate) fn set_workflow_limits(
         &mut self,
         name: &str,
-        limits: Option<&super::WorkflowLimits>,
-    ) -> Result<Option<super::WorkflowLimits>> {
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>> {
         self.lock(2, name)?;
         let old = self
             .s()?
@@ -2083,7 +2099,7 @@ impl<'c> PgWriter<'c> {
 
 /// What garbage collection, pins and counts (`pg_gc`) reach of a session and a transaction.
 impl Session {
-    pub(super) fn client(&mut self) -> &mut Client {
+    pub(crate) fn client(&mut self) -> &mut Client {
         &mut self.client
     }
 }
@@ -2091,7 +2107,7 @@ impl Session {
 impl PgWriter<'_> {
     /// The server, the transaction's client (the transaction begun) and the advisory lock
     /// keys it holds.
-    pub(super) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
+    pub(crate) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
         self.s()?;
         Ok((self.pg, &mut self.sess.client, &mut self.locked))
     }

@@ -29,16 +29,16 @@
 //! On a PostgreSQL server the same operations run through `pg_gc`, with the same roots and
 //! reports.
 
+use super::Redb;
 use super::nodes::{BuildU64, Link, Lookup, NO_SEQ, entries, join_payloads};
-use super::records::{dec, enc};
-use super::threads::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
-use super::{
-    IDS, LINKS, Lease, META_TABLE, PAYLOADS, Progress, Result, Store, StoreError, TYPE_INDEX,
-    Writer,
-};
+use super::records::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
+use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::{self, META};
-use redb::{ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use crate::store::error::{Result, StoreError};
+use crate::store::records::{HistoryEntry, Lease, RegistryEntry, ThreadRecord, dec, enc};
+use crate::store::report::{Count, GcOptions, GcReport, ids_in_text};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
 pub(crate) const PINS: TableDefinition<u64, u64> = TableDefinition::new("pins");
@@ -50,52 +50,6 @@ const GC_RUNNING: &str = "gc_running";
 const BATCH: usize = 4096;
 
 type Ids = HashSet<u64, BuildU64>;
-
-/// What a collection is asked to do.
-pub struct GcOptions<'a> {
-    /// The clock, ms since the epoch.
-    pub now_ms: u64,
-    /// Nodes first written less than this long ago (ms) are kept.
-    pub grace_ms: u64,
-    /// Count what would be collected; write nothing.
-    pub dry_run: bool,
-    /// This process, recorded as the collection's owner.
-    pub owner: Lease,
-    /// Whether the owner of a collection found running, or of a step's lease, is still alive.
-    pub owner_is_live: &'a dyn Fn(&Lease) -> bool,
-    /// (candidates swept, candidates).
-    pub progress: Progress<'a>,
-}
-
-/// What a collection did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GcReport {
-    /// Nodes in the snapshot it marked.
-    pub scanned: u64,
-    /// Of those, the ones it kept: reachable from a root, young or pinned.
-    pub reachable: u64,
-    /// The others: candidates for collection.
-    pub garbage: u64,
-    /// Nodes removed (with `dry_run`, the candidates).
-    pub collected: u64,
-    /// Payload bytes of the nodes removed (with `dry_run`, of the candidates).
-    pub bytes: u64,
-}
-
-/// The store's size and what no root reaches (`cas count`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Count {
-    /// Stored nodes.
-    pub(crate) nodes: u64,
-    /// Their payload bytes (canonical CBOR).
-    pub(crate) bytes: u64,
-    /// Nodes reachable from a root (pins, schemas and the bootstrap nodes included).
-    pub(crate) reachable: u64,
-    /// Nodes no root reaches.
-    pub(crate) garbage: u64,
-    /// Their payload bytes.
-    pub(crate) garbage_bytes: u64,
-}
 
 /// The outcome of marking over one snapshot.
 struct Marked {
@@ -145,15 +99,6 @@ where
     Ok(added)
 }
 
-/// The node ids a thread-state message names (a failed step's raw output, say): its words of
-/// 13 Crockford characters.
-pub(super) fn ids_in_text(s: &str) -> impl Iterator<Item = u64> + '_ {
-    s.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| w.len() == crate::cas::id::ID_LEN)
-        .filter_map(|w| NodeId::parse(w).ok())
-        .map(|id| id.0)
-}
-
 /// The roots of the thread-layer tables of a transaction: active heads and workflows, archived
 /// heads and workflows from history key `history_from` on, registry names and versions.
 /// Returns the roots and the next history key.
@@ -172,14 +117,14 @@ where
 {
     let mut roots = Vec::new();
     for e in threads.iter()? {
-        let rec: super::ThreadRecord = dec(e?.1.value())?;
+        let rec: ThreadRecord = dec(e?.1.value())?;
         roots.push(rec.head.0);
         roots.extend(rec.workflow.map(|w| w.0));
     }
     let mut next = history_from;
     for e in history.range(history_from..)? {
         let (k, v) = e?;
-        let h: super::HistoryEntry = dec(v.value())?;
+        let h: HistoryEntry = dec(v.value())?;
         roots.extend(
             [h.head.as_str(), h.workflow.as_str()]
                 .into_iter()
@@ -192,7 +137,7 @@ where
         roots.push(e?.1.value());
     }
     for e in registry_history.iter()? {
-        let r: super::RegistryEntry = dec(e?.1.value())?;
+        let r: RegistryEntry = dec(e?.1.value())?;
         roots.push(r.workflow.0);
     }
     Ok((roots, next))
@@ -288,16 +233,13 @@ pub(crate) fn touch(tx: &WriteTransaction, ids: impl Iterator<Item = u64>) -> Re
     Ok(())
 }
 
-impl Store {
+impl Redb {
     /// Collects the nodes no root reaches; see the module documentation.
     ///
     /// # Errors
     /// [`StoreError::GcRunning`] when another live process is collecting, a redb failure, or
     /// damage found on the way.
     pub fn gc(&self, opts: &GcOptions<'_>) -> Result<GcReport> {
-        if let Some(pg) = self.pg() {
-            return super::pg_gc::gc(pg, opts);
-        }
         self.guard(|| {
             if opts.dry_run {
                 let m = self.mark(
@@ -434,9 +376,9 @@ impl Store {
         let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
         let mut cutoff_ms = cutoff_ms;
         if let (Some(c), Some(is_live)) = (cutoff_ms.as_mut(), live_lease) {
-            match tx.open_table(super::leases::LEASES) {
+            match tx.open_table(super::records::LEASES) {
                 Ok(t) => {
-                    for (_, l) in super::leases::all_records::<Lease>(&t)? {
+                    for (_, l) in super::records::all_records::<Lease>(&t)? {
                         if is_live(&l) {
                             *c = (*c).min(l.since_ms);
                         }
@@ -474,10 +416,10 @@ impl Store {
             Err(redb::TableError::TableDoesNotExist(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        match tx.open_table(super::lifecycle::THREAD_STATE) {
+        match tx.open_table(super::records::THREAD_STATE) {
             Ok(t) => {
                 for e in t.iter()? {
-                    let s: super::ThreadState = dec(e?.1.value())?;
+                    let s: crate::store::records::ThreadState = dec(e?.1.value())?;
                     if let Some(f) = &s.last_error {
                         roots.extend(ids_in_text(&f.message));
                     }
@@ -586,9 +528,6 @@ impl Store {
     /// # Errors
     /// A redb failure or damage.
     pub(crate) fn count(&self) -> Result<Count> {
-        if let Some(pg) = self.pg() {
-            return super::pg_gc::count(pg);
-        }
         self.guard(|| {
             let m = self.mark(None, None)?;
             let garbage_bytes = self.payload_bytes_of(&m.candidates)?;
@@ -616,171 +555,110 @@ impl Store {
     }
 
     /// Shrinks the file to the pages in use (after a collection, say). Other processes'
-    /// transactions wait meanwhile. On a PostgreSQL server: `VACUUM (ANALYZE)` of uwf's tables,
-    /// which makes the space of removed rows reusable while steps go on.
+    /// transactions wait meanwhile.
     ///
     /// # Errors
     /// [`StoreError::InUse`] while another process has a transaction open, [`StoreError::ReadOnly`],
     /// a redb failure.
-    pub fn compact(&mut self) -> Result<()> {
+    pub(crate) fn compact(&mut self) -> Result<()> {
         let path = self.path.clone();
-        super::guard_at(&path, || match &mut self.db {
+        crate::store::damage::guard_at(&path, || match &mut self.db {
             super::Db::Rw(d) => match d.compact() {
                 Ok(_) => Ok(()),
                 Err(redb::CompactionError::TransactionInProgress) => Err(StoreError::InUse),
                 Err(e) => Err(StoreError::Db(e.into())),
             },
             super::Db::Ro(_) => Err(StoreError::ReadOnly),
-            super::Db::Pg(pg) => super::pg_gc::vacuum(pg),
         })
     }
 
-    /// The bytes the store takes: the redb file's length, or on a PostgreSQL server those of
-    /// uwf's tables with their indexes.
-    ///
-    /// # Errors
-    /// A store failure.
-    pub(crate) fn size_bytes(&self) -> Result<u64> {
-        if let Some(pg) = self.pg() {
-            return super::pg_gc::size_bytes(pg);
-        }
-        Ok(std::fs::metadata(&self.path).map_or(0, |m| m.len()))
-    }
-
-    /// Pins stored nodes: a collection keeps them and what they reach. Returns, for each, whether
-    /// it was not pinned before.
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
-    pub(crate) fn pin(&self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
-        self.write(|w| {
-            if let Some(p) = w.pg() {
-                return super::pg_gc::pin(p, ids, now_ms);
-            }
-            let nodes = w.redb()?.open_table(IDS)?;
-            let mut pins = w.redb()?.open_table(PINS)?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                if nodes.get(id.0)?.is_none() {
-                    return Err(StoreError::NotFound(*id));
-                }
-                out.push(pins.get(id.0)?.is_none());
-                if out[out.len() - 1] {
-                    pins.insert(id.0, now_ms)?;
-                }
-            }
-            Ok(out)
-        })
-    }
-
-    /// Releases pins; returns, for each id, whether it was pinned.
-    ///
-    /// # Errors
-    /// A redb failure.
-    pub(crate) fn unpin(&self, ids: &[NodeId]) -> Result<Vec<bool>> {
-        self.write(|w| {
-            if let Some(p) = w.pg() {
-                return super::pg_gc::unpin(p, ids);
-            }
-            let mut pins = w.redb()?.open_table(PINS)?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                out.push(pins.remove(id.0)?.is_some());
-            }
-            Ok(out)
-        })
-    }
-
-    /// Every pin: (id, when pinned), in id order.
-    ///
-    /// # Errors
-    /// A redb failure.
-    pub(crate) fn pins(&self) -> Result<Vec<(NodeId, u64)>> {
-        if let Some(pg) = self.pg() {
-            return super::pg_gc::pins(pg);
-        }
-        self.guard(|| {
-            let tx = self.begin_read()?;
-            let t = match tx.open_table(PINS) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut out = Vec::with_capacity(t.len()? as usize);
-            for e in t.iter()? {
-                let (k, v) = e?;
-                out.push((NodeId(k.value()), v.value()));
-            }
-            Ok(out)
-        })
+    /// The bytes the store takes: the file's length.
+    pub(crate) fn size_bytes(&self) -> u64 {
+        std::fs::metadata(&self.path).map_or(0, |m| m.len())
     }
 }
 
-impl Writer<'_> {
-    /// Whether node `id` is stored, seeing this transaction's writes. On a server it waits out
-    /// a sweep in progress first, and a sweep waits for this transaction.
-    ///
-    /// # Errors
-    /// A redb failure.
-    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
-        if let Some(w) = self.pg() {
-            return super::pg_gc::has(w, id);
+/// Pins stored nodes in `tx`: a collection keeps them and what they reach. Returns, for each,
+/// whether it was not pinned before.
+///
+/// # Errors
+/// [`StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
+pub(crate) fn pin(tx: &WriteTransaction, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+    let nodes = tx.open_table(IDS)?;
+    let mut pins = tx.open_table(PINS)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if nodes.get(id.0)?.is_none() {
+            return Err(StoreError::NotFound(*id));
         }
-        Ok(self.redb()?.open_table(IDS)?.get(id.0)?.is_some())
+        out.push(pins.get(id.0)?.is_none());
+        if out[out.len() - 1] {
+            pins.insert(id.0, now_ms)?;
+        }
     }
+    Ok(out)
+}
 
-    /// The first node missing from what `from` reaches, seeing this transaction's writes: the
-    /// walk does not go past the nodes of `stop` (present ones: checked, not walked) nor past
-    /// present nodes other than `from` whose type is in `stop_types`. `None` when all are
-    /// stored. A head move checks with it that a collection has not removed what it adds.
-    ///
-    /// # Errors
-    /// A redb failure or a corrupt record.
-    pub(crate) fn first_missing(
-        &mut self,
-        from: NodeId,
-        stop: &[NodeId],
-        stop_types: &[NodeId],
-    ) -> Result<Option<NodeId>> {
-        if let Some(w) = self.pg() {
-            return super::pg_gc::first_missing(w, from, stop, stop_types);
-        }
-        let (ids, links) = (
-            self.redb()?.open_table(IDS)?,
-            self.redb()?.open_table(LINKS)?,
-        );
-        let lk = Lookup {
-            ids: &ids,
-            links: &links,
-        };
-        let mut seen: Ids = HashSet::with_hasher(BuildU64);
-        let mut queue = VecDeque::from([(from.0, NO_SEQ)]);
-        let mut buf = Vec::new();
-        seen.insert(from.0);
-        while let Some((id, hint)) = queue.pop_front() {
-            if lk.read(NodeId(id), hint, &mut buf)?.is_none() {
-                return Ok(Some(NodeId(id)));
-            }
-            let l = Link::read(&buf).ok_or(StoreError::Corrupt(NodeId(id)))?;
-            if id != from.0 && (stop.contains(&NodeId(id)) || stop_types.contains(&l.type_id)) {
-                continue;
-            }
-            for (r, seq) in l.refs() {
-                if seen.insert(r.0) {
-                    queue.push_back((r.0, seq));
-                }
-            }
-        }
-        Ok(None)
+/// Releases pins in `tx`; returns, for each id, whether it was pinned.
+///
+/// # Errors
+/// A redb failure.
+pub(crate) fn unpin(tx: &WriteTransaction, ids: &[NodeId]) -> Result<Vec<bool>> {
+    let mut pins = tx.open_table(PINS)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        out.push(pins.remove(id.0)?.is_some());
     }
+    Ok(out)
+}
+
+/// The first node missing from what `from` reaches, seeing `tx`'s writes: the walk does not go
+/// past the nodes of `stop` (present ones: checked, not walked) nor past present nodes other
+/// than `from` whose type is in `stop_types`. `None` when all are stored.
+///
+/// # Errors
+/// A redb failure or a corrupt record.
+pub(crate) fn first_missing(
+    tx: &WriteTransaction,
+    from: NodeId,
+    stop: &[NodeId],
+    stop_types: &[NodeId],
+) -> Result<Option<NodeId>> {
+    let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
+    let lk = Lookup {
+        ids: &ids,
+        links: &links,
+    };
+    let mut seen: Ids = HashSet::with_hasher(BuildU64);
+    let mut queue = VecDeque::from([(from.0, NO_SEQ)]);
+    let mut buf = Vec::new();
+    seen.insert(from.0);
+    while let Some((id, hint)) = queue.pop_front() {
+        if lk.read(NodeId(id), hint, &mut buf)?.is_none() {
+            return Ok(Some(NodeId(id)));
+        }
+        let l = Link::read(&buf).ok_or(StoreError::Corrupt(NodeId(id)))?;
+        if id != from.0 && (stop.contains(&NodeId(id)) || stop_types.contains(&l.type_id)) {
+            continue;
+        }
+        for (r, seq) in l.refs() {
+            if seen.insert(r.0) {
+                queue.push_back((r.0, seq));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cas::Value;
+    use crate::store::Store;
+    use crate::store::redb::of;
     use crate::store::{Prepared, ThreadRecord};
     use crate::workflow::ThreadId;
+    use redb::ReadableTableMetadata;
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("dir");
@@ -905,7 +783,7 @@ mod tests {
         assert!(s.get(big[1].id).expect("get").is_some());
         assert!(s.get(keep[0].id).expect("get").is_some());
         clean(&s);
-        let tx = s.begin_read().expect("tx");
+        let tx = of(&s).begin_read().expect("tx");
         // The bootstrap record, the kept large payload's and the kept text's.
         assert_eq!(tx.open_table(PAYLOADS).expect("t").len().expect("len"), 3);
     }
@@ -950,9 +828,9 @@ mod tests {
         let (_d, s) = store();
         let t = texts(&s, "x", 3);
         s.put(&t, 10).expect("put");
-        s.gc_begin(&owner(), &|_| false).expect("begin");
+        of(&s).gc_begin(&owner(), &|_| false).expect("begin");
         s.put(&t[..1], 20).expect("put again");
-        let r = s
+        let r = of(&s)
             .gc_run(&GcOptions {
                 now_ms: 1000,
                 grace_ms: 0,
@@ -962,12 +840,12 @@ mod tests {
                 progress: &|_, _| {},
             })
             .expect("run");
-        s.gc_end(&owner()).expect("end");
+        of(&s).gc_end(&owner()).expect("end");
         assert_eq!(r.collected, 2);
         assert!(s.has(t[0].id).expect("has"));
         // The marks are gone: a put again no longer records anything.
         s.put(&t[..1], 30).expect("put");
-        let tx = s.begin_read().expect("tx");
+        let tx = of(&s).begin_read().expect("tx");
         assert_eq!(
             tx.open_table(GC_TOUCHED)
                 .expect("table")
@@ -994,7 +872,7 @@ mod tests {
             start_ticks: 0,
             unexpired: None,
         };
-        s.gc_begin(&other, &|_| false).expect("begin");
+        of(&s).gc_begin(&other, &|_| false).expect("begin");
         let e = s
             .gc(&GcOptions {
                 now_ms: 1000,
@@ -1007,7 +885,7 @@ mod tests {
             .expect_err("refused");
         assert!(matches!(e, StoreError::GcRunning { pid: 1 }), "{e:?}");
         gc(&s, 1000, 0, false);
-        let tx = s.begin_read().expect("tx");
+        let tx = of(&s).begin_read().expect("tx");
         assert!(
             tx.open_table(GC_OWNER)
                 .expect("t")

@@ -1,154 +1,20 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
+use super::Redb;
 use super::nodes::{
     BuildU64, LINK_HEAD, Link, Lookup, NO_SEQ, encode_link_into, entries as entries_of,
     join_payloads, read_node,
 };
-use super::{IDS, LINKS, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
+use super::{IDS, LINKS, PAYLOADS, TYPE_INDEX};
+use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
-use crate::cas::{NodeId, cbor, hash};
+use crate::store::backend::Types;
+use crate::store::error::{Result, StoreError};
+use crate::store::report::{Damage, Progress, VerifyReport, check_node};
+use crate::store::types::TypeInfo;
 use redb::{ReadableTable, ReadableTableMetadata};
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// One problem `verify` found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Damage {
-    /// The record cannot be read at all.
-    Unreadable(NodeId),
-    /// The payload bytes are not canonical CBOR.
-    BadPayload(NodeId),
-    /// The stored bytes hash to another id.
-    WrongId {
-        /// The key it is stored under.
-        id: NodeId,
-        /// What its bytes hash to.
-        actual: NodeId,
-    },
-    /// The BLAKE3 digest does not match the bytes.
-    BadDigest(NodeId),
-    /// The node's type is not a stored schema. A warning, not damage: the TypeScript tool
-    /// stores nodes of any type and an import keeps them (with no references).
-    MissingType {
-        /// The node.
-        id: NodeId,
-        /// Its type.
-        type_id: NodeId,
-    },
-    /// The type index lacks the node.
-    NotIndexed(NodeId),
-    /// The type index names a node that is not stored, or under the wrong type.
-    StaleIndex {
-        /// The indexed type.
-        type_id: NodeId,
-        /// The id it lists.
-        id: NodeId,
-    },
-    /// The node's stored references differ from those its payload holds.
-    WrongRefs(NodeId),
-    /// The node's payload record is missing or names another node.
-    NoPayload(NodeId),
-    /// The node's `ids` entry is missing or names another sequence number than its record's.
-    Unlisted(NodeId),
-    /// A `payloads` record whose entries from this sequence number on do not parse.
-    BrokenPayloads(u64),
-    /// The `links` record of this sequence number does not parse.
-    BrokenLinks(u64),
-    /// A payload entry whose node is not stored, or is stored with another sequence number.
-    StalePayload {
-        /// The node the record names.
-        id: NodeId,
-        /// The record's key.
-        seq: u64,
-    },
-    /// A stored schema whose reference plan does not compile, so the references of its
-    /// nodes cannot be checked.
-    BadSchema {
-        /// The schema node.
-        type_id: NodeId,
-        /// Why.
-        message: String,
-    },
-}
-
-impl std::fmt::Display for Damage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Damage::Unreadable(id) => write!(f, "{id}: unreadable record"),
-            Damage::BadPayload(id) => write!(f, "{id}: payload is not canonical CBOR"),
-            Damage::WrongId { id, actual } => write!(f, "{id}: content hashes to {actual}"),
-            Damage::BadDigest(id) => write!(f, "{id}: BLAKE3 digest mismatch"),
-            Damage::MissingType { id, type_id } => {
-                write!(f, "{id}: type {type_id} is not a stored schema")
-            }
-            Damage::NotIndexed(id) => write!(f, "{id}: missing from the type index"),
-            Damage::StaleIndex { type_id, id } => write!(
-                f,
-                "{id}: listed under type {type_id} but not stored with that type"
-            ),
-            Damage::WrongRefs(id) => {
-                write!(f, "{id}: stored references differ from the payload's")
-            }
-            Damage::NoPayload(id) => write!(f, "{id}: payload record missing"),
-            Damage::Unlisted(id) => write!(f, "{id}: id table entry missing or wrong"),
-            Damage::BrokenPayloads(seq) => {
-                write!(f, "payload entries from seq {seq} on do not parse")
-            }
-            Damage::BrokenLinks(seq) => write!(f, "the links record of seq {seq} does not parse"),
-            Damage::StalePayload { id, seq } => {
-                write!(
-                    f,
-                    "{id}: payload record {seq} for a node not stored with it"
-                )
-            }
-            Damage::BadSchema { type_id, message } => write!(f, "{type_id}: {message}"),
-        }
-    }
-}
-
-/// The outcome of `verify`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerifyReport {
-    /// Nodes checked.
-    pub nodes: u64,
-    /// Problems found, at most [`VerifyReport::LIMIT`] of them kept.
-    pub damage: Vec<Damage>,
-    /// Problems found in all.
-    pub damage_count: u64,
-    /// Findings that are not damage (nodes whose type is not a schema), at most
-    /// [`VerifyReport::LIMIT`] of them kept.
-    pub warnings: Vec<Damage>,
-    /// Warnings found in all.
-    pub warning_count: u64,
-}
-
-impl VerifyReport {
-    /// How many problems are kept in the report.
-    pub const LIMIT: usize = 1000;
-
-    /// Whether nothing is wrong.
-    pub fn is_clean(&self) -> bool {
-        self.damage_count == 0
-    }
-
-    pub(crate) fn push(&mut self, d: Damage) {
-        if matches!(d, Damage::MissingType { .. }) {
-            self.warning_count += 1;
-            if self.warnings.len() < Self::LIMIT {
-                self.warnings.push(d);
-            }
-            return;
-        }
-        self.damage_count += 1;
-        if self.damage.len() < Self::LIMIT {
-            self.damage.push(d);
-        }
-    }
-}
-
-/// Progress callback: (done, total).
-pub type Progress<'a> = &'a dyn Fn(u64, u64);
 
 /// A node as `reindex` sees it: where it is, and where its stored references are.
 struct Entry {
@@ -160,7 +26,7 @@ struct Entry {
 }
 
 /// Schemas by type id, as `reindex` meets them (`None`: the type is not a schema).
-type Types = HashMap<u64, Option<Arc<super::TypeInfo>>, BuildU64>;
+type TypeCache = HashMap<u64, Option<Arc<TypeInfo>>, BuildU64>;
 
 /// `links` records per chunk of `reindex`.
 const CHUNK: usize = 8192;
@@ -194,7 +60,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl Store {
+impl Redb {
     /// Rebuilds the derived data from the nodes and their payloads, in one transaction: the
     /// references in every `links` record (rewriting only records that differ) and the type
     /// index (rewritten only when it is wrong). Returns the number of nodes indexed.
@@ -206,10 +72,7 @@ impl Store {
     /// # Errors
     /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
     /// has no references.
-    pub fn reindex(&self, progress: Progress<'_>) -> Result<u64> {
-        if let Some(pg) = self.pg() {
-            return self.reindex_pg(pg, progress);
-        }
+    pub(crate) fn reindex(&self, schemas: &dyn Types, progress: Progress<'_>) -> Result<u64> {
         self.guard(|| {
             let tx = self.begin_write()?;
             let mut count = 0u64;
@@ -226,7 +89,7 @@ impl Store {
                         ids: &ids,
                         links: &links,
                     };
-                    let mut types: Types = HashMap::with_hasher(BuildU64);
+                    let mut types: TypeCache = HashMap::with_hasher(BuildU64);
                     let mut cursors: HashMap<u64, Cursor<'_>, BuildU64> =
                         HashMap::with_hasher(BuildU64);
                     let mut indexed = 0u64;
@@ -272,7 +135,8 @@ impl Store {
                                         None => {
                                             // A type that is not a schema (kept from an import)
                                             // gives its nodes no references.
-                                            let i = match self.type_info_in(&lk, &payloads, type_id)
+                                            let i = match self
+                                                .type_info_in(schemas, &lk, &payloads, type_id)
                                             {
                                                 Ok(i) => Some(i),
                                                 Err(StoreError::UnknownType(_)) => None,
@@ -355,20 +219,21 @@ impl Store {
     /// The schema of `type_id`: from the cache, else as stored in the tables given.
     fn type_info_in<I, L, P>(
         &self,
+        schemas: &dyn Types,
         lk: &Lookup<'_, I, L>,
         payloads: &P,
         type_id: NodeId,
-    ) -> Result<Arc<super::TypeInfo>>
+    ) -> Result<Arc<TypeInfo>>
     where
         I: ReadableTable<u64, u64>,
         L: ReadableTable<u64, &'static [u8]>,
         P: ReadableTable<u64, &'static [u8]>,
     {
-        if let Ok(i) = self.type_info(type_id) {
+        if let Ok(i) = schemas.type_info(type_id) {
             return Ok(i);
         }
         match read_node(lk, payloads, type_id)? {
-            Some(n) if n.type_id == META => Ok(Arc::new(super::TypeInfo::new(n.payload()?))),
+            Some(n) if n.type_id == META => Ok(Arc::new(TypeInfo::new(n.payload()?))),
             _ => Err(StoreError::UnknownType(type_id)),
         }
     }
@@ -382,10 +247,11 @@ impl Store {
     ///
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
-    pub fn verify(&self, progress: Progress<'_>) -> Result<VerifyReport> {
-        if let Some(pg) = self.pg() {
-            return self.verify_pg(pg, progress);
-        }
+    pub(crate) fn verify(
+        &self,
+        schemas: &dyn Types,
+        progress: Progress<'_>,
+    ) -> Result<VerifyReport> {
         self.guard(|| {
             let tx = self.begin_read()?;
             let ids = tx.open_table(IDS)?;
@@ -399,7 +265,7 @@ impl Store {
             let total = links.len()?;
             let mut report = VerifyReport::default();
             // Per type: whether it is a stored schema, and its schema when that can be read.
-            let mut types: HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64> =
+            let mut types: HashMap<u64, (bool, Option<Arc<TypeInfo>>), BuildU64> =
                 HashMap::with_hasher(BuildU64);
             let mut recs = links.iter()?;
             let mut next = || -> Result<Option<(u64, Vec<u8>)>> {
@@ -457,6 +323,7 @@ impl Store {
                         report.push(Damage::Unlisted(id));
                     }
                     self.check_node(
+                        schemas,
                         &mut report,
                         &lk,
                         &payloads,
@@ -510,11 +377,12 @@ impl Store {
     #[allow(clippy::too_many_arguments)]
     fn check_node<I, L, P, X>(
         &self,
+        schemas: &dyn Types,
         report: &mut VerifyReport,
         lk: &Lookup<'_, I, L>,
         payloads: &P,
         index: &X,
-        types: &mut HashMap<u64, (bool, Option<Arc<super::TypeInfo>>), BuildU64>,
+        types: &mut HashMap<u64, (bool, Option<Arc<TypeInfo>>), BuildU64>,
         seq: u64,
         l: &Link<'_>,
         payload: &[u8],
@@ -526,29 +394,19 @@ impl Store {
         X: ReadableTable<(u64, u64), u64>,
     {
         let id = l.id;
-        let mut found = Vec::new();
         let self_typed = l.type_id == id;
-        let actual = hash::id_for(l.type_id, self_typed, payload);
-        if actual != id {
-            report.push(Damage::WrongId { id, actual });
-        }
-        if hash::digest(l.type_id, self_typed, payload)[..] != *l.digest {
-            report.push(Damage::BadDigest(id));
-        }
-        if !cbor::decode(payload).is_ok_and(|v| cbor::encode(&v) == payload) {
-            report.push(Damage::BadPayload(id));
-        }
-        let mut info = None;
-        if !self_typed {
-            let (ok, i) = match types.get(&l.type_id.0) {
-                Some(t) => t,
+        let typing = if self_typed {
+            None
+        } else {
+            Some(match types.get(&l.type_id.0) {
+                Some(t) => t.clone(),
                 None => {
                     let mut buf = Vec::new();
                     let ok = l.type_id == META
                         || (lk.read(l.type_id, NO_SEQ, &mut buf)?.is_some()
                             && Link::read(&buf).is_some_and(|t| t.type_id == META));
                     let i = if ok && l.type_id != META {
-                        self.type_info_in(lk, payloads, l.type_id).ok()
+                        self.type_info_in(schemas, lk, payloads, l.type_id).ok()
                     } else {
                         None
                     };
@@ -558,28 +416,12 @@ impl Store {
                             message: e.to_string(),
                         });
                     }
-                    types.entry(l.type_id.0).or_insert((ok, i))
+                    types.entry(l.type_id.0).or_insert((ok, i)).clone()
                 }
-            };
-            if !ok {
-                report.push(Damage::MissingType {
-                    id,
-                    type_id: l.type_id,
-                });
-            }
-            info = i.clone();
-        }
-        // Schemas and the meta-schema reference nothing; other nodes what their schema says.
-        let known = match &info {
-            // Bytes the plan cannot read are reported as a bad payload above.
-            Some(i) => i
-                .plan()
-                .is_ok_and(|p| p.ids_in_cbor(payload, &mut found).is_ok()),
-            None => self_typed || l.type_id == META,
+            })
         };
-        if known && !found.iter().copied().eq(l.ref_ids()) {
-            report.push(Damage::WrongRefs(id));
-        }
+        let refs: Vec<NodeId> = l.ref_ids().collect();
+        check_node(report, id, l.type_id, l.digest, payload, &refs, typing);
         if index.get((l.type_id.0, seq))?.map(|g| g.value()) != Some(id.0) {
             report.push(Damage::NotIndexed(id));
         }

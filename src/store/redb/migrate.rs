@@ -3,11 +3,12 @@
 //! Each step is documented in `migrations/NNNN-*.md`. A file newer than [`FORMAT_VERSION`] is
 //! refused before anything is written to it.
 
-use super::nodes::{NO_SEQ, Prepared, encode_link_into, put_in};
-use super::{IDS, LINKS, META_TABLE, NODES_V1, PAYLOADS, Result, Store, StoreError, TYPE_INDEX};
+use super::Redb;
+use super::nodes::{NO_SEQ, encode_link_into, put_in};
+use super::{IDS, LINKS, META_TABLE, NODES_V1, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
-use crate::cas::bootstrap::{self, META};
-use crate::cas::hash;
+use crate::store::error::{Result, StoreError};
+use crate::store::node::bootstrap_nodes;
 use redb::{ReadableTable, WriteTransaction};
 
 /// The format this binary reads and writes.
@@ -39,34 +40,13 @@ pub static MIGRATIONS: &[Migration] = &[
     },
 ];
 
-/// The bootstrap schemas as nodes: the meta-schema typed by itself, the others by it.
-pub(crate) fn bootstrap_nodes() -> Vec<Prepared> {
-    bootstrap::builtins()
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let self_typed = i == 0;
-            Prepared {
-                id: b.id,
-                type_id: if self_typed { b.id } else { META },
-                digest: hash::digest(META, self_typed, &b.cbor),
-                payload_cbor: b.cbor.clone(),
-                refs: Vec::new(),
-            }
-        })
-        .collect()
-}
-
 fn initial(tx: &WriteTransaction, now_ms: u64) -> Result<()> {
     tx.open_table(IDS)?;
     tx.open_table(LINKS)?;
     tx.open_table(PAYLOADS)?;
     tx.open_table(TYPE_INDEX)?;
     tx.open_table(META_TABLE)?;
-    super::threads::create_tables(tx)?;
-    super::leases::create_tables(tx)?;
-    super::lifecycle::create_tables(tx)?;
-    super::removals::create_tables(tx)?;
+    super::records::create_tables(tx)?;
     super::gc::create_tables(tx)?;
     let nodes = bootstrap_nodes();
     put_in(tx, nodes.iter().map(|p| (p, now_ms)))?;
@@ -109,7 +89,7 @@ fn links_from_nodes(tx: &WriteTransaction, _now_ms: u64) -> Result<()> {
 }
 
 /// The stored format version, or `None` for a file without one.
-pub(crate) fn read_version(store: &Store) -> Result<Option<u64>> {
+pub(crate) fn read_version(store: &Redb) -> Result<Option<u64>> {
     let tx = store.begin_read()?;
     let t = match tx.open_table(META_TABLE) {
         Ok(t) => t,
@@ -132,7 +112,7 @@ fn version_in(tx: &WriteTransaction) -> Result<u64> {
 }
 
 /// Brings the file to [`FORMAT_VERSION`], refusing newer files untouched.
-pub(crate) fn check_and_migrate(store: &Store) -> Result<()> {
+pub(crate) fn check_and_migrate(store: &Redb) -> Result<()> {
     let too_new = |v| StoreError::TooNew {
         path: store.path().to_path_buf(),
         found: v,
@@ -175,18 +155,11 @@ pub(crate) fn check_and_migrate(store: &Store) -> Result<()> {
     Ok(())
 }
 
-/// Sets the format version (tests use it to make a file from the future).
-#[doc(hidden)]
-pub fn force_version(store: &Store, v: u64) -> Result<()> {
-    let tx = store.begin_write()?;
-    tx.open_table(META_TABLE)?.insert("format_version", v)?;
-    tx.commit()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
+    use crate::store::redb::of;
     use crate::store::{PutOutcome, ThreadRecord};
     use crate::workflow::ThreadId;
     use crate::workflow::nodes::{START_NODE, STEP_NODE, TEXT};
@@ -194,7 +167,7 @@ mod tests {
 
     /// Rewrites a current store as format 1 wrote it: one `nodes` record per id.
     fn downgrade(s: &Store) {
-        let tx = s.begin_write().expect("tx");
+        let tx = of(&s).begin_write().expect("tx");
         {
             let ids = tx.open_table(IDS).expect("ids");
             let links = tx.open_table(LINKS).expect("links");
@@ -285,8 +258,8 @@ mod tests {
         drop(s);
 
         let s = Store::open(&path).expect("migrated");
-        assert_eq!(read_version(&s).expect("version"), Some(FORMAT_VERSION));
-        let tx = s.begin_read().expect("tx");
+        assert_eq!(read_version(of(&s)).expect("version"), Some(FORMAT_VERSION));
+        let tx = of(&s).begin_read().expect("tx");
         assert!(matches!(
             tx.open_table(NODES_V1),
             Err(redb::TableError::TableDoesNotExist(_))

@@ -1,0 +1,393 @@
+//! The seam between the store's facade ([`super::Store`], [`super::Snapshot`],
+//! [`super::Writer`]) and the backends that keep its data: the redb file (`redb/`), a
+//! PostgreSQL server (`pg/`) and memory (`memory/`).
+//!
+//! A backend offers three things: read transactions ([`ReadTx`]: a consistent view for many
+//! reads where the backend has one), write transactions ([`WriteTx`]: committed whole or not at
+//! all, every head move a compare-and-swap inside one) and maintenance ([`Backend`]'s own
+//! methods: garbage collection, verify, reindex, compaction). The rules that hold on every
+//! backend (what archiving a thread writes, what an import merges, the walk's check of a
+//! missing node's referrer, the limits a start honours) are written once, above this seam; a
+//! backend does only the narrow part underneath. Nothing above the seam asks which backend it
+//! is on.
+
+use super::error::Result;
+use super::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
+use super::records::{
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+};
+use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
+use super::types::TypeInfo;
+use crate::cas::NodeId;
+use crate::workflow::ThreadId;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+/// The schemas a backend needs to find references (reindex, verify, gc), from the store
+/// handle's cache.
+pub(crate) trait Types {
+    /// The schema and checks of `type_id`.
+    ///
+    /// # Errors
+    /// [`super::StoreError::UnknownType`] when no schema node has this id.
+    fn type_info(&self, type_id: NodeId) -> Result<Arc<TypeInfo>>;
+}
+
+/// The order of a walk over every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// By id.
+    Id,
+    /// By write sequence, the nodes whose sequence number is in `from..until`.
+    Written {
+        /// The first sequence number.
+        from: u64,
+        /// The sequence number after the last.
+        until: u64,
+    },
+}
+
+/// A visitor of nodes: `Break` stops the walk (the caller keeps its reason).
+pub(crate) type Each<'a, T> = &'a mut dyn FnMut(T) -> ControlFlow<()>;
+
+/// A store's data, kept somewhere.
+pub(crate) trait Backend: Send + Sync {
+    /// The backend's name (`redb`, `postgresql`, `memory`).
+    fn name(&self) -> &'static str;
+
+    /// The backend as `Any`, for tests of one backend's own records.
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any;
+
+    /// The version of the backend's format (the file's format version, the server's schema
+    /// version).
+    ///
+    /// # Errors
+    /// A store failure.
+    fn format_version(&self) -> Result<u64>;
+
+    /// A read transaction: what it reads is the store as it was when it began (on a server,
+    /// each read sees the latest commit; nodes never change there).
+    ///
+    /// # Errors
+    /// A store failure.
+    fn read(&self) -> Result<Box<dyn ReadTx>>;
+
+    /// Runs `f` in one write transaction and commits it when `f` succeeds; nothing of it is
+    /// kept when `f` fails. `f` is called once.
+    ///
+    /// # Errors
+    /// The error of `f`, or a store failure (nothing is committed then).
+    fn write(&self, f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>) -> Result<()>;
+
+    /// A bulk load: puts sharing write transactions, committed every `commit_every` nodes.
+    fn bulk(&self, commit_every: usize) -> Box<dyn BulkLoad + '_>;
+
+    /// Calls `f` whenever a thread starts or a step lease is freed, by any process on any
+    /// machine, where the backend can tell (a server's notifications); `None` where a caller
+    /// watches the file instead.
+    fn listen(&self, f: Box<dyn Fn() + Send + 'static>) -> Option<super::pg::Listener>;
+
+    /// Collects garbage (see [`super::Store::gc`]).
+    ///
+    /// # Errors
+    /// A store failure, [`super::StoreError::GcRunning`].
+    fn gc(&self, types: &dyn Types, opts: &GcOptions<'_>) -> Result<GcReport>;
+
+    /// What a collection would find, without one.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn count(&self) -> Result<Count>;
+
+    /// Gives the space of removed data back (a redb compaction, a server's `VACUUM`).
+    ///
+    /// # Errors
+    /// A store failure, [`super::StoreError::InUse`].
+    fn compact(&mut self) -> Result<()>;
+
+    /// The bytes the store takes.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn size_bytes(&self) -> Result<u64>;
+
+    /// Re-checks every node and index (see [`super::Store::verify`]).
+    ///
+    /// # Errors
+    /// A store failure.
+    fn verify(&self, types: &dyn Types, progress: Progress<'_>) -> Result<VerifyReport>;
+
+    /// Rebuilds everything derived from the nodes; returns the nodes read.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn reindex(&self, types: &dyn Types, progress: Progress<'_>) -> Result<u64>;
+
+    /// Sets the recorded format version (tests of migrations).
+    ///
+    /// # Errors
+    /// A store failure, or a backend without such a record.
+    fn force_version(&self, v: u64) -> Result<()>;
+}
+
+/// Puts sharing write transactions: see [`super::Store::bulk`].
+pub(crate) trait BulkLoad {
+    /// Puts nodes with their first-write timestamps; commits when enough are pending.
+    ///
+    /// # Errors
+    /// As [`WriteTx::put`].
+    fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>>;
+
+    /// Commits what is pending.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn commit(&mut self) -> Result<()>;
+
+    /// Commits what is pending and ends the load (a server then analyzes a large one).
+    ///
+    /// # Errors
+    /// A store failure.
+    fn finish(&mut self) -> Result<()>;
+}
+
+/// Reads inside one read transaction.
+pub(crate) trait ReadTx {
+    /// The node `id`, if stored.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn get(&self, id: NodeId) -> Result<Option<StoredNode>>;
+
+    /// Reads the nodes of `ids` ahead, where a read costs a round trip; nothing elsewhere.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn read_ahead(&self, _ids: &[NodeId]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Reads the chain of a thread ending at `head` ahead, where a read costs a round trip.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn read_chain_ahead(&self, _head: NodeId, _step: NodeId) -> Result<()> {
+        Ok(())
+    }
+
+    /// The type of node `id`, if stored.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn type_of(&self, id: NodeId) -> Result<Option<NodeId>>;
+
+    /// The digests of `ids` (`None` for one not stored), in their order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn digests(&self, ids: &[NodeId]) -> Result<Vec<Option<[u8; 32]>>>;
+
+    /// Whether `id` is stored.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn has(&self, id: NodeId) -> Result<bool>;
+
+    /// How many nodes are stored.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn node_count(&self) -> Result<u64>;
+
+    /// Up to 10 stored ids in `lo..=hi`, in id order.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn ids_in(&self, lo: u64, hi: u64) -> Result<Vec<NodeId>>;
+
+    /// The stored references of node `id`, in schema order; `None` when it is not stored.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn refs(&self, id: NodeId) -> Result<Option<Vec<NodeId>>>;
+
+    /// Breadth-first walk from `root`, root first, each node once; a missing node comes with
+    /// the node that referenced it.
+    ///
+    /// # Errors
+    /// A store failure, or the first error `visit` returns.
+    fn walk(
+        &self,
+        root: NodeId,
+        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
+    ) -> Result<WalkStats>;
+
+    /// Ids of type `type_id`, in write order.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>>;
+
+    /// Visits stored nodes in `order`, streaming.
+    ///
+    /// # Errors
+    /// A store failure or damage met on the way.
+    fn for_each_node(&self, order: Order, f: Each<'_, StoredNode>) -> Result<()>;
+
+    /// Visits the type index: (type, id) pairs in type order, then write order.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn for_each_indexed(&self, f: Each<'_, (NodeId, NodeId)>) -> Result<()>;
+
+    /// The next sequence number a node would be stored under.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn write_mark(&self) -> Result<u64>;
+
+    /// The last node written before the write mark `mark`.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn last_written_before(&self, mark: u64) -> Result<Option<(u64, NodeId)>>;
+
+    /// How much the store holds.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn counts(&self) -> Result<Counts>;
+
+    /// Every active thread, in id order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>>;
+
+    /// The active thread `id`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
+
+    /// Every registry name with its workflow, in name order.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn registry(&self) -> Result<Vec<(String, NodeId)>>;
+
+    /// The versions of `name`, oldest first.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>>;
+
+    /// Every version of every name, by name then age.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>>;
+
+    /// Visits the finished threads in the order they finished.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn for_each_history(&self, f: Each<'_, HistoryEntry>) -> Result<()>;
+
+    /// The latest history entry of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>>;
+
+    /// Every step lease.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn leases(&self) -> Result<Vec<(ThreadId, Lease)>>;
+
+    /// The step lease of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn lease(&self, id: &ThreadId) -> Result<Option<Lease>>;
+
+    /// The state of thread `id` (the default when none is kept).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn thread_state(&self, id: &ThreadId) -> Result<ThreadState>;
+
+    /// Every kept thread state.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>>;
+
+    /// Every workflow's limits, in name order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>>;
+
+    /// The number the next removal will be recorded under.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn removal_mark(&self) -> Result<u64>;
+
+    /// The removals recorded from number `from` on, in order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn removals_since(&self, from: u64) -> Result<Vec<Removal>>;
+
+    /// Every pinned node with the time it was pinned.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn pins(&self) -> Result<Vec<(NodeId, u64)>>;
+}
+
+/// Writes inside one write transaction: see [`super::Writer`], whose methods document each.
+#[allow(missing_docs)]
+pub(crate) trait WriteTx {
+    fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>>;
+    fn has(&mut self, id: NodeId) -> Result<bool>;
+    fn first_missing(
+        &mut self,
+        from: NodeId,
+        stop: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>>;
+    fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
+    fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>>;
+    fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()>;
+    fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
+    fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>>;
+    fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()>;
+    fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()>;
+    fn has_registry_history(&mut self, name: &str) -> Result<bool>;
+    fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool>;
+    fn append_history(&mut self, e: &HistoryEntry) -> Result<()>;
+    fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize>;
+    fn history_latest(&mut self, thread: &str) -> Result<Option<HistoryEntry>>;
+    fn history_entries_of(&mut self, thread: &str) -> Result<Vec<HistoryEntry>>;
+    fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>>;
+    fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()>;
+    fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>>;
+    fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState>;
+    fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>>;
+    fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()>;
+    fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()>;
+    fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>>;
+    fn lock_workflow(&mut self, key: &str) -> Result<()>;
+    fn record_removal(&mut self, r: &Removal) -> Result<()>;
+    fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>>;
+    fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>>;
+}

@@ -1,0 +1,431 @@
+//! The store in one redb file, the embedded default.
+//!
+//! Tables (see ARCHITECTURE.md): the nodes (`nodes.rs`: `ids`, `links`, `payloads`,
+//! `type_index`), the thread layer (`records.rs`), pins and a running collection (`gc.rs`) and
+//! `meta` (`format_version`, `next_seq` and the other counters). Many processes open the file
+//! at once (`ConcurrencyMode::MultiWriter`); each holds it only for short transactions.
+
+pub(crate) mod gc;
+pub(crate) mod migrate;
+pub(crate) mod nodes;
+mod read;
+pub(crate) mod records;
+#[cfg(test)]
+mod tests;
+mod verify;
+
+use crate::cas::NodeId;
+use crate::store::backend::{Backend, BulkLoad, ReadTx, Types, WriteTx};
+use crate::store::damage::guard_at;
+use crate::store::error::{Result, StoreError};
+use crate::store::node::{Prepared, PutOutcome};
+use crate::store::records::{
+    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+};
+use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
+use crate::workflow::ThreadId;
+use migrate::FORMAT_VERSION;
+use redb::{
+    ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, WriteTransaction,
+};
+use std::path::{Path, PathBuf};
+
+/// Node id → sequence number (format 2).
+pub(crate) const IDS: TableDefinition<u64, u64> = TableDefinition::new("ids");
+/// Sequence number → the node's id, type, timestamp, digest and references (format 2).
+pub(crate) const LINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("links");
+/// Node id → digest, timestamp, type, seq and references: format 1, read by its migration.
+pub(crate) const NODES_V1: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
+pub(crate) const TYPE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("type_index");
+pub(crate) const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads");
+pub(crate) const META_TABLE: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// redb's page cache per open store, by default. The operating system's page cache holds the
+/// file as well, so a small cache costs little speed and keeps a process's memory bounded
+/// whatever the size of the store (an import or export of millions of nodes stays well under
+/// 200 MB). A bulk load into a store of many millions of nodes goes faster with a cache that
+/// holds the `ids` table (16 bytes a node): see [`set_cache_size`].
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+static CACHE_BYTES: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(DEFAULT_CACHE_BYTES);
+
+/// Sets the page cache of the stores this process opens from now on (the CLI's
+/// `UWF_CACHE_MB`). It is memory the process may fill, on top of what a command holds.
+pub fn set_cache_size(bytes: usize) {
+    CACHE_BYTES.store(bytes, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn builder() -> redb::Builder {
+    let mut b = Database::builder();
+    b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
+    b.set_cache_size(CACHE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
+    b
+}
+
+pub(crate) enum Db {
+    Rw(Database),
+    Ro(ReadOnlyDatabase),
+}
+
+/// An open redb file.
+pub(crate) struct Redb {
+    db: Db,
+    path: PathBuf,
+}
+
+fn open_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
+impl Redb {
+    /// Opens (creating and bootstrapping if needed) the file at `path` for reading and
+    /// writing. Many processes may do this at once.
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] for a damaged file, [`StoreError::TooNew`] for a newer format.
+    pub(crate) fn open(path: &Path) -> Result<Redb> {
+        guard_at(path, || {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| open_err(path, e))?;
+            }
+            // A file from a newer uwf is refused before a read-write open can touch it.
+            if path.exists()
+                && let Ok(db) = builder().open_read_only(path)
+            {
+                let probe = Redb {
+                    db: Db::Ro(db),
+                    path: path.to_path_buf(),
+                };
+                if let Some(v) = migrate::read_version(&probe).map_err(|e| open_err(path, e))?
+                    && v > FORMAT_VERSION
+                {
+                    return Err(StoreError::TooNew {
+                        path: path.to_path_buf(),
+                        found: v,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+            let db = builder().create(path).map_err(|e| open_err(path, e))?;
+            let store = Redb {
+                db: Db::Rw(db),
+                path: path.to_path_buf(),
+            };
+            migrate::check_and_migrate(&store)?;
+            Ok(store)
+        })
+    }
+
+    /// Opens an existing file for reading only, without writing to it; falls back to a
+    /// read-write open when the file needs recovery after a crash or a migration.
+    ///
+    /// # Errors
+    /// As [`Redb::open`].
+    pub(crate) fn open_read_only(path: &Path) -> Result<Redb> {
+        guard_at(path, || match builder().open_read_only(path) {
+            Ok(db) => {
+                let store = Redb {
+                    db: Db::Ro(db),
+                    path: path.to_path_buf(),
+                };
+                match migrate::read_version(&store).map_err(|e| open_err(path, e))? {
+                    Some(v) if v == FORMAT_VERSION => Ok(store),
+                    Some(v) if v > FORMAT_VERSION => Err(StoreError::TooNew {
+                        path: path.to_path_buf(),
+                        found: v,
+                        supported: FORMAT_VERSION,
+                    }),
+                    _ => {
+                        drop(store);
+                        Redb::open(path)
+                    }
+                }
+            }
+            Err(redb::DatabaseError::RepairAborted | redb::DatabaseError::Storage(_))
+                if path.exists() =>
+            {
+                Redb::open(path)
+            }
+            Err(e) => Err(open_err(path, e)),
+        })
+    }
+
+    /// The file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` at the boundary: an engine panic and an error that means damage become
+    /// [`StoreError::Damaged`] naming the file.
+    pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        guard_at(&self.path, f)
+    }
+
+    pub(crate) fn begin_read(&self) -> Result<ReadTransaction> {
+        match &self.db {
+            Db::Rw(d) => d.begin_read(),
+            Db::Ro(d) => d.begin_read(),
+        }
+        .map_err(|e| StoreError::from(e).located(&self.path))
+    }
+
+    pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
+        match &self.db {
+            Db::Rw(d) => d
+                .begin_write()
+                .map_err(|e| StoreError::from(e).located(&self.path)),
+            Db::Ro(_) => Err(StoreError::ReadOnly),
+        }
+    }
+}
+
+/// The redb file of a store opened on one (tests of the file's own records).
+#[cfg(test)]
+pub(crate) fn of(s: &crate::store::Store) -> &Redb {
+    s.backend_any()
+        .downcast_ref()
+        .expect("a store on a redb file")
+}
+
+impl Backend for Redb {
+    fn name(&self) -> &'static str {
+        "redb"
+    }
+
+    #[cfg(test)]
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn format_version(&self) -> Result<u64> {
+        Ok(migrate::read_version(self)?.unwrap_or(0))
+    }
+
+    fn read(&self) -> Result<Box<dyn ReadTx>> {
+        Ok(Box::new(read::RedbRead::new(self.begin_read()?)))
+    }
+
+    fn write(&self, f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>) -> Result<()> {
+        let tx = self.begin_write()?;
+        f(&mut RedbTx(&tx))?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn bulk(&self, commit_every: usize) -> Box<dyn BulkLoad + '_> {
+        Box::new(RedbBulk {
+            redb: self,
+            tx: None,
+            pending: 0,
+            commit_every,
+        })
+    }
+
+    fn listen(&self, _f: Box<dyn Fn() + Send + 'static>) -> Option<crate::store::pg::Listener> {
+        None
+    }
+
+    fn gc(&self, _types: &dyn Types, opts: &GcOptions<'_>) -> Result<GcReport> {
+        Redb::gc(self, opts)
+    }
+
+    fn count(&self) -> Result<Count> {
+        Redb::count(self)
+    }
+
+    fn compact(&mut self) -> Result<()> {
+        Redb::compact(self)
+    }
+
+    fn size_bytes(&self) -> Result<u64> {
+        Ok(Redb::size_bytes(self))
+    }
+
+    fn verify(&self, types: &dyn Types, progress: Progress<'_>) -> Result<VerifyReport> {
+        Redb::verify(self, types, progress)
+    }
+
+    fn reindex(&self, types: &dyn Types, progress: Progress<'_>) -> Result<u64> {
+        Redb::reindex(self, types, progress)
+    }
+
+    fn force_version(&self, v: u64) -> Result<()> {
+        let tx = self.begin_write()?;
+        tx.open_table(META_TABLE)?.insert("format_version", v)?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Puts sharing write transactions of the file.
+struct RedbBulk<'a> {
+    redb: &'a Redb,
+    tx: Option<WriteTransaction>,
+    pending: usize,
+    commit_every: usize,
+}
+
+impl BulkLoad for RedbBulk<'_> {
+    fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        if self.tx.is_none() {
+            self.tx = Some(self.redb.begin_write()?);
+        }
+        let tx = self.tx.as_ref().expect("opened above");
+        let out = nodes::put_in(tx, items.iter().copied())?;
+        self.pending += items.len();
+        if self.pending >= self.commit_every {
+            self.commit()?;
+        }
+        Ok(out)
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.pending = 0;
+        match self.tx.take() {
+            Some(tx) => Ok(tx.commit()?),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        self.commit()
+    }
+}
+
+/// A write transaction of the file.
+struct RedbTx<'a>(&'a WriteTransaction);
+
+impl RedbTx<'_> {
+    fn records(&self) -> records::Tx<'_> {
+        records::Tx(self.0)
+    }
+}
+
+impl WriteTx for RedbTx<'_> {
+    fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        nodes::put_in(self.0, items.iter().copied())
+    }
+
+    fn has(&mut self, id: NodeId) -> Result<bool> {
+        Ok(self.0.open_table(IDS)?.get(id.0)?.is_some())
+    }
+
+    fn first_missing(
+        &mut self,
+        from: NodeId,
+        stop: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>> {
+        gc::first_missing(self.0, from, stop, stop_types)
+    }
+
+    fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.records().thread(id)
+    }
+
+    fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        self.records().threads()
+    }
+
+    fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
+        self.records().set_thread(id, rec)
+    }
+
+    fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.records().remove_thread(id)
+    }
+
+    fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        self.records().registry_get(name)
+    }
+
+    fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+        self.records().set_registry_name(name, workflow)
+    }
+
+    fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        self.records().append_registry_version(name, e)
+    }
+
+    fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+        self.records().has_registry_history(name)
+    }
+
+    fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
+        self.records().remove_registry_name(name, purge)
+    }
+
+    fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        self.records().append_history(e)
+    }
+
+    fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
+        self.records().remove_history_of(id)
+    }
+
+    fn history_latest(&mut self, thread: &str) -> Result<Option<HistoryEntry>> {
+        self.records().history_latest(thread)
+    }
+
+    fn history_entries_of(&mut self, thread: &str) -> Result<Vec<HistoryEntry>> {
+        self.records().history_entries_of(thread)
+    }
+
+    fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.records().lease(id)
+    }
+
+    fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
+        self.records().set_lease(id, lease)
+    }
+
+    fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.records().remove_lease(id)
+    }
+
+    fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.records().thread_state(id)
+    }
+
+    fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.records().thread_states()
+    }
+
+    fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
+        self.records().set_thread_state(id, s)
+    }
+
+    fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.records().remove_thread_state(id)
+    }
+
+    fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>> {
+        self.records().set_workflow_limits(name, limits)
+    }
+
+    fn lock_workflow(&mut self, _key: &str) -> Result<()> {
+        // redb's write transactions are one at a time already.
+        Ok(())
+    }
+
+    fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        self.records().record_removal(r)
+    }
+
+    fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+        gc::pin(self.0, ids, now_ms)
+    }
+
+    fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
+        gc::unpin(self.0, ids)
+    }
+}
