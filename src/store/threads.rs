@@ -211,11 +211,12 @@ impl Writer<'_> {
         self.tx.first_missing(from, stop, stop_types)
     }
 
-    /// The active thread `id`.
+    /// The active thread `id`, seeing this transaction's writes: a head moves by
+    /// compare-and-swap, checking it here before [`Writer::set_thread`].
     ///
     /// # Errors
     /// A store failure or a corrupt record.
-    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+    pub fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.tx.thread(id)
     }
 

@@ -3,7 +3,6 @@
 //! `CI` is set). Each contract is a function over a fresh `Store`; `contract!` makes one test
 //! of it per backend, named `conformance::<contract>::<backend>`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use uwf::cas::{NodeId, Value};
 use uwf::store::{
     GcOptions, HistoryEntry, Lease, Phase, Prepared, PutOutcome, Removal, StepFailure, Store,
@@ -76,14 +75,15 @@ fn tid(n: u8) -> ThreadId {
     ThreadId::new(1_700_000_000_000 + u64::from(n), [n; 10])
 }
 
-/// A StartNode and `steps` StepNodes after it, each with an output text; returns them in
-/// write order (start first).
+/// A workflow (a text node standing for one), a StartNode and `steps` StepNodes after it,
+/// each with an output text; returns them in write order (the workflow, then the start).
 fn chain(s: &Store, tag: &str, steps: usize) -> Vec<Prepared> {
+    let workflow = text(s, &format!("workflow {tag}"));
     let start = s
         .prepare(
             START_NODE,
             &StartNode {
-                workflow: None,
+                workflow: Some(workflow.id),
                 prompt: format!("task {tag}"),
                 cwd: "/".into(),
             }
@@ -91,7 +91,7 @@ fn chain(s: &Store, tag: &str, steps: usize) -> Vec<Prepared> {
             true,
         )
         .expect("start");
-    let mut out = vec![start.clone()];
+    let mut out = vec![workflow, start.clone()];
     let mut prev = None;
     for i in 0..steps {
         let o = text(s, &format!("{tag} output {i}"));
@@ -103,7 +103,7 @@ fn chain(s: &Store, tag: &str, steps: usize) -> Vec<Prepared> {
                     prev,
                     role: "r".into(),
                     output: Some(o.id),
-                    detail: None,
+                    detail: Some(o.id),
                     agent: "a".into(),
                     edge_prompt: None,
                     started_at_ms: Some(1),
@@ -177,15 +177,17 @@ fn puts_and_ids(s: &Store) {
 fn walks_and_refs(s: &Store) {
     let nodes = chain(s, "w", 2);
     s.put(&nodes, 5).expect("put");
-    let (start, o1, step2) = (nodes[0].id, nodes[3].id, nodes[4].id);
-    let step1 = nodes[2].id;
-    // A StepNode references its start, prev and output, in schema order.
-    assert_eq!(s.refs(step2).expect("refs"), Some(vec![start, step1, o1]));
+    let (start, step1, o1, step2) = (nodes[1].id, nodes[3].id, nodes[4].id, nodes[5].id);
+    // A StepNode references its prev, start, detail and output, in schema order.
+    assert_eq!(
+        s.refs(step2).expect("refs"),
+        Some(vec![step1, start, o1, o1])
+    );
     assert_eq!(s.refs(NodeId(7)).expect("refs"), None);
     let mut seen = Vec::new();
     let stats = s.walk(step2, |e| seen.push(e)).expect("walk");
     assert_eq!(seen[0], WalkEvent::Node(step2), "root first");
-    assert_eq!(stats.visited, 5);
+    assert_eq!(stats.visited, 6);
     assert_eq!(stats.missing, 0);
     let mut ids: Vec<NodeId> = seen
         .iter()
@@ -199,17 +201,17 @@ fn walks_and_refs(s: &Store) {
     assert_eq!(ids, want, "each node once");
     // A missing node is reported, never skipped.
     let orphan = chain(s, "orphan", 1);
-    s.put(&orphan[2..], 6).expect("put the step alone");
+    s.put(&orphan[3..], 6).expect("put the step alone");
     let mut missing = Vec::new();
     let stats = s
-        .walk(orphan[2].id, |e| {
+        .walk(orphan[3].id, |e| {
             if let WalkEvent::Missing(id) = e {
                 missing.push(id);
             }
         })
         .expect("walk");
     missing.sort();
-    let mut want = vec![orphan[0].id, orphan[1].id];
+    let mut want = vec![orphan[1].id, orphan[2].id];
     want.sort();
     assert_eq!((stats.visited, missing), (1, want));
 }
@@ -232,7 +234,7 @@ fn chains_and_heads(s: &Store) {
     let mut steps = 0;
     while let Some(n) = s.get(cur).expect("get") {
         if n.type_id != STEP_NODE {
-            assert_eq!(n.id, nodes[0].id);
+            assert_eq!(n.id, nodes[1].id);
             break;
         }
         let step = StepNode::from_value(&n.payload().expect("payload")).expect("a step");
@@ -252,34 +254,34 @@ fn head_compare_and_swap(s: &Store) {
         workflow: None,
         updated_ms: 1,
     };
-    s.write(|w| w.set_thread(&t, &at(nodes[2].id)))
+    s.write(|w| w.set_thread(&t, &at(nodes[3].id)))
         .expect("set");
     // A move checks the head it started from, inside the transaction that moves it.
     let advance = |from: NodeId, to: NodeId| {
         s.write(|w| {
-            let cur = s.thread(&t)?.expect("active").head;
+            let cur = w.thread(&t)?.expect("active").head;
             if cur != from {
                 return Err(StoreError::Internal("thread advanced concurrently".into()));
             }
             w.set_thread(&t, &at(to))
         })
     };
-    advance(nodes[2].id, nodes[4].id).expect("the first move");
-    let e = advance(nodes[2].id, nodes[4].id).expect_err("a stale move");
+    advance(nodes[3].id, nodes[5].id).expect("the first move");
+    let e = advance(nodes[3].id, nodes[5].id).expect_err("a stale move");
     assert!(e.to_string().contains("advanced concurrently"), "{e}");
     assert_eq!(
         s.thread(&t).expect("thread").expect("active").head,
-        nodes[4].id
+        nodes[5].id
     );
     // A failed transaction leaves nothing behind.
     let r: Result<(), StoreError> = s.write(|w| {
-        w.set_thread(&t, &at(nodes[0].id))?;
+        w.set_thread(&t, &at(nodes[1].id))?;
         Err(StoreError::Internal("give up".into()))
     });
     assert!(r.is_err());
     assert_eq!(
         s.thread(&t).expect("thread").expect("active").head,
-        nodes[4].id
+        nodes[5].id
     );
 }
 
@@ -518,7 +520,7 @@ fn gc_while_writers_run(s: &Store) {
         w.set_thread(
             &t,
             &ThreadRecord {
-                head: first[0].id,
+                head: first[1].id,
                 workflow: None,
                 updated_ms: 1,
             },
@@ -527,7 +529,6 @@ fn gc_while_writers_run(s: &Store) {
     .expect("thread");
     let garbage: Vec<Prepared> = (0..50).map(|i| text(s, &format!("junk {i}"))).collect();
     s.put(&garbage, 1).expect("put");
-    let done = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let writer = sc.spawn(|| {
             // A writer extends the thread step by step, each node written after the
@@ -550,11 +551,10 @@ fn gc_while_writers_run(s: &Store) {
                 .expect("move");
                 heads.push(c);
             }
-            done.store(true, Ordering::Relaxed);
             heads
         });
         let mut rounds = 0;
-        while !done.load(Ordering::Relaxed) || rounds == 0 {
+        while !writer.is_finished() || rounds == 0 {
             s.gc(&GcOptions {
                 now_ms: 1_000,
                 grace_ms: 0,
@@ -565,6 +565,8 @@ fn gc_while_writers_run(s: &Store) {
             })
             .expect("gc");
             rounds += 1;
+            // Room for the writer: a lock need not be fair.
+            std::thread::sleep(std::time::Duration::from_millis(2));
         }
         let chains = writer.join().expect("writer");
         let last = chains.last().expect("a chain");
