@@ -141,7 +141,7 @@ fn puts_and_ids(s: &Store) {
         ]
     );
     assert_eq!(
-        s.put(&[a.clone()], 2000).expect("put"),
+        s.put(std::slice::from_ref(&a), 2000).expect("put"),
         vec![PutOutcome::Existed]
     );
     let got = s.get(a.id).expect("get").expect("stored");
@@ -157,7 +157,8 @@ fn puts_and_ids(s: &Store) {
     );
     assert_eq!(got.payload().expect("payload"), Value::str("hello"));
     // An import may know an earlier first write.
-    s.write(|w| w.put(&[a.clone()], 10)).expect("put");
+    s.write(|w| w.put(std::slice::from_ref(&a), 10))
+        .expect("put");
     assert_eq!(s.get(a.id).expect("get").expect("stored").timestamp, 10);
     // The same id with other bytes is a collision, and nothing of that put is written.
     let c = text(s, "third");

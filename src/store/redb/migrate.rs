@@ -167,7 +167,7 @@ mod tests {
 
     /// Rewrites a current store as format 1 wrote it: one `nodes` record per id.
     fn downgrade(s: &Store) {
-        let tx = of(&s).begin_write().expect("tx");
+        let tx = of(s).begin_write().expect("tx");
         {
             let ids = tx.open_table(IDS).expect("ids");
             let links = tx.open_table(LINKS).expect("links");

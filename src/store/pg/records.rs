@@ -1,0 +1,152 @@
+//! Reads of the thread layer's records on the server.
+
+use super::*;
+
+impl Pg {
+    pub(crate) fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.conn()?.record(self, THREAD, id.as_str())
+    }
+
+    pub(crate) fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        self.conn()?.records(self, THREADS)
+    }
+
+    pub(crate) fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
+        Ok(self
+            .conn()?
+            .record(self, STATE, id.as_str())?
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.conn()?.records(self, STATES)
+    }
+
+    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.conn()?.lease(self, id)
+    }
+
+    pub(crate) fn leases(&self) -> Result<Vec<(ThreadId, Lease)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec, expires_at > now(), thread FROM uwf_leases ORDER BY thread",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((ThreadId::from_stored(r.get(2)), lease_of_row(r, 0)?)))
+            .collect()
+    }
+
+    pub(crate) fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query("SELECT name, rec FROM uwf_limits ORDER BY name", &[])
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn registry(&self) -> Result<Vec<(String, NodeId)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query("SELECT name, workflow FROM uwf_registry ORDER BY name", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(rows.iter().map(|r| (r.get(0), unkey(r.get(1)))).collect())
+    }
+
+    pub(crate) fn registry_history(&self, name: &str) -> Result<Vec<RegistryEntry>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec FROM uwf_registry_history WHERE name = $1 ORDER BY seq",
+                &[&name],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
+    pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT name, rec FROM uwf_registry_history ORDER BY name, seq",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn for_each_history<E: From<StoreError>>(
+        &self,
+        mut f: impl FnMut(HistoryEntry) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut after = 0i64;
+        loop {
+            let rows = {
+                let mut c = self.conn()?;
+                c.query(
+                    "SELECT seq, rec FROM uwf_history WHERE seq > $1 ORDER BY seq LIMIT 8192",
+                    &[&after],
+                )
+                .map_err(|e| self.err(&e))?
+            };
+            let Some(last) = rows.last() else {
+                return Ok(());
+            };
+            after = last.get(0);
+            for r in &rows {
+                f(dec(r.get(1))?)?;
+            }
+        }
+    }
+
+    pub(crate) fn history_of(&self, id: &ThreadId) -> Result<Option<HistoryEntry>> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt(
+                "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq DESC LIMIT 1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| self.err(&e))?;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn removal_mark(&self) -> Result<u64> {
+        let mut c = self.conn()?;
+        let r = c
+            .query("SELECT coalesce(max(seq), 0) FROM uwf_removals", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(u(r[0].get(0)))
+    }
+
+    pub(crate) fn removals_since(&self, from: u64) -> Result<Vec<Removal>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT rec FROM uwf_removals WHERE seq > $1 ORDER BY seq",
+                &[&i(from)],
+            )
+            .map_err(|e| self.err(&e))?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
+    /// Counts for `uwf store info`: nodes, active threads, history entries, registry names,
+    /// leases.
+    pub(crate) fn counts(&self) -> Result<[u64; 5]> {
+        let mut c = self.conn()?;
+        let r = c
+            .query(
+                "SELECT (SELECT count(*) FROM uwf_nodes), (SELECT count(*) FROM uwf_threads),
+                        (SELECT count(*) FROM uwf_history), (SELECT count(*) FROM uwf_registry),
+                        (SELECT count(*) FROM uwf_leases)",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok([0, 1, 2, 3, 4].map(|k| u(r[0].get(k))))
+    }
+}

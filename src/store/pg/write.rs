@@ -1,0 +1,751 @@
+//! One write transaction on the server: [`PgWriter`].
+
+use super::*;
+
+/// A thread's rows as its transaction found them after taking its lock: each the stored
+/// record's bytes, or `None` where there is none.
+struct Pre {
+    thread: Option<Vec<u8>>,
+    /// With whether its expiry is ahead.
+    lease: Option<(Vec<u8>, bool)>,
+    state: Option<Vec<u8>>,
+}
+
+/// A statement reading thread `id`'s record, lease and state in one row (for a simple query,
+/// whose values come as text: the id is written in the statement).
+fn thread_rows(id: &str) -> String {
+    let q = id.replace('\'', "''");
+    format!(
+        "SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
+                l.rec, l.expires_at > now(),
+                (SELECT rec FROM uwf_thread_state WHERE thread = '{q}')
+         FROM (SELECT 1) s LEFT JOIN uwf_leases l ON l.thread = '{q}'"
+    )
+}
+
+/// The rows [`thread_rows`] read; `None` if a value is not a bytea's text form.
+fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
+    // Absent: `Some(None)`.
+    let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
+    Some(Pre {
+        thread: bytes(0)?,
+        lease: bytes(1)?.map(|rec| (rec, r.get(2) == Some("t"))),
+        state: bytes(3)?,
+    })
+}
+
+/// The row the last statement of a simple query returned, if it returned one.
+pub(crate) fn last_row(
+    msgs: Vec<postgres::SimpleQueryMessage>,
+) -> Option<postgres::SimpleQueryRow> {
+    // The rows of each statement come before its completion.
+    let (mut row, mut last) = (None, None);
+    for m in msgs {
+        match m {
+            postgres::SimpleQueryMessage::Row(r) => row = Some(r),
+            postgres::SimpleQueryMessage::CommandComplete(_) => last = row.take(),
+            _ => {}
+        }
+    }
+    last
+}
+
+/// The bytes of a `bytea` in the server's text form (`\x` and hex digits).
+pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
+    let h = s.strip_prefix("\\x")?.as_bytes();
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
+        .collect()
+}
+
+/// The chain of a thread ending at `$1`: the node, then, while it is of type `$2` (a step),
+/// the node its first reference names (a StepNode's `prev`, or for the first step its
+/// StartNode); at most `$3` nodes, each with that first reference (where a reader goes on
+/// from). What it returns is only read ahead: the reader checks each link itself. Each link
+/// is a `LATERAL` look-up by the primary key (a subquery with `LIMIT` is never flattened into
+/// a join), so the plan is index probes whatever the statistics say, and a prepared statement
+/// is not planned again at each call.
+pub(super) const CHAIN: &str =
+    "WITH RECURSIVE c(id, type, ts, seq, digest, payload, refs, depth) AS (
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, 1
+        FROM uwf_nodes n WHERE n.id = $1
+      UNION ALL
+        SELECT n.id, n.type, n.ts, n.seq, n.digest, n.payload, n.refs, c.depth + 1
+        FROM c CROSS JOIN LATERAL
+             (SELECT * FROM uwf_nodes m WHERE m.id = c.refs[1] LIMIT 1) n
+        WHERE c.type = $2 AND c.depth < $3
+    )
+    SELECT type, ts, seq, digest, payload, id, refs[1] FROM c";
+
+/// The advisory lock key of a thread or registry name.
+fn lock_key(kind: u8, name: &str) -> i64 {
+    twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
+}
+
+/// One write transaction on the server: see [`crate::store::Writer`].
+pub(crate) struct PgWriter<'c> {
+    pg: &'c Pg,
+    /// The session; reached through [`PgWriter::s`], which opens the transaction first.
+    sess: &'c mut Session,
+    /// Whether `BEGIN` has gone out: it goes with the first statement.
+    begun: bool,
+    /// The nodes of small puts this transaction inserted, remembered by the process once it
+    /// commits ([`Pg::get`] answers them without a round trip).
+    written: Vec<StoredNode>,
+    locked: HashSet<i64>,
+    /// The thread whose lock opened the transaction and its rows, read in the same round trip
+    /// (dropped at the transaction's first write to that thread).
+    pre: Option<(String, Pre)>,
+    done: bool,
+    /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
+    /// a lease was freed.
+    notify: bool,
+}
+
+impl Drop for PgWriter<'_> {
+    fn drop(&mut self) {
+        if self.begun && !self.done {
+            let _ = self.sess.client.batch_execute("ROLLBACK");
+            // A temporary table created in this transaction is gone with it.
+            self.sess.staging = false;
+        }
+    }
+}
+
+impl<'c> PgWriter<'c> {
+    /// A transaction on `s`. Its `BEGIN` goes out with its first statement (in the same round
+    /// trip when that is an advisory lock), and a transaction that ran none sends nothing.
+    pub(crate) fn begin(pg: &'c Pg, s: &'c mut Session) -> Result<PgWriter<'c>> {
+        Ok(PgWriter {
+            pg,
+            sess: s,
+            begun: false,
+            written: Vec::new(),
+            locked: HashSet::new(),
+            pre: None,
+            done: false,
+            notify: false,
+        })
+    }
+
+    /// The session, inside the transaction.
+    pub(crate) fn s(&mut self) -> Result<&mut Session> {
+        if !self.begun {
+            self.sess
+                .client
+                .batch_execute("BEGIN")
+                .map_err(|e| self.pg.err(&e))?;
+            self.begun = true;
+        }
+        Ok(self.sess)
+    }
+
+    pub(crate) fn commit(mut self) -> Result<()> {
+        if !self.begun {
+            self.done = true;
+            return Ok(());
+        }
+        let end = if self.notify {
+            "NOTIFY uwf_threads; COMMIT"
+        } else {
+            "COMMIT"
+        };
+        // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
+        self.sess
+            .client
+            .batch_execute(end)
+            .map_err(|e| self.pg.err(&e))?;
+        self.done = true;
+        self.pg.remember(std::mem::take(&mut self.written));
+        Ok(())
+    }
+
+    fn e(&self) -> impl Fn(postgres::Error) -> StoreError + '_ {
+        |e| self.pg.err(&e)
+    }
+
+    /// Thread `id`'s rows as the transaction's first lock read them, unless it wrote them since.
+    fn pre_of(&self, id: &ThreadId) -> Option<&Pre> {
+        self.pre
+            .as_ref()
+            .filter(|(t, _)| t == id.as_str())
+            .map(|(_, p)| p)
+    }
+
+    /// Forgets thread `id`'s rows read with the first lock: the transaction writes them.
+    fn forget_pre(&mut self, id: &ThreadId) {
+        if self.pre_of(id).is_some() {
+            self.pre = None;
+        }
+    }
+
+    /// Takes the transaction's advisory lock of `name` once.
+    fn lock(&mut self, kind: u8, name: &str) -> Result<()> {
+        let k = lock_key(kind, name);
+        if !self.locked.insert(k) {
+            return Ok(());
+        }
+        if !self.begun {
+            // One round trip for both (the key is a number, written as one), and for a
+            // thread's lock its record, lease and state too. Begun even if the lock fails: the
+            // BEGIN went through, and dropping the writer rolls it back.
+            self.begun = true;
+            let mut sql = format!("BEGIN; SELECT pg_advisory_xact_lock({k})");
+            if kind == 0 {
+                sql = format!("{sql}; {}", thread_rows(name));
+            }
+            let msgs = self
+                .sess
+                .client
+                .simple_query(&sql)
+                .map_err(|e| self.pg.err(&e))?;
+            if kind == 0 {
+                self.pre = last_row(msgs)
+                    .as_ref()
+                    .and_then(pre_of)
+                    .map(|p| (name.to_string(), p));
+            }
+            return Ok(());
+        }
+        self.s()?
+            .execute("SELECT pg_advisory_xact_lock($1)", &[&k])
+            .map_err(|e| self.pg.err(&e))?;
+        Ok(())
+    }
+
+    /// Puts nodes with their timestamps; see [`crate::store::Store::put`].
+    pub(crate) fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        let mut out = vec![PutOutcome::Existed; items.len()];
+        if items.is_empty() {
+            return Ok(out);
+        }
+        // The first of each id in the batch; a repeat must have the same bytes.
+        let mut first: HashMap<u64, usize> = HashMap::with_capacity(items.len());
+        for (n, (p, _)) in items.iter().enumerate() {
+            match first.get(&p.id.0) {
+                Some(&f) if items[f].0.digest != p.digest => {
+                    return Err(StoreError::HashCollision(p.id));
+                }
+                Some(_) => {}
+                None => {
+                    first.insert(p.id.0, n);
+                }
+            }
+        }
+        // Each id once, in the order given: inserted unless stored, then what was stored is
+        // checked (same bytes, earliest timestamp).
+        let fresh: Vec<usize> = (0..items.len())
+            .filter(|&n| first[&items[n].0.id.0] == n)
+            .collect();
+        let col = |f: &dyn Fn(&Prepared, u64) -> i64| -> Vec<i64> {
+            fresh.iter().map(|&n| f(items[n].0, items[n].1)).collect()
+        };
+        let (id, ty, ts) = (
+            col(&|p, _| key(p.id)),
+            col(&|p, _| key(p.type_id)),
+            col(&|_, t| i(t)),
+        );
+        let digest: Vec<&[u8]> = fresh.iter().map(|&n| &items[n].0.digest[..]).collect();
+        let payload: Vec<&[u8]> = fresh
+            .iter()
+            .map(|&n| items[n].0.payload_cbor.as_slice())
+            .collect();
+        let refs: Vec<Vec<i64>> = fresh
+            .iter()
+            .map(|&n| items[n].0.refs.iter().map(|&r| key(r)).collect())
+            .collect();
+        // Rows in the order given (their sequence numbers are write order); an id another
+        // transaction wrote meanwhile is left to it and checked below. A large batch goes
+        // through COPY (binary) into a temporary table first.
+        let inserted = if fresh.len() >= COPY_FROM {
+            self.copy_rows(&id, &ty, &ts, &digest, &payload, &refs)?
+        } else {
+            // The references of all rows in one array, each row's as a slice `lo..=hi`
+            // (1-based; `lo > hi` is an empty slice).
+            let (mut flat, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
+            for r in &refs {
+                lo.push(flat.len() as i32 + 1);
+                flat.extend_from_slice(r);
+                hi.push(flat.len() as i32);
+            }
+            self.s()?
+                .query(
+                    "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
+                     SELECT id, type, ts, digest, payload, ($6::bigint[])[lo:hi]
+                     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bytea[],
+                                 $7::int[], $8::int[])
+                          WITH ORDINALITY AS t(id, type, ts, digest, payload, lo, hi, o)
+                     ORDER BY o
+                     ON CONFLICT (id) DO NOTHING
+                     RETURNING id, seq",
+                    &[&id, &ty, &ts, &digest, &payload, &flat, &lo, &hi],
+                )
+                .map_err(self.e())?
+        };
+        let inserted: HashMap<i64, i64> = inserted.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let mut stored = Vec::new();
+        for &n in &fresh {
+            if inserted.contains_key(&key(items[n].0.id)) {
+                out[n] = PutOutcome::Inserted;
+            } else {
+                stored.push(key(items[n].0.id));
+            }
+        }
+        if fresh.len() <= REMEMBER_BATCH {
+            for &n in &fresh {
+                let (p, ts) = items[n];
+                if let Some(&seq) = inserted.get(&key(p.id)) {
+                    self.written.push(StoredNode {
+                        id: p.id,
+                        type_id: p.type_id,
+                        timestamp: ts,
+                        seq: u(seq),
+                        digest: p.digest,
+                        payload_cbor: p.payload_cbor.clone(),
+                    });
+                }
+            }
+        }
+        if stored.is_empty() {
+            return Ok(out);
+        }
+        // With whether a collection is running (`uwf_gc_owner`), for the nodes put again.
+        let rows = self
+            .s()?
+            .query(
+                "SELECT id, digest, ts, EXISTS (SELECT 1 FROM uwf_gc_owner)
+                 FROM uwf_nodes WHERE id = ANY($1)",
+                &[&stored],
+            )
+            .map_err(self.e())?;
+        let mut earlier: Vec<(i64, i64)> = Vec::new();
+        let mut seen: HashSet<i64> = HashSet::with_capacity(rows.len());
+        for r in &rows {
+            let id = unkey(r.get(0));
+            let n = first[&id.0];
+            let d: &[u8] = r.get(1);
+            if d != items[n].0.digest {
+                return Err(StoreError::HashCollision(id));
+            }
+            if items[n].1 < u(r.get(2)) {
+                earlier.push((key(id), i(items[n].1)));
+            }
+            seen.insert(key(id));
+        }
+        // A node stored when the insert ran and gone since was removed by a running collection.
+        let gc_running = rows.first().is_none_or(|r| r.get::<_, bool>(3));
+        if gc_running || seen.len() < stored.len() {
+            // Kept by the running collection from now on; one it removed meanwhile is put anew
+            // (under the lock `touch` takes, no sweep removes it again before this commits).
+            let pg = self.pg;
+            let kept = gc::touch(pg, &mut self.s()?.client, &stored)?;
+            let again: Vec<usize> = fresh
+                .iter()
+                .copied()
+                .filter(|&n| out[n] != PutOutcome::Inserted && !kept.contains(&key(items[n].0.id)))
+                .collect();
+            if !again.is_empty() {
+                let retry: Vec<(&Prepared, u64)> = again.iter().map(|&n| items[n]).collect();
+                for (n, o) in again.iter().zip(self.put(&retry)?) {
+                    out[*n] = o;
+                }
+            }
+        }
+        for (k, ts) in earlier {
+            // What this process remembers of the node is its old time: forgotten.
+            self.pg
+                .written
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&unkey(k));
+            self.written.retain(|n| n.id != unkey(k));
+            self.s()?
+                .execute(
+                    "UPDATE uwf_nodes SET ts = $2 WHERE id = $1 AND ts > $2",
+                    &[&k, &ts],
+                )
+                .map_err(self.e())?;
+        }
+        Ok(out)
+    }
+
+    /// Inserts rows through `COPY … FROM STDIN BINARY` into a temporary table of the session,
+    /// then into `uwf_nodes` with sequence numbers in their order, skipping ids present;
+    /// returns the inserted ids with their sequence numbers.
+    fn copy_rows(
+        &mut self,
+        id: &[i64],
+        ty: &[i64],
+        ts: &[i64],
+        digest: &[&[u8]],
+        payload: &[&[u8]],
+        refs: &[Vec<i64>],
+    ) -> Result<Vec<postgres::Row>> {
+        use postgres::types::Type;
+        let pg = self.pg;
+        if !self.s()?.staging {
+            self.s()?
+                .client
+                .batch_execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
+                        seq bigint, id bigint, type bigint, ts bigint, digest bytea, payload bytea,
+                        refs bigint[]
+                     ) ON COMMIT DELETE ROWS",
+                )
+                .map_err(|e| pg.err(&e))?;
+            self.s()?.staging = true;
+        }
+        // The rows' sequence numbers, in the order given, taken first: the insert below then
+        // needs no sort of whole rows. The table's write lock comes before them, as it does
+        // for an INSERT drawing its own, so that a write mark (`LOCK … IN SHARE MODE`) waits
+        // for this transaction.
+        self.s()?
+            .client
+            .batch_execute("LOCK TABLE uwf_nodes IN ROW EXCLUSIVE MODE")
+            .map_err(|e| pg.err(&e))?;
+        let n = i64::try_from(id.len()).unwrap_or(i64::MAX);
+        let seqs: Vec<i64> = self
+            .s()?
+            .query(
+                "SELECT nextval('uwf_node_seq') FROM generate_series(1, $1::bigint)",
+                &[&n],
+            )
+            .map_err(self.e())?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let sink = self
+            .s()?
+            .client
+            .copy_in(
+                "COPY uwf_staging (seq, id, type, ts, digest, payload, refs) FROM STDIN BINARY",
+            )
+            .map_err(|e| pg.err(&e))?;
+        let mut w = postgres::binary_copy::BinaryCopyInWriter::new(
+            sink,
+            &[
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::INT8,
+                Type::BYTEA,
+                Type::BYTEA,
+                Type::INT8_ARRAY,
+            ],
+        );
+        for k in 0..id.len() {
+            w.write(&[
+                &seqs[k],
+                &id[k],
+                &ty[k],
+                &ts[k],
+                &digest[k],
+                &payload[k],
+                &refs[k],
+            ])
+            .map_err(|e| pg.err(&e))?;
+        }
+        w.finish().map_err(|e| pg.err(&e))?;
+        let rows = self
+            .s()?
+            .query(
+                "INSERT INTO uwf_nodes (id, seq, type, ts, digest, payload, refs)
+                 SELECT id, seq, type, ts, digest, payload, refs FROM uwf_staging
+                 ON CONFLICT (id) DO NOTHING
+                 RETURNING id, seq",
+                &[],
+            )
+            .map_err(self.e())?;
+        self.s()?
+            .execute("TRUNCATE uwf_staging", &[])
+            .map_err(self.e())?;
+        Ok(rows)
+    }
+
+    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre_of(id) {
+            return p.thread.as_deref().map(dec).transpose();
+        }
+        let pg = self.pg;
+        self.s()?.record(pg, THREAD, id.as_str())
+    }
+
+    pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        let pg = self.pg;
+        self.s()?.records(pg, THREADS)
+    }
+
+    pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        self.forget_pre(id);
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
+                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
+                &[&id.as_str(), &enc(rec)],
+            )
+            .map_err(self.e())?;
+        self.notify = true;
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        self.forget_pre(id);
+        let r = self
+            .s()?
+            .opt(
+                "DELETE FROM uwf_threads WHERE id = $1 RETURNING rec",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        self.notify = true;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre_of(id) {
+            return Ok(p.state.as_deref().map(dec).transpose()?.unwrap_or_default());
+        }
+        let pg = self.pg;
+        Ok(self
+            .s()?
+            .record(pg, STATE, id.as_str())?
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        let pg = self.pg;
+        self.s()?.records(pg, STATES)
+    }
+
+    pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        self.forget_pre(id);
+        if st.is_default() {
+            return self.remove_thread_state(id);
+        }
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_thread_state (thread, rec) VALUES ($1, $2)
+                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                &[&id.as_str(), &enc(st)],
+            )
+            .map_err(self.e())?;
+        self.notify = true;
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.forget_pre(id);
+        self.s()?
+            .execute(
+                "DELETE FROM uwf_thread_state WHERE thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        if let Some(p) = self.pre_of(id) {
+            return p
+                .lease
+                .as_ref()
+                .map(|(rec, unexpired)| {
+                    let mut l: Lease = dec(rec)?;
+                    l.unexpired = Some(*unexpired);
+                    Ok(l)
+                })
+                .transpose();
+        }
+        let pg = self.pg;
+        self.s()?.lease(pg, id)
+    }
+
+    pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        self.forget_pre(id);
+        let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_leases (thread, rec, holder, expires_at)
+                 VALUES ($1, $2, $3, now() + $4::text::interval)
+                 ON CONFLICT (thread) DO UPDATE
+                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
+                &[&id.as_str(), &enc(l), &holder, &LEASE_TTL],
+            )
+            .map_err(self.e())?;
+        if l.pid == std::process::id() && pg.holder.set(holder.clone()).is_ok() {
+            pg.start_heartbeat(&holder);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        self.forget_pre(id);
+        let r = self
+            .s()?
+            .opt(
+                "DELETE FROM uwf_leases WHERE thread = $1 RETURNING rec, expires_at > now()",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        if r.is_some() {
+            self.notify = true;
+        }
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+
+    pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        self.lock(1, name)?;
+        let r = self
+            .s()?
+            .opt(
+                "SELECT workflow FROM uwf_registry WHERE name = $1",
+                &[&name],
+            )
+            .map_err(self.e())?;
+        Ok(r.map(|r| unkey(r.get(0))))
+    }
+
+    pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+        self.lock(1, name)?;
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_registry (name, workflow) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET workflow = EXCLUDED.workflow",
+                &[&name, &key(workflow)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_registry_history (name, rec) VALUES ($1, $2)",
+                &[&name, &enc(e)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+        Ok(self
+            .s()?
+            .opt(
+                "SELECT 1 FROM uwf_registry_history WHERE name = $1 LIMIT 1",
+                &[&name],
+            )
+            .map_err(self.e())?
+            .is_some())
+    }
+
+    pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
+        self.lock(1, name)?;
+        let had = self
+            .s()?
+            .execute("DELETE FROM uwf_registry WHERE name = $1", &[&name])
+            .map_err(self.e())?
+            > 0;
+        if purge {
+            self.s()?
+                .execute("DELETE FROM uwf_registry_history WHERE name = $1", &[&name])
+                .map_err(self.e())?;
+        }
+        Ok(had)
+    }
+
+    pub(crate) fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        self.s()?
+            .execute(
+                "INSERT INTO uwf_history (thread, rec) VALUES ($1, $2)",
+                &[&e.thread, &enc(e)],
+            )
+            .map_err(self.e())?;
+        Ok(())
+    }
+
+    pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
+        let n = self
+            .s()?
+            .execute("DELETE FROM uwf_history WHERE thread = $1", &[&id.as_str()])
+            .map_err(self.e())?;
+        Ok(n as usize)
+    }
+
+    /// The history entries of thread `thread`, oldest first; only the latest with `latest`.
+    pub(crate) fn history_entries_of(
+        &mut self,
+        thread: &str,
+        latest: bool,
+    ) -> Result<Vec<HistoryEntry>> {
+        let sql = if latest {
+            "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq DESC LIMIT 1"
+        } else {
+            "SELECT rec FROM uwf_history WHERE thread = $1 ORDER BY seq"
+        };
+        let rows = self.s()?.query(sql, &[&thread]).map_err(self.e())?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
+    pub(crate) fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>> {
+        self.lock(2, name)?;
+        let old = self
+            .s()?
+            .opt("SELECT rec FROM uwf_limits WHERE name = $1", &[&name])
+            .map_err(self.e())?;
+        match limits {
+            Some(l) => self.s()?.execute(
+                "INSERT INTO uwf_limits (name, rec) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
+                &[&name, &enc(l)],
+            ),
+            None => self
+                .s()?
+                .execute("DELETE FROM uwf_limits WHERE name = $1", &[&name]),
+        }
+        .map_err(self.e())?;
+        old.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn lock_workflow(&mut self, key: &str) -> Result<()> {
+        self.lock(3, key)
+    }
+
+    pub(crate) fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        self.s()?
+            .execute("INSERT INTO uwf_removals (rec) VALUES ($1)", &[&enc(r)])
+            .map_err(self.e())?;
+        Ok(())
+    }
+}
+
+/// What garbage collection, pins and counts (`pg_gc`) reach of a session and a transaction.
+impl Session {
+    pub(crate) fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+}
+
+impl PgWriter<'_> {
+    /// The server, the transaction's client (the transaction begun) and the advisory lock
+    /// keys it holds.
+    pub(crate) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
+        self.s()?;
+        Ok((self.pg, &mut self.sess.client, &mut self.locked))
+    }
+}
