@@ -10,36 +10,10 @@
 
 use super::error::{Result, StoreError};
 use super::handle::Store;
-use super::threads::Writer;
+use super::queue::{Job, Output, Resign};
+use super::writer::Writer;
 use std::any::Any;
-use std::sync::Mutex;
 use std::sync::mpsc::{SyncSender, sync_channel};
-
-type Output = Result<Box<dyn Any + Send>>;
-type Job = Box<dyn FnOnce(&mut Writer<'_>) -> Output + Send>;
-
-/// The queue of a store's grouped writes.
-#[derive(Default)]
-pub(crate) struct Group {
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    queue: Vec<(Job, SyncSender<Output>)>,
-    leading: bool,
-}
-
-/// Clears the leader flag when a leader unwinds.
-struct Resign<'a>(&'a Group);
-
-impl Drop for Resign<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut s) = self.0.state.lock() {
-            s.leading = false;
-        }
-    }
-}
 
 impl Store {
     /// Runs `f` in a write transaction that may be shared with other threads' grouped writes

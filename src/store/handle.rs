@@ -3,9 +3,9 @@
 use super::backend::{Backend, ReadTx, Types};
 use super::damage::guard_at;
 use super::error::{Result, StoreError};
-use super::group::Group;
 use super::memory::Memory;
 use super::pg::{self, Pg, backend::PgBackend};
+use super::queue::Group;
 use super::redb::Redb;
 use super::types::TypeInfo;
 use crate::cas::NodeId;

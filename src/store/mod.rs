@@ -27,11 +27,13 @@ mod memory;
 mod node;
 mod nodes;
 mod pg;
+mod queue;
 mod records;
 mod redb;
 mod report;
 mod threads;
 mod types;
+mod writer;
 
 pub use copy::{CopyProgress, CopyReport, copy};
 pub(crate) use damage::catching_damage;
@@ -53,7 +55,7 @@ pub use records::{
 pub use redb::migrate::{FORMAT_VERSION, MIGRATIONS, Migration};
 pub use redb::{DEFAULT_CACHE_BYTES, set_cache_size};
 pub use report::{Damage, GcOptions, GcReport, Progress, VerifyReport};
-pub use threads::Writer;
+pub use writer::Writer;
 
 /// File name of the store inside a storage root.
 pub const DB_FILE: &str = "uwf.redb";

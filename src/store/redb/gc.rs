@@ -30,7 +30,9 @@
 //! reports.
 
 use super::Redb;
-use super::nodes::{BuildU64, Link, Lookup, NO_SEQ, entries, join_payloads};
+use super::nodes::{
+    BuildU64, GC_RUNNING, GC_TOUCHED, Link, Lookup, NO_SEQ, entries, join_payloads,
+};
 use super::records::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
 use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
@@ -43,9 +45,6 @@ use std::collections::{HashSet, VecDeque};
 
 pub(crate) const PINS: TableDefinition<u64, u64> = TableDefinition::new("pins");
 pub(crate) const GC_OWNER: TableDefinition<&str, &[u8]> = TableDefinition::new("gc_owner");
-pub(crate) const GC_TOUCHED: TableDefinition<u64, ()> = TableDefinition::new("gc_touched");
-/// The `meta` key set while a collection runs (its owner's pid).
-const GC_RUNNING: &str = "gc_running";
 /// Candidates per sweep transaction.
 const BATCH: usize = 4096;
 
@@ -217,19 +216,6 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
     tx.open_table(PINS)?;
     tx.open_table(GC_OWNER)?;
     tx.open_table(GC_TOUCHED)?;
-    Ok(())
-}
-
-/// Records, inside a put's transaction, the existing nodes it put again, when a collection is
-/// running.
-pub(crate) fn touch(tx: &WriteTransaction, ids: impl Iterator<Item = u64>) -> Result<()> {
-    let running = tx.open_table(META_TABLE)?.get(GC_RUNNING)?.is_some();
-    if running {
-        let mut t = tx.open_table(GC_TOUCHED)?;
-        for id in ids {
-            t.insert(id, ())?;
-        }
-    }
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode};
-use redb::{ReadableTable, WriteTransaction};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::collections::HashMap;
 
 /// Length of the fixed part of a `links` record: id, type, timestamp, digest. The references
@@ -29,6 +29,22 @@ const ENTRY_HEAD: usize = 4 + 8;
 /// Most bytes a `payloads` record collects from several payloads: one 16 KiB page minus room
 /// for redb's leaf header. A larger payload gets a record of its own.
 const RECORD_BYTES: usize = 16 * 1024 - 64;
+pub(crate) const GC_TOUCHED: TableDefinition<u64, ()> = TableDefinition::new("gc_touched");
+/// The `meta` key set while a collection runs (its owner's pid).
+pub(crate) const GC_RUNNING: &str = "gc_running";
+
+/// Records, inside a put's transaction, the existing nodes it put again, when a collection is
+/// running.
+pub(crate) fn touch(tx: &WriteTransaction, ids: impl Iterator<Item = u64>) -> Result<()> {
+    let running = tx.open_table(META_TABLE)?.get(GC_RUNNING)?.is_some();
+    if running {
+        let mut t = tx.open_table(GC_TOUCHED)?;
+        for id in ids {
+            t.insert(id, ())?;
+        }
+    }
+    Ok(())
+}
 
 /// A `links` record, read in place: `id ‖ type ‖ timestamp (u64 LE each) ‖ BLAKE3 digest (32)
 /// ‖ (referenced id ‖ its seq or NO_SEQ) (u64 LE each) per reference, in schema order`.
@@ -390,7 +406,7 @@ pub(crate) fn put_in<'a>(
     }
     // A collection in progress keeps what is put again while it runs.
     if out.contains(&PutOutcome::Existed) {
-        super::gc::touch(
+        touch(
             tx,
             (0..items.len())
                 .filter(|&i| out[i] == PutOutcome::Existed)

@@ -1,0 +1,335 @@
+//! [`Writer`]: the one write transaction every change goes through, on any backend, with the
+//! rules written once above the backends (merging an import's names, whether a history entry
+//! is recorded).
+
+use super::backend::WriteTx;
+use super::error::Result;
+use super::node::{Prepared, PutOutcome};
+use super::records::{
+    HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+};
+use crate::cas::NodeId;
+use crate::workflow::ThreadId;
+
+/// Writes inside one transaction; see [`super::Store::write`].
+pub struct Writer<'a> {
+    tx: &'a mut dyn WriteTx,
+}
+
+impl<'a> Writer<'a> {
+    /// The facade of a backend's write transaction.
+    pub(crate) fn new(tx: &'a mut dyn WriteTx) -> Writer<'a> {
+        Writer { tx }
+    }
+}
+
+impl Writer<'_> {
+    /// Puts nodes (see [`super::Store::put`]).
+    ///
+    /// # Errors
+    /// As [`super::Store::put`].
+    pub fn put(&mut self, nodes: &[Prepared], now_ms: u64) -> Result<Vec<PutOutcome>> {
+        let items: Vec<(&Prepared, u64)> = nodes.iter().map(|p| (p, now_ms)).collect();
+        self.tx.put(&items)
+    }
+
+    /// Puts nodes that carry their own first-write timestamps.
+    ///
+    /// # Errors
+    /// As [`super::Store::put`].
+    pub(crate) fn put_at(&mut self, nodes: &[(Prepared, u64)]) -> Result<Vec<PutOutcome>> {
+        let items: Vec<(&Prepared, u64)> = nodes.iter().map(|(p, t)| (p, *t)).collect();
+        self.tx.put(&items)
+    }
+
+    /// Whether node `id` is stored, seeing this transaction's writes. On a server it waits out
+    /// a sweep in progress first, and a sweep waits for this transaction.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn has(&mut self, id: NodeId) -> Result<bool> {
+        self.tx.has(id)
+    }
+
+    /// The first node missing from what `from` reaches, seeing this transaction's writes: the
+    /// walk does not go past the nodes of `stop` (present ones: checked, not walked) nor past
+    /// present nodes other than `from` whose type is in `stop_types`. `None` when all are
+    /// stored. A head move checks with it that a collection has not removed what it adds.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn first_missing(
+        &mut self,
+        from: NodeId,
+        stop: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>> {
+        self.tx.first_missing(from, stop, stop_types)
+    }
+
+    /// The active thread `id`, seeing this transaction's writes: a head moves by
+    /// compare-and-swap, checking it here before [`Writer::set_thread`].
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.tx.thread(id)
+    }
+
+    /// Every active thread, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        self.tx.threads()
+    }
+
+    /// Sets thread `id` to `rec` unconditionally.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
+        self.tx.set_thread(id, rec)
+    }
+
+    /// Removes thread `id` from the active threads; returns its record.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.tx.remove_thread(id)
+    }
+
+    /// Merges an imported thread head: new names are inserted; a different existing head is
+    /// kept unless `overwrite`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn merge_thread(
+        &mut self,
+        id: &ThreadId,
+        rec: &ThreadRecord,
+        overwrite: bool,
+    ) -> Result<Merge> {
+        match self.thread(id)? {
+            None => {
+                self.set_thread(id, rec)?;
+                Ok(Merge::Inserted)
+            }
+            Some(old) if old.head == rec.head => Ok(Merge::Same),
+            Some(_) if overwrite => {
+                self.set_thread(id, rec)?;
+                Ok(Merge::Overwritten)
+            }
+            Some(_) => Ok(Merge::Kept),
+        }
+    }
+
+    /// The registered workflow of `name`.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
+        self.tx.registry_get(name)
+    }
+
+    /// Registers `workflow` under `name` and records the version with its time.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
+        self.tx.set_registry_name(name, workflow)?;
+        self.tx
+            .append_registry_version(name, &RegistryEntry { workflow, time_ms })
+    }
+
+    /// Whether `name` has any recorded version.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
+        self.tx.has_registry_history(name)
+    }
+
+    /// Records a version of `name` (an imported registry history) without changing the name.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
+        self.tx.append_registry_version(name, e)
+    }
+
+    /// Points `name` at `workflow` without recording a version (its history was imported).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
+        self.tx.set_registry_name(name, workflow)
+    }
+
+    /// Merges an imported registry name, like [`Writer::merge_thread`].
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn merge_registry(
+        &mut self,
+        name: &str,
+        workflow: NodeId,
+        time_ms: u64,
+        overwrite: bool,
+    ) -> Result<Merge> {
+        match self.registry_get(name)? {
+            None => {
+                self.registry_set(name, workflow, time_ms)?;
+                Ok(Merge::Inserted)
+            }
+            Some(old) if old == workflow => Ok(Merge::Same),
+            Some(_) if overwrite => {
+                self.registry_set(name, workflow, time_ms)?;
+                Ok(Merge::Overwritten)
+            }
+            Some(_) => Ok(Merge::Kept),
+        }
+    }
+
+    /// Appends a finished thread to the history.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
+        self.tx.append_history(e)
+    }
+
+    /// Removes every history entry of thread `id`; returns how many there were.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
+        self.tx.remove_history_of(id)
+    }
+
+    /// Removes registry name `name`; with `purge` its versions too. Returns whether the name
+    /// was registered.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
+        self.tx.remove_registry_name(name, purge)
+    }
+
+    /// Whether an identical history entry is already recorded for its thread: its latest entry
+    /// first (an import brings a thread's line again), then the thread's others.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn has_history(&mut self, e: &HistoryEntry) -> Result<bool> {
+        match self.tx.history_latest(&e.thread)? {
+            None => Ok(false),
+            Some(latest) if latest == *e => Ok(true),
+            Some(_) => Ok(self.tx.history_entries_of(&e.thread)?.contains(e)),
+        }
+    }
+
+    /// The step lease of thread `id`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.tx.lease(id)
+    }
+
+    /// Records `lease` as the lease of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
+        self.tx.set_lease(id, lease)
+    }
+
+    /// Releases the lease of thread `id`; returns it.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.tx.remove_lease(id)
+    }
+
+    /// The state of thread `id`, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.tx.thread_state(id)
+    }
+
+    /// Every kept thread state, seeing this transaction's writes.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        self.tx.thread_states()
+    }
+
+    /// Sets the state of thread `id` (the default removes its row).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
+        self.tx.set_thread_state(id, s)
+    }
+
+    /// Removes the state of thread `id`.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        self.tx.remove_thread_state(id)
+    }
+
+    /// Sets (`Some`) or removes (`None`) the limits of workflow `name`; returns the old ones.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn set_workflow_limits(
+        &mut self,
+        name: &str,
+        limits: Option<&WorkflowLimits>,
+    ) -> Result<Option<WorkflowLimits>> {
+        self.tx.set_workflow_limits(name, limits)
+    }
+
+    /// Makes the transactions that admit threads of one workflow wait for each other, across
+    /// processes and machines (a transaction-scoped lock on a server; a file's write
+    /// transactions are one at a time already).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn lock_workflow(&mut self, key: &str) -> Result<()> {
+        self.tx.lock_workflow(key)
+    }
+
+    /// Records a removal.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn record_removal(&mut self, r: &Removal) -> Result<()> {
+        self.tx.record_removal(r)
+    }
+
+    /// Pins stored nodes: a collection keeps them and what they reach. Returns, for each,
+    /// whether it was not pinned before.
+    ///
+    /// # Errors
+    /// [`super::StoreError::NotFound`] for an id that is not stored (nothing is pinned then).
+    pub(crate) fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
+        self.tx.pin(ids, now_ms)
+    }
+
+    /// Releases pins; returns, for each id, whether it was pinned.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
+        self.tx.unpin(ids)
+    }
+}
