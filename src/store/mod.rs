@@ -31,6 +31,7 @@ mod queue;
 mod records;
 mod redb;
 mod report;
+mod roots;
 mod threads;
 mod types;
 mod writer;

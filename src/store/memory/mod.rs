@@ -16,8 +16,9 @@ use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{
-    Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node, ids_in_text,
+    Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node,
 };
+use crate::store::roots::{gc_roots, keep_from};
 use crate::workflow::ThreadId;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -161,48 +162,18 @@ impl Memory {
         Ok(out)
     }
 
-    /// The nodes no root reaches, with what the roots reach, over one state.
+    /// What the roots reach and the nodes they do not reach (in write order), over one state.
     fn mark(
-        s: &State,
+        s: &Arc<State>,
         cutoff_ms: Option<u64>,
         live_lease: Option<&dyn Fn(&Lease) -> bool>,
-    ) -> (HashSet<u64>, Vec<u64>) {
-        let mut cutoff = cutoff_ms;
-        if let (Some(c), Some(is_live)) = (cutoff.as_mut(), live_lease) {
-            for l in s.leases.values() {
-                if is_live(l) {
-                    *c = (*c).min(l.since_ms);
-                }
-            }
-        }
-        let mut roots: Vec<u64> = Vec::new();
-        for t in s.threads.values() {
-            roots.push(t.head.0);
-            roots.extend(t.workflow.map(|w| w.0));
-        }
-        for h in s.history.values() {
-            roots.extend(
-                [h.head.as_str(), h.workflow.as_str()]
-                    .into_iter()
-                    .filter_map(|x| NodeId::parse(x).ok())
-                    .map(|id| id.0),
-            );
-        }
-        roots.extend(s.registry.values().map(|w| w.0));
-        roots.extend(s.registry_history.values().map(|e| e.workflow.0));
-        roots.push(META.0);
-        roots.extend(bootstrap_nodes().iter().map(|p| p.id.0));
-        roots.extend(
-            s.type_index
-                .range((META.0, 0)..=(META.0, u64::MAX))
-                .map(|(_, id)| *id),
-        );
-        roots.extend(s.pins.keys().copied());
-        for st in s.states.values() {
-            if let Some(f) = &st.last_error {
-                roots.extend(ids_in_text(&f.message));
-            }
-        }
+    ) -> Result<(HashSet<u64>, Vec<u64>)> {
+        let r = MemRead(s.clone());
+        let cutoff = match (cutoff_ms, live_lease) {
+            (Some(c), Some(is_live)) => Some(keep_from(&r, c, is_live)?),
+            (c, _) => c,
+        };
+        let mut roots = gc_roots(&r)?;
         if let Some(c) = cutoff {
             roots.extend(
                 s.nodes
@@ -227,7 +198,7 @@ impl Memory {
             .copied()
             .filter(|id| !live.contains(id))
             .collect();
-        (live, garbage)
+        Ok((live, garbage))
     }
 }
 
@@ -265,7 +236,8 @@ impl Backend for Memory {
         // One write transaction: nothing is written while it marks and sweeps.
         let cutoff = opts.now_ms.saturating_sub(opts.grace_ms);
         let sweep = |s: &mut State| {
-            let (live, garbage) = Memory::mark(s, Some(cutoff), Some(opts.owner_is_live));
+            let (live, garbage) =
+                Memory::mark(&Arc::new(s.clone()), Some(cutoff), Some(opts.owner_is_live))?;
             let total = garbage.len() as u64;
             (opts.progress)(0, total);
             let mut bytes = 0;
@@ -295,7 +267,7 @@ impl Backend for Memory {
 
     fn count(&self) -> Result<Count> {
         let s = self.now();
-        let (live, garbage) = Memory::mark(&s, None, None);
+        let (live, garbage) = Memory::mark(&s, None, None)?;
         let size = |id: &u64| s.nodes.get(id).map_or(0, |n| n.payload.len() as u64);
         Ok(Count {
             nodes: s.nodes.len() as u64,

@@ -11,9 +11,8 @@ impl Pg {
         schemas: &dyn crate::store::backend::Types,
         progress: crate::store::report::Progress<'_>,
     ) -> Result<crate::store::report::VerifyReport> {
-        use crate::store::report::Damage;
+        use crate::store::report::{Damage, check_node};
         let pg = self;
-        use crate::cas::{cbor, hash};
         let total = pg.node_count()?;
         let mut report = crate::store::report::VerifyReport::default();
         let mut types: HashMap<NodeId, Option<Arc<crate::store::types::TypeInfo>>> = HashMap::new();
@@ -37,20 +36,10 @@ impl Pg {
                 let payload: &[u8] = r.get(4);
                 let edges: Vec<i64> = r.get(5);
                 report.nodes += 1;
-                let self_typed = type_id == id;
-                let actual = hash::id_for(type_id, self_typed, payload);
-                if actual != id {
-                    report.push(Damage::WrongId { id, actual });
-                }
-                if hash::digest(type_id, self_typed, payload)[..] != *digest {
-                    report.push(Damage::BadDigest(id));
-                }
-                if !cbor::decode(payload).is_ok_and(|v| cbor::encode(&v) == payload) {
-                    report.push(Damage::BadPayload(id));
-                }
-                let mut found = Vec::new();
-                let known = if self_typed || type_id == META {
-                    true
+                let typing = if type_id == id {
+                    None
+                } else if type_id == META {
+                    Some((true, None))
                 } else {
                     let info = match types.get(&type_id) {
                         Some(i) => i.clone(),
@@ -70,19 +59,10 @@ impl Pg {
                             i
                         }
                     };
-                    match info {
-                        Some(i) => i
-                            .plan()
-                            .is_ok_and(|p| p.ids_in_cbor(payload, &mut found).is_ok()),
-                        None => {
-                            report.push(Damage::MissingType { id, type_id });
-                            false
-                        }
-                    }
+                    Some((info.is_some(), info))
                 };
-                if known && !found.iter().map(|&f| key(f)).eq(edges.iter().copied()) {
-                    report.push(Damage::WrongRefs(id));
-                }
+                let refs: Vec<NodeId> = edges.iter().map(|&k| unkey(k)).collect();
+                check_node(&mut report, id, type_id, digest, payload, &refs, typing);
             }
             progress(report.nodes, total);
         }

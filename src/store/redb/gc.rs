@@ -33,13 +33,16 @@ use super::Redb;
 use super::nodes::{
     BuildU64, GC_RUNNING, GC_TOUCHED, Link, Lookup, NO_SEQ, entries, join_payloads,
 };
+use super::read::RedbRead;
 use super::records::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
 use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
-use crate::cas::bootstrap::{self, META};
+use crate::store::backend::ReadTx;
+use crate::store::roots::{gc_roots, keep_from};
+
 use crate::store::error::{Result, StoreError};
 use crate::store::records::{HistoryEntry, Lease, RegistryEntry, ThreadRecord, dec, enc};
-use crate::store::report::{Count, GcOptions, GcReport, ids_in_text};
+use crate::store::report::{Count, GcOptions, GcReport};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
@@ -358,62 +361,19 @@ impl Redb {
         cutoff_ms: Option<u64>,
         live_lease: Option<&dyn Fn(&Lease) -> bool>,
     ) -> Result<Marked> {
-        let tx = self.begin_read()?;
+        let r = RedbRead::new(self.begin_read()?);
+        let cutoff_ms = match (cutoff_ms, live_lease) {
+            (Some(c), Some(is_live)) => Some(keep_from(&r, c, is_live)?),
+            (c, _) => c,
+        };
+        let mark = r.write_mark()?;
+        let mut roots = gc_roots(&r)?;
+        let tx = r.tx();
+        let history_next = tx
+            .open_table(HISTORY)?
+            .last()?
+            .map_or(0, |(k, _)| k.value() + 1);
         let (ids, links) = (tx.open_table(IDS)?, tx.open_table(LINKS)?);
-        let mut cutoff_ms = cutoff_ms;
-        if let (Some(c), Some(is_live)) = (cutoff_ms.as_mut(), live_lease) {
-            match tx.open_table(super::records::LEASES) {
-                Ok(t) => {
-                    for (_, l) in super::records::all_records::<Lease>(&t)? {
-                        if is_live(&l) {
-                            *c = (*c).min(l.since_ms);
-                        }
-                    }
-                }
-                Err(redb::TableError::TableDoesNotExist(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        let mark = tx
-            .open_table(META_TABLE)?
-            .get("next_seq")?
-            .map_or(0, |v| v.value());
-        let (mut roots, history_next) = table_roots(
-            &tx.open_table(THREADS)?,
-            &tx.open_table(HISTORY)?,
-            0,
-            &tx.open_table(REGISTRY)?,
-            &tx.open_table(REGISTRY_HISTORY)?,
-        )?;
-        roots.push(META.0);
-        roots.extend(bootstrap::builtins().iter().map(|b| b.id.0));
-        for e in tx
-            .open_table(TYPE_INDEX)?
-            .range((META.0, 0)..=(META.0, u64::MAX))?
-        {
-            roots.push(e?.1.value());
-        }
-        match tx.open_table(PINS) {
-            Ok(t) => {
-                for e in t.iter()? {
-                    roots.push(e?.0.value());
-                }
-            }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        match tx.open_table(super::records::THREAD_STATE) {
-            Ok(t) => {
-                for e in t.iter()? {
-                    let s: crate::store::records::ThreadState = dec(e?.1.value())?;
-                    if let Some(f) = &s.last_error {
-                        roots.extend(ids_in_text(&f.message));
-                    }
-                }
-            }
-            Err(redb::TableError::TableDoesNotExist(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
         let mut old = Vec::new();
         let mut scanned = 0;
         for e in links.iter()? {

@@ -8,7 +8,7 @@
 pub(crate) mod gc;
 pub(crate) mod migrate;
 pub(crate) mod nodes;
-mod read;
+pub(crate) mod read;
 pub(crate) mod records;
 #[cfg(test)]
 mod tests;

@@ -37,6 +37,11 @@ impl RedbRead {
         }
     }
 
+    /// The transaction.
+    pub(crate) fn tx(&self) -> &ReadTransaction {
+        &self.tx
+    }
+
     fn nodes(&self) -> Result<Option<&(IdsTable, BytesTable, BytesTable)>> {
         if let Some(t) = self.nodes.get() {
             return Ok(t.as_ref());
