@@ -82,7 +82,7 @@ fn marker_pid(root: &Path, thread: &ThreadId) -> Option<u32> {
 /// Whether `pid` is a live process running `thread` (its command line names the thread; a
 /// zombie has ended). Without `/proc`, whether the pid exists at all.
 fn runs_thread(pid: u32, thread: &ThreadId) -> bool {
-    if !crate::engine::pid_alive(pid) {
+    if !crate::proc::pid_alive(pid) {
         return false;
     }
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {

@@ -5,7 +5,7 @@ use super::output::{print, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
 use crate::cas::Value;
 use crate::cas::value::Map;
-use crate::engine::lease_is_live;
+use crate::proc::lease_is_live;
 use crate::runner::{self, Event, RunOptions, Stop};
 use crate::thread::{self, AgentCommand, Config};
 use clap::Args;
