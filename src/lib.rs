@@ -19,6 +19,7 @@ pub mod interchange;
 pub mod llm;
 pub(crate) mod logs;
 pub(crate) mod proc;
+pub(crate) mod query;
 pub(crate) mod runner;
 pub(crate) mod serve;
 pub mod store;
