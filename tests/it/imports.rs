@@ -446,8 +446,12 @@ fn facts(src: &str) -> FileFacts {
             Tok::Ident(w) if w == "mod" => {
                 if let Some(name) = ident(i + 1) {
                     match t.get(i + 2) {
-                        Some(Tok::Punct(';')) if inline.is_empty() => {
-                            f.children.insert(name.to_string());
+                        Some(Tok::Punct(';')) => {
+                            if inline.is_empty() {
+                                f.children.insert(name.to_string());
+                            }
+                            i += 3;
+                            continue;
                         }
                         Some(Tok::Punct('{')) => {
                             inline.push((name.to_string(), depth));
