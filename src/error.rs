@@ -1,8 +1,8 @@
 //! What kind of failure an error is: each layer's error names its kind, and the CLI turns the
 //! kind into its exit code (README, "Exit codes").
 
-use crate::engine::StepError;
 use crate::store::StoreError;
+use crate::supervise::StepError;
 use crate::thread::ThreadError;
 
 /// The kind of a failure, for callers that decide what to do next (retry, report, give up).

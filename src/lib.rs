@@ -18,9 +18,12 @@ pub mod fuzzing;
 pub mod interchange;
 pub mod llm;
 pub(crate) mod logs;
+pub(crate) mod proc;
+pub(crate) mod query;
 pub(crate) mod runner;
 pub(crate) mod serve;
 pub mod store;
+pub(crate) mod supervise;
 pub mod thread;
 pub mod workflow;
 

@@ -9,8 +9,7 @@ use super::{Agent, Turn, sessions};
 use crate::agent::prompt;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::engine::StepError;
-use crate::engine::supervisor::{self, Ending, Limits};
+use crate::supervise::{self, Ending, Limits, StepError};
 use crate::thread::{self, AgentCommand, AgentProtocol};
 
 /// A known coding-agent CLI.
@@ -152,7 +151,7 @@ impl Agent for CommandAgent {
             protocol: AgentProtocol::Uwf,
         };
         let display = cmd.command.clone();
-        let run = supervisor::run_with_input(
+        let run = supervise::run_with_input(
             &cmd,
             &[],
             turn.cwd,

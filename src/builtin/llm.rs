@@ -7,9 +7,8 @@ use super::{Agent, Turn};
 use crate::agent::{self, prompt};
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
-use crate::engine::Interrupt;
-use crate::engine::StepError;
 use crate::llm::{ChatRequest, Client, LlmError, Message, Usage};
+use crate::supervise::{Interrupt, StepError};
 use crate::thread;
 use std::time::Instant;
 

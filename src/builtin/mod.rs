@@ -16,9 +16,9 @@ pub use llm::{LlmAgent, LlmArgs};
 
 use crate::agent::Script;
 use crate::cas::NodeId;
-use crate::engine::{Interrupt, StepError};
 use crate::llm::Client;
 use crate::store::Store;
+use crate::supervise::{Interrupt, StepError};
 use crate::thread::{
     self, AgentCommand, AgentProtocol, Config, Fallback, ModelSetup, SubmitInput, ThreadId,
 };

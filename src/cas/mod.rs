@@ -5,6 +5,7 @@ pub mod bootstrap;
 pub mod cbor;
 pub mod hash;
 pub mod id;
+mod pattern;
 pub mod refplan;
 pub mod schema;
 pub mod value;

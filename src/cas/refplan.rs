@@ -25,6 +25,7 @@
 //! reports more nodes rather than skipping one.
 
 use super::id::NodeId;
+use super::pattern::Pattern;
 use super::schema::{SchemaError, escape_pointer};
 use super::value::{Map, Value};
 
@@ -65,37 +66,17 @@ struct ArrayPlan {
     contains: Option<Box<Node>>,
 }
 
-/// A compiled `patternProperties` pattern.
-#[derive(Debug)]
-struct Pattern(fancy_regex::Regex);
-
-impl Pattern {
-    fn is_match(&self, key: &str) -> bool {
-        // An unfinished match counts: reporting one node too many beats skipping one.
-        self.0.is_match(key).unwrap_or(true)
-    }
-}
-
 /// Compiles a `patternProperties` pattern as the validator does.
 ///
 /// # Errors
 /// [`SchemaError::Pattern`] when the pattern is not an ECMA-262 regular expression the
 /// validator's engine supports.
-pub(crate) fn check_pattern(pattern: &str, path: &str) -> Result<(), SchemaError> {
-    compile_pattern(pattern, path).map(drop)
-}
-
 fn compile_pattern(pattern: &str, path: &str) -> Result<Pattern, SchemaError> {
-    let err = |problem: String| SchemaError::Pattern {
+    Pattern::compile(pattern).map_err(|problem| SchemaError::Pattern {
         pattern: pattern.to_string(),
         path: path.to_string(),
-        problem: problem.replace('\n', " "),
-    };
-    let translated = jsonschema_regex::to_rust_regex(pattern)
-        .map_err(|()| err("not a supported ECMA-262 regular expression".into()))?;
-    fancy_regex::Regex::new(&translated)
-        .map(Pattern)
-        .map_err(|e| err(e.to_string()))
+        problem,
+    })
 }
 
 /// Whether `schema` can hold any reference at all.
@@ -677,8 +658,8 @@ mod tests {
         let e = RefPlan::compile(&json(&bad)).unwrap_err();
         assert!(matches!(e, SchemaError::Pattern { ref pattern, .. } if pattern == "("));
         assert!(!e.to_string().contains('\n'));
-        assert!(check_pattern("^(?=a)", "#").is_ok());
-        assert!(check_pattern("(?<", "#").is_err());
+        assert!(compile_pattern("^(?=a)", "#").is_ok());
+        assert!(compile_pattern("(?<", "#").is_err());
     }
 
     #[test]

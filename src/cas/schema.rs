@@ -2,6 +2,7 @@
 //! semantics with the `ocas_ref` format).
 
 use super::id::is_ocas_ref;
+use super::pattern::Pattern;
 use super::value::Value;
 
 /// Keywords a registered schema may use (ocas `isValidSchema`).
@@ -167,7 +168,11 @@ fn check_at(schema: &Value, path: &str) -> Result<(), SchemaError> {
                     if k == "patternProperties" {
                         // Refs under it are found with this pattern: one that cannot be
                         // compiled would leave them unfound.
-                        super::refplan::check_pattern(name, &sub(k))?;
+                        Pattern::compile(name).map_err(|problem| SchemaError::Pattern {
+                            pattern: name.to_string(),
+                            path: sub(k),
+                            problem,
+                        })?;
                     }
                     check_at(s, &format!("{}/{}", sub(k), escape_pointer(name)))?;
                 }

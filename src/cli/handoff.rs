@@ -237,7 +237,7 @@ fn sweep(parent: &Path, mine: &Path) {
         };
         let path = e.path();
         let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
-        if ours && path != mine && !crate::engine::pid_alive(pid) {
+        if ours && path != mine && !crate::proc::pid_alive(pid) {
             let _ = std::fs::remove_file(path.join("submit.sock"));
             let _ = std::fs::remove_dir(&path);
         }

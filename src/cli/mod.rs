@@ -4,6 +4,7 @@
 mod agent;
 pub(crate) mod background;
 mod cas;
+mod env;
 mod handoff;
 mod interchange;
 mod log;
@@ -16,146 +17,17 @@ mod store_cmd;
 pub(crate) mod thread;
 pub(crate) mod workflow;
 
+pub(crate) use crate::query::error::{CliError, CliResult, Missing};
+pub(crate) use env::Env;
 pub(crate) use output::Format;
 
+use env::system_now_ms;
+
 use crate::ErrorKind;
-use crate::engine::StepError;
-use crate::store::{self, Store, StoreError};
-use crate::thread::{ThreadError, ThreadId};
+use crate::store::{self, StoreError};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-
-/// A failed command: the one-line message for stderr, hints, and its kind (the exit code).
-#[derive(Debug)]
-pub(crate) struct CliError {
-    /// Printed to stderr (nothing when empty).
-    pub message: String,
-    /// The kind, which gives the exit code.
-    pub kind: ErrorKind,
-    /// Printed after the message as `hint: …` lines.
-    pub hints: Vec<String>,
-    /// A retry of the same command may succeed.
-    pub retryable: bool,
-    /// Exit 0 without a message (a closed stdout pipe).
-    pub quiet: bool,
-    /// The name or thread id that matched nothing, for a "did you mean" hint.
-    pub(crate) missing: Option<Missing>,
-}
-
-/// What a command looked for and did not find.
-#[derive(Debug, Clone)]
-pub(crate) enum Missing {
-    /// A thread id (or the start of one).
-    Thread(String),
-    /// A registered workflow name.
-    Workflow(String),
-}
-
-impl CliError {
-    /// A user error (exit code 1).
-    pub(crate) fn new(message: impl Into<String>) -> CliError {
-        CliError::of(ErrorKind::User, message)
-    }
-
-    /// An error of `kind`.
-    pub(crate) fn of(kind: ErrorKind, message: impl Into<String>) -> CliError {
-        CliError {
-            message: message.into(),
-            kind,
-            hints: Vec::new(),
-            retryable: kind == ErrorKind::Retry,
-            quiet: false,
-            missing: None,
-        }
-    }
-
-    /// Marks the error as about `m`, which matched nothing.
-    pub(crate) fn missing(mut self, m: Missing) -> CliError {
-        self.missing = Some(m);
-        self
-    }
-
-    /// Adds a `hint:` line.
-    pub(crate) fn hint(mut self, hint: impl Into<String>) -> CliError {
-        self.hints.push(hint.into());
-        self
-    }
-
-    /// The process exit code.
-    pub(crate) fn code(&self) -> i32 {
-        if self.quiet { 0 } else { self.kind.exit_code() }
-    }
-
-    /// Prints the message and hints to stderr, and with `json` a JSON error object after them.
-    fn report(&self, json: bool) {
-        if self.quiet {
-            return;
-        }
-        let mut err = std::io::stderr().lock();
-        if !self.message.is_empty() {
-            let _ = writeln!(err, "{}", self.message);
-        }
-        for h in &self.hints {
-            let _ = writeln!(err, "hint: {h}");
-        }
-        if json {
-            let _ = writeln!(err, "{}", self.to_json());
-        }
-    }
-
-    /// The JSON error object of `--format json` (and of `uwf serve`'s API), one line.
-    pub(crate) fn to_json(&self) -> String {
-        let o = ErrorOut {
-            error: ErrorBody {
-                kind: self.kind.name(),
-                code: self.code(),
-                message: &self.message,
-                hints: &self.hints,
-                retryable: self.retryable,
-            },
-        };
-        output::to_value(&o).to_json()
-    }
-}
-
-/// The JSON error object on stderr (`--format json`).
-#[derive(serde::Serialize)]
-struct ErrorOut<'a> {
-    error: ErrorBody<'a>,
-}
-
-/// What [`ErrorOut`] says of the error.
-#[derive(serde::Serialize)]
-struct ErrorBody<'a> {
-    kind: &'static str,
-    code: i32,
-    message: &'a str,
-    hints: &'a [String],
-    retryable: bool,
-}
-
-impl From<StoreError> for CliError {
-    fn from(e: StoreError) -> Self {
-        CliError::of(e.kind(), e.to_string())
-    }
-}
-
-impl From<ThreadError> for CliError {
-    fn from(e: ThreadError) -> Self {
-        let missing = match &e {
-            ThreadError::NotFound(t) => Some(Missing::Thread(t.clone())),
-            ThreadError::WorkflowNotFound(w) => Some(Missing::Workflow(w.clone())),
-            _ => None,
-        };
-        let mut c = match e {
-            ThreadError::Store(s) => s.into(),
-            e => CliError::of(e.kind(), e.to_string()),
-        };
-        c.missing = missing;
-        c
-    }
-}
 
 /// A `did you mean …` hint for what `e` did not find: the nearest registered name, or the
 /// thread whose id starts with, or nearly with, what was given. Nothing when the store does not
@@ -208,37 +80,6 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
         }
     }
 }
-
-impl From<StepError> for CliError {
-    fn from(e: StepError) -> Self {
-        let retryable = e.retryable();
-        let hint = match &e {
-            StepError::Busy { thread, .. } => Some(format!(
-                "wait for that step to end; \"uwf thread show {thread}\" shows when it has"
-            )),
-            StepError::Advanced { .. } => Some("run the step again from the new head".to_string()),
-            _ => None,
-        };
-        let mut c = match e {
-            StepError::Thread(t) => t.into(),
-            e => CliError::of(e.kind(), e.to_string()),
-        };
-        c.retryable = retryable;
-        if let Some(h) = hint {
-            c = c.hint(h);
-        }
-        c
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::of(ErrorKind::Internal, e.to_string())
-    }
-}
-
-/// Result of a command.
-pub(crate) type CliResult<T = ()> = Result<T, CliError>;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -397,188 +238,20 @@ fn collect_pages(cmd: &clap::Command, name: &str, out: &mut Vec<(String, clap::C
     }
 }
 
-/// What a command needs from its surroundings.
-pub(crate) struct Env {
-    /// The storage root.
-    pub root: PathBuf,
-    /// Output format.
-    pub format: Format,
-    /// Milliseconds since the epoch, read once.
-    pub now_ms: u64,
-    /// `--format` when given on the command line.
-    pub explicit_format: Option<Format>,
-    /// Whether stderr is a terminal (progress bars).
-    pub stderr_tty: bool,
-    /// The working directory.
-    pub cwd: PathBuf,
-    /// Where the TypeScript tool may have kept the root's nodes besides `<root>/cas`:
-    /// `$UNCAGED_CAS_DIR`, and `~/.uncaged/json-cas` when the root was found its way (not
-    /// through `UWF_HOME`). Read by the automatic import of a file-layout root.
-    pub ts_cas: Vec<PathBuf>,
-    /// A fixed clock (`UWF_TEST_NOW_MS`, for tests): every reading of the time gives it.
-    fixed_now: Option<u64>,
-    /// A fixed random seed (`UWF_TEST_SEED`, for tests) and how many ids it has made.
-    seed: Option<(u64, std::cell::Cell<u64>)>,
-    /// `<root>/.env`, once read.
-    dotenv_file: std::cell::OnceCell<Vec<(String, String)>>,
-    /// Where the store is when not `<root>/uwf.redb`: `--store`, `UWF_STORE` or `store:` in
-    /// config.yaml; a PostgreSQL URL or a redb file path.
-    pub store: Option<String>,
-}
-
-/// Milliseconds since the epoch from the system clock.
-fn system_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
-impl Env {
-    /// The time now, ms since the epoch (the fixed clock in tests).
-    pub(crate) fn clock(&self) -> u64 {
-        self.fixed_now.unwrap_or_else(system_now_ms)
+/// Prints the message and hints to stderr, and with `json` a JSON error object after them.
+fn report(e: &CliError, json: bool) {
+    if e.quiet {
+        return;
     }
-
-    /// The clock as a value other threads can read: the fixed time in tests, else the
-    /// system clock.
-    pub(crate) fn shared_clock(&self) -> std::sync::Arc<dyn Fn() -> u64 + Send + Sync> {
-        match self.fixed_now {
-            Some(t) => std::sync::Arc::new(move || t),
-            None => std::sync::Arc::new(system_now_ms),
-        }
+    let mut err = std::io::stderr().lock();
+    if !e.message.is_empty() {
+        let _ = writeln!(err, "{}", e.message);
     }
-
-    /// A new thread id for the time of the command: random bits from the system, or from the
-    /// fixed seed in tests (each id of a process from the next number).
-    pub(crate) fn new_thread_id(&self) -> ThreadId {
-        match &self.seed {
-            None => ThreadId::generate(self.now_ms),
-            Some((seed, n)) => {
-                let i = n.get();
-                n.set(i + 1);
-                let a = twox_hash::XxHash64::oneshot(*seed, &i.to_le_bytes()).to_be_bytes();
-                let b = twox_hash::XxHash64::oneshot(!*seed, &i.to_le_bytes()).to_be_bytes();
-                let mut r = [0u8; 10];
-                r[..8].copy_from_slice(&a);
-                r[8..].copy_from_slice(&b[..2]);
-                ThreadId::new(self.now_ms, r)
-            }
-        }
+    for h in &e.hints {
+        let _ = writeln!(err, "hint: {h}");
     }
-
-    /// The variables of `<root>/.env` that the environment does not set (the environment
-    /// wins, as dotenv loads them).
-    pub fn dotenv(&self) -> Vec<(String, String)> {
-        self.dotenv_file()
-            .iter()
-            .filter(|(k, _)| std::env::var_os(k).is_none())
-            .cloned()
-            .collect()
-    }
-
-    /// Every variable of `<root>/.env`, read once per process.
-    fn dotenv_file(&self) -> &[(String, String)] {
-        self.dotenv_file.get_or_init(|| {
-            std::fs::read_to_string(self.root.join(".env"))
-                .map(|t| crate::thread::config::parse_dotenv(&t))
-                .unwrap_or_default()
-        })
-    }
-
-    /// What agents run with, from one read of `.env`: the models of `config` (keys looked up
-    /// in the environment, then in `.env`) and the variables added to an agent's environment
-    /// (`.env`, and `UWF_NO_LLM=1` with `no_llm`, which also turns model extraction off).
-    pub(crate) fn agent_setup(
-        &self,
-        config: &crate::thread::Config,
-        no_llm: bool,
-    ) -> (crate::builtin::Models, Vec<(String, String)>) {
-        let mut vars = self.dotenv();
-        let models = self.models(config, no_llm, &vars);
-        if no_llm {
-            vars.push(("UWF_NO_LLM".into(), "1".into()));
-        }
-        // The store this process was pointed at (`--store`, `UWF_STORE`, `store:`), so that an
-        // agent's `uwf agent submit` writes where the step reads, whatever its working
-        // directory (a file as an absolute path).
-        if self.store.is_some() {
-            let s = match self.server_url() {
-                Some(url) => url.to_string(),
-                None => self.db_path().display().to_string(),
-            };
-            vars.push(("UWF_STORE".into(), s));
-        }
-        (models, vars)
-    }
-
-    /// The models of `config`, their keys looked up in the environment, then in `dotenv`.
-    /// `no_llm` turns model extraction off.
-    fn models(
-        &self,
-        config: &crate::thread::Config,
-        no_llm: bool,
-        dotenv: &[(String, String)],
-    ) -> crate::builtin::Models {
-        let dotenv: std::collections::HashMap<String, String> = dotenv.iter().cloned().collect();
-        let vars: crate::builtin::Vars = std::sync::Arc::new(move |k: &str| {
-            std::env::var(k)
-                .ok()
-                .or_else(|| dotenv.get(k).cloned())
-                .filter(|v| !v.is_empty())
-        });
-        let mut m = crate::builtin::Models::new(config.clone(), vars);
-        if no_llm {
-            m.llm_extract = false;
-        }
-        m
-    }
-
-    /// The store file: `<root>/uwf.redb`, or the file `--store` (`UWF_STORE`, `store:`)
-    /// names; with a server URL, the path where the file would be (it is never created).
-    pub(crate) fn db_path(&self) -> PathBuf {
-        match &self.store {
-            Some(s) if !Store::is_server_url(s) => self.cwd.join(s),
-            _ => self.root.join(store::DB_FILE),
-        }
-    }
-
-    /// The PostgreSQL URL the store is on, if any.
-    pub(crate) fn server_url(&self) -> Option<&str> {
-        self.store.as_deref().filter(|s| Store::is_server_url(s))
-    }
-
-    /// Opens the store for writing, creating it on first use. A root that has only the
-    /// TypeScript tool's file layout is imported first into a new redb file (never into a
-    /// server: `uwf import` does that).
-    ///
-    /// # Errors
-    /// A store that cannot be opened.
-    pub(crate) fn open_rw(&self) -> CliResult<Store> {
-        if let Some(url) = self.server_url() {
-            return Ok(Store::open_url(url, &|k| std::env::var(k).ok())?);
-        }
-        if self.store.is_none()
-            && let Some(s) = interchange::auto_import(self)?
-        {
-            return Ok(s);
-        }
-        Ok(Store::open(&self.db_path())?)
-    }
-
-    /// Opens the store for reading; creates it when it does not exist yet.
-    ///
-    /// # Errors
-    /// A store that cannot be opened.
-    pub(crate) fn open_ro(&self) -> CliResult<Store> {
-        if self.server_url().is_some() {
-            return self.open_rw();
-        }
-        let p = self.db_path();
-        if p.exists() {
-            Ok(Store::open_read_only(&p)?)
-        } else {
-            self.open_rw()
-        }
+    if json {
+        let _ = writeln!(err, "{}", e.to_json());
     }
 }
 
@@ -651,6 +324,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
         dotenv_file: std::cell::OnceCell::new(),
+        auto_import: interchange::auto_import,
         store: cli
             .store
             .clone()
@@ -718,7 +392,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
                     e.message
                 );
             }
-            e.report(cli.format == Some(Format::Json));
+            report(&e, cli.format == Some(Format::Json));
             e.code()
         }
     };

@@ -1,14 +1,15 @@
 //! `uwf run` (drive threads to their end, many at once) and `uwf ps` (the steps running now,
 //! across every process using the store).
 
-use super::output::{print, write_stdout};
+use super::output::{print, to_value, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
 use crate::cas::Value;
-use crate::cas::value::Map;
-use crate::engine::lease_is_live;
+use crate::proc::lease_is_live;
 use crate::runner::{self, Event, RunOptions, Stop};
 use crate::thread::{self, AgentCommand, Config};
 use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
@@ -52,12 +53,61 @@ fn seconds(what: &str, s: f64) -> CliResult<Duration> {
     }
 }
 
-fn counts(c: &runner::Counts) -> Value {
-    let mut m = Map::new();
-    m.insert("steps".into(), Value::Number(c.steps as f64));
-    m.insert("completed".into(), Value::Number(c.completed as f64));
-    m.insert("failed".into(), Value::Number(c.failed as f64));
-    Value::Object(m)
+/// Steps taken, threads completed and failed: overall and per workflow in `uwf run`'s summary.
+#[derive(Serialize)]
+struct Counts {
+    steps: u64,
+    completed: u64,
+    failed: u64,
+}
+
+impl From<&runner::Counts> for Counts {
+    fn from(c: &runner::Counts) -> Self {
+        Counts {
+            steps: c.steps,
+            completed: c.completed,
+            failed: c.failed,
+        }
+    }
+}
+
+/// `uwf run`'s summary.
+#[derive(Serialize)]
+struct Summary<'a> {
+    steps: u64,
+    completed: u64,
+    failed: u64,
+    errors: u64,
+    workflows: BTreeMap<&'a str, Counts>,
+}
+
+/// The last line of `uwf run --format json`.
+#[derive(Serialize)]
+struct SummaryLine<'a> {
+    summary: &'a Summary<'a>,
+}
+
+/// A line of `uwf run --format json`: a thread that ended.
+#[derive(Serialize)]
+struct Finished<'a> {
+    thread: &'a str,
+    workflow: &'a str,
+    status: &'a str,
+    steps: u64,
+    error: Option<&'a str>,
+}
+
+/// A row of `uwf ps`.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Running<'a> {
+    thread: &'a str,
+    workflow: &'a str,
+    role: Option<&'a str>,
+    agent: Option<String>,
+    pid: u32,
+    since: u64,
+    elapsed_ms: u64,
 }
 
 /// Where the submit socket's directory goes: `$XDG_RUNTIME_DIR`, else the system's temporary
@@ -164,13 +214,14 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
                     eprint!("\r\x1b[K");
                 }
                 if lines {
-                    let mut m = Map::new();
-                    m.insert("thread".into(), Value::str(thread.as_str()));
-                    m.insert("workflow".into(), Value::str(workflow));
-                    m.insert("status".into(), Value::str(status));
-                    m.insert("steps".into(), Value::Number(steps as f64));
-                    m.insert("error".into(), error.map_or(Value::Null, Value::str));
-                    let _ = write_stdout(format!("{}\n", Value::Object(m).to_json()).as_bytes());
+                    let line = Finished {
+                        thread: thread.as_str(),
+                        workflow: &workflow,
+                        status: &status,
+                        steps,
+                        error: error.as_deref(),
+                    };
+                    let _ = write_stdout(format!("{}\n", to_value(&line).to_json()).as_bytes());
                 } else if let Some(e) = error {
                     eprintln!("{thread} ({workflow}): {status}: {e}");
                 }
@@ -206,26 +257,23 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         stopped_by = summary.stopped_by.unwrap_or(0),
         "run ended"
     );
-    let mut per = Map::new();
-    for (name, c) in &summary.workflows {
-        per.insert(name.clone(), counts(c));
-    }
-    let mut out = Map::new();
-    out.insert("steps".into(), Value::Number(summary.total.steps as f64));
-    out.insert(
-        "completed".into(),
-        Value::Number(summary.total.completed as f64),
-    );
-    out.insert("failed".into(), Value::Number(summary.total.failed as f64));
-    out.insert("errors".into(), Value::Number(summary.errors as f64));
-    out.insert("workflows".into(), Value::Object(per));
-    let out = Value::Object(out);
+    let out = Summary {
+        steps: summary.total.steps,
+        completed: summary.total.completed,
+        failed: summary.total.failed,
+        errors: summary.errors,
+        workflows: summary
+            .workflows
+            .iter()
+            .map(|(name, c)| (name.as_str(), Counts::from(c)))
+            .collect(),
+    };
+    // Through `Value`, as every output: JavaScript's key order and number spelling.
     if lines {
-        let mut m = Map::new();
-        m.insert("summary".into(), out);
-        write_stdout(format!("{}\n", Value::Object(m).to_json()).as_bytes())?;
+        let line = to_value(&SummaryLine { summary: &out });
+        write_stdout(format!("{}\n", line.to_json()).as_bytes())?;
     } else {
-        print(env.format, &out)?;
+        print(env.format, &to_value(&out))?;
     }
     match summary.stopped_by {
         Some(sig) => Err(CliError::of(
@@ -254,18 +302,15 @@ pub(crate) fn ps(env: &Env) -> CliResult {
             .as_deref()
             .and_then(|r| config.agent_for(&workflow, r).ok())
             .map(|a| a.display());
-        let mut m = Map::new();
-        m.insert("thread".into(), Value::str(t.as_str()));
-        m.insert("workflow".into(), Value::str(&workflow));
-        m.insert("role".into(), role.map_or(Value::Null, Value::str));
-        m.insert("agent".into(), agent.map_or(Value::Null, Value::str));
-        m.insert("pid".into(), Value::Number(f64::from(l.pid)));
-        m.insert("since".into(), Value::Number(l.since_ms as f64));
-        m.insert(
-            "elapsedMs".into(),
-            Value::Number(now.saturating_sub(l.since_ms) as f64),
-        );
-        rows.push(Value::Object(m));
+        rows.push(to_value(&Running {
+            thread: t.as_str(),
+            workflow: &workflow,
+            role: role.as_deref(),
+            agent,
+            pid: l.pid,
+            since: l.since_ms,
+            elapsed_ms: now.saturating_sub(l.since_ms),
+        }));
     }
     print(env.format, &Value::Array(rows))
 }

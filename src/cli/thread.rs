@@ -3,16 +3,14 @@
 use super::background;
 use super::output::{NodeIdStr, print, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
-use crate::cas::{NodeId, Value};
 use crate::engine::{self, Interrupt, StepOptions};
-use crate::store::Store;
+use crate::query::thread::{State, StepsOut, list_rows, shown, thread_id};
 use crate::thread::{
-    self, AgentCommand, AgentProtocol, Config, ListFilter, Listed, ReadOptions, Status, StepOutput,
-    Steps, ThreadId, time::parse_time,
+    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
+    time::parse_time,
 };
 use clap::Subcommand;
 use serde::Serialize;
-use std::path::Path;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -284,60 +282,6 @@ pub(crate) enum StepCommand {
     },
 }
 
-/// A thread's state: `thread show`, each step of `thread step`, `thread exec --background`
-/// (`background` is true there, null elsewhere).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct State<'a> {
-    workflow: &'a str,
-    thread: &'a str,
-    head: &'a str,
-    status: &'static str,
-    current_role: Option<&'a str>,
-    done: bool,
-    background: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<LastError<'a>>,
-    /// The process running a step now.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    running: Option<Running>,
-}
-
-/// `running`: the process that holds the thread's step lease.
-#[derive(Serialize)]
-pub(crate) struct Running {
-    pid: u32,
-    since: u64,
-}
-
-/// The last failed step of a thread (only when it has one).
-#[derive(Serialize)]
-pub(crate) struct LastError<'a> {
-    time: u64,
-    agent: &'a str,
-    message: &'a str,
-}
-
-impl<'a> From<&'a StepOutput> for State<'a> {
-    fn from(o: &'a StepOutput) -> Self {
-        State {
-            workflow: &o.workflow,
-            thread: o.thread.as_str(),
-            head: &o.head,
-            status: o.status.as_str(),
-            current_role: o.current_role.as_deref(),
-            done: o.done,
-            background: None,
-            last_error: o.last_error.as_ref().map(|e| LastError {
-                time: e.time_ms,
-                agent: &e.agent,
-                message: &e.message,
-            }),
-            running: o.running.map(|(pid, since)| Running { pid, since }),
-        }
-    }
-}
-
 /// `thread start` (`status` only for a thread its workflow's limit held back).
 #[derive(Serialize)]
 struct Started<'a> {
@@ -345,87 +289,6 @@ struct Started<'a> {
     thread: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<&'static str>,
-}
-
-/// One row of `thread list`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ListRow<'a> {
-    thread: &'a str,
-    workflow: Option<&'a str>,
-    head: &'a str,
-    status: &'static str,
-    current_role: Option<&'a str>,
-}
-
-impl<'a> From<&'a Listed> for ListRow<'a> {
-    fn from(l: &'a Listed) -> Self {
-        ListRow {
-            thread: &l.thread,
-            workflow: l.workflow.as_deref(),
-            head: &l.head,
-            status: l.status.as_str(),
-            current_role: l.current_role.as_deref(),
-        }
-    }
-}
-
-/// `thread steps`: the start, then the steps.
-#[derive(Serialize)]
-pub(crate) struct StepsOut<'a> {
-    thread: &'a str,
-    workflow: NodeIdStr,
-    steps: Vec<StepsRow<'a>>,
-}
-
-/// A row of [`StepsOut`].
-#[derive(Serialize)]
-#[serde(untagged)]
-pub(crate) enum StepsRow<'a> {
-    /// The StartNode.
-    Start {
-        hash: NodeIdStr,
-        workflow: NodeIdStr,
-        prompt: &'a str,
-        timestamp: u64,
-    },
-    /// A StepNode; `detail` is `""` when it has none.
-    #[serde(rename_all = "camelCase")]
-    Step {
-        hash: NodeIdStr,
-        role: &'a str,
-        output: &'a Value,
-        detail: String,
-        agent: &'a str,
-        timestamp: u64,
-        duration_ms: Option<f64>,
-    },
-}
-
-impl<'a> StepsOut<'a> {
-    /// The output of `thread steps` for `thread`.
-    pub(crate) fn new(thread: &'a str, s: &'a Steps) -> Self {
-        let start = StepsRow::Start {
-            hash: NodeIdStr(s.start),
-            workflow: NodeIdStr(s.workflow),
-            prompt: &s.prompt,
-            timestamp: s.start_timestamp,
-        };
-        let steps = s.steps.iter().map(|st| StepsRow::Step {
-            hash: NodeIdStr(st.id),
-            role: &st.role,
-            output: &st.output,
-            detail: st.detail.map(NodeId::to_wire).unwrap_or_default(),
-            agent: &st.agent,
-            timestamp: st.timestamp,
-            duration_ms: st.duration_ms,
-        });
-        StepsOut {
-            thread,
-            workflow: NodeIdStr(s.workflow),
-            steps: std::iter::once(start).chain(steps).collect(),
-        }
-    }
 }
 
 /// `thread kill`.
@@ -463,11 +326,6 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
         Some(q) => thread::parse_quota(q)
             .ok_or_else(|| CliError::new("invalid --quota: must be a positive integer")),
     }
-}
-
-/// A thread id argument.
-pub(crate) fn thread_id(s: &str) -> CliResult<ThreadId> {
-    ThreadId::parse(s).map_err(|e| CliError::new(e).missing(super::Missing::Thread(s.to_string())))
 }
 
 pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
@@ -589,29 +447,11 @@ fn cmd_show(env: &Env, thread: &str) -> CliResult {
     print_as(env.format, &State::from(&out))
 }
 
-/// The state `thread show` prints ([`State::from`] makes the output of it).
-///
-/// # Errors
-/// An unknown thread, a broken chain, store failures.
-pub(crate) fn shown(root: &Path, s: &Store, t: &ThreadId) -> CliResult<StepOutput> {
-    let mut out = thread::show(s, t)?;
-    // Between two steps a background run holds no lease; its marker still says running.
-    if out.status == Status::Idle && background::live_marker(root, t).is_some() {
-        out.status = Status::Running;
-    }
-    Ok(out)
-}
-
 /// `thread list`.
 fn cmd_list(env: &Env, f: &ListFilter) -> CliResult {
     let s = env.open_ro()?;
     let rows = thread::list(&s, f)?;
     print_as(env.format, &list_rows(&rows))
-}
-
-/// The output of `thread list` for the threads `thread::list` gave.
-pub(crate) fn list_rows(rows: &[Listed]) -> Vec<ListRow<'_>> {
-    rows.iter().map(ListRow::from).collect()
 }
 
 /// `thread read THREAD`.

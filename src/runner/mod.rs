@@ -412,7 +412,7 @@ fn scan(
     let leased: HashSet<ThreadId> = store
         .leases()?
         .into_iter()
-        .filter(|(_, l)| engine::lease_is_live(l))
+        .filter(|(_, l)| crate::proc::lease_is_live(l))
         .map(|(t, _)| t)
         .collect();
     let mut snap = None;

@@ -13,8 +13,9 @@
 
 mod page;
 
-use crate::cli::workflow as cli_workflow;
-use crate::cli::{CliError, CliResult, background, output::json_line, thread as cli_thread};
+use crate::query::error::{CliError, CliResult};
+use crate::query::output::json_line;
+use crate::query::{running, thread as answers, workflow as workflows};
 use crate::store::{self, Store};
 use crate::thread::{self, ListFilter, ReadOptions, Status};
 use axum::Router;
@@ -270,7 +271,7 @@ impl ListQuery {
                 .map(Status::parse_list)
                 .transpose()?,
             all: true,
-            background: background::running_threads(&app.ctx.root),
+            background: running::running_threads(&app.ctx.root),
             ..ListFilter::default()
         })
     }
@@ -280,7 +281,7 @@ impl ListQuery {
 async fn api_threads(State(app): State<Shared>, Query(q): Query<ListQuery>) -> Response {
     read(app, Answer::Api, move |app| {
         let rows = thread::list(&app.ctx.store, &q.filter(app)?)?;
-        Ok(json(json_line(&cli_thread::list_rows(&rows))?))
+        Ok(json(json_line(&answers::list_rows(&rows))?))
     })
     .await
 }
@@ -288,9 +289,9 @@ async fn api_threads(State(app): State<Shared>, Query(q): Query<ListQuery>) -> R
 /// `/api/threads/{id}`: `uwf thread show`.
 async fn api_thread(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = cli_thread::thread_id(&id)?;
-        let out = cli_thread::shown(&app.ctx.root, &app.ctx.store, &t)?;
-        Ok(json(json_line(&cli_thread::State::from(&out))?))
+        let t = answers::thread_id(&id)?;
+        let out = answers::shown(&app.ctx.root, &app.ctx.store, &t)?;
+        Ok(json(json_line(&answers::State::from(&out))?))
     })
     .await
 }
@@ -298,9 +299,9 @@ async fn api_thread(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> 
 /// `/api/threads/{id}/steps`: `uwf thread steps`.
 async fn api_steps(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = cli_thread::thread_id(&id)?;
+        let t = answers::thread_id(&id)?;
         let steps = thread::steps(&app.ctx.store, &t)?;
-        Ok(json(json_line(&cli_thread::StepsOut::new(
+        Ok(json(json_line(&answers::StepsOut::new(
             t.as_str(),
             &steps,
         ))?))
@@ -311,7 +312,7 @@ async fn api_steps(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> R
 /// `/api/threads/{id}/read`: `uwf thread read` (markdown).
 async fn api_read(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = cli_thread::thread_id(&id)?;
+        let t = answers::thread_id(&id)?;
         let md = thread_markdown(app, &t)?;
         Ok((
             [
@@ -342,7 +343,7 @@ fn thread_markdown(app: &App, t: &thread::ThreadId) -> CliResult<String> {
 /// `/api/workflows`: `uwf workflow list` (local names from the server's directory).
 async fn api_workflows(State(app): State<Shared>) -> Response {
     read(app, Answer::Api, move |app| {
-        let rows = cli_workflow::list_rows(&app.ctx.store, &app.ctx.cwd)?;
+        let rows = workflows::list_rows(&app.ctx.store, &app.ctx.cwd)?;
         Ok(json(json_line(&rows)?))
     })
     .await
@@ -351,7 +352,7 @@ async fn api_workflows(State(app): State<Shared>) -> Response {
 /// `/api/workflows/{name}`: `uwf workflow show`.
 async fn api_workflow(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let out = cli_workflow::shown(&app.ctx.store, &name, &app.ctx.cwd)?;
+        let out = workflows::shown(&app.ctx.store, &name, &app.ctx.cwd)?;
         Ok(json(json_line(&out)?))
     })
     .await
@@ -360,7 +361,7 @@ async fn api_workflow(State(app): State<Shared>, UrlPath(name): UrlPath<String>)
 /// `/api/workflows/{name}/history`: `uwf workflow history`.
 async fn api_history(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let out = cli_workflow::history(&app.ctx.store, name)?;
+        let out = workflows::history(&app.ctx.store, name)?;
         Ok(json(json_line(&out)?))
     })
     .await
@@ -385,8 +386,8 @@ async fn threads_page(State(app): State<Shared>, Query(q): Query<ListQuery>) -> 
 async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
-        let t = cli_thread::thread_id(&id)?;
-        let state = cli_thread::shown(&app.ctx.root, s, &t)?;
+        let t = answers::thread_id(&id)?;
+        let state = answers::shown(&app.ctx.root, s, &t)?;
         let steps = thread::steps(s, &t)?;
         let md = thread_markdown(app, &t)?;
         let wf = thread::load_workflow(&s.snapshot()?, steps.workflow)?;
@@ -415,7 +416,7 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
 async fn workflows_page(State(app): State<Shared>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
-        let rows = cli_workflow::list_rows(s, &app.ctx.cwd)?;
+        let rows = workflows::list_rows(s, &app.ctx.cwd)?;
         let mut versions = std::collections::HashMap::new();
         for r in &rows {
             versions.insert(r.name.clone(), s.registry_history(&r.name)?.len());
@@ -429,12 +430,12 @@ async fn workflows_page(State(app): State<Shared>) -> Response {
 async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
-        let shown = cli_workflow::shown(s, &name, &app.ctx.cwd)?;
-        let wf = cli_workflow::parse(&shown.payload)?;
+        let shown = workflows::shown(s, &name, &app.ctx.cwd)?;
+        let wf = workflows::parse(&shown.payload)?;
         // A workflow file or an id that was never registered under the name has no history.
         let history = match s.registry_history(&name)?.is_empty() {
             true => None,
-            false => Some(cli_workflow::history(s, name.clone())?),
+            false => Some(workflows::history(s, name.clone())?),
         };
         Ok(html(page::workflow(
             app.version(),

@@ -2,7 +2,7 @@
 //! script, every value escaped; the conversation's markdown rendered here with raw HTML shown
 //! as text.
 
-use crate::cli::workflow::{History, ListRow, Shown};
+use crate::query::workflow::{History, ListRow, Shown};
 use crate::thread::time::{format_duration, format_utc};
 use crate::thread::{Listed, StepOutput, Steps};
 use crate::workflow::StoredWorkflow;

@@ -1,13 +1,13 @@
 //! Thread commands other than the step itself: start, fork, kill, show, list, steps and step
 //! details, and storing workflows.
 
+use super::admission::Admission;
 use super::chain::{Chain, chain_in, expand_output, history_in, load_chain, load_workflow};
 use super::id::{ThreadId, time_of};
-use super::lifecycle::Admission;
 use super::{Config, Result, ThreadError};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value};
-use crate::engine::lease_is_live;
+use crate::proc::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord, ThreadState};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata};
@@ -118,7 +118,7 @@ pub fn start_with(
     }
     let wf =
         super::registry::resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
-    let limits = super::lifecycle::limits_for(store, config, wf)?;
+    let limits = super::admission::limits_for(store, config, wf)?;
     let start = StartNode {
         workflow: Some(wf),
         prompt: input.prompt.to_string(),
@@ -136,7 +136,7 @@ pub fn start_with(
         if !w.has(wf)? {
             return Err(crate::store::StoreError::NotFound(wf));
         }
-        super::lifecycle::admit(
+        super::admission::admit(
             w,
             thread,
             &ThreadRecord {

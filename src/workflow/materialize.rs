@@ -132,10 +132,12 @@ pub fn materialize(def: &WorkflowDef) -> Result<Materialized, WorkflowError> {
 mod tests {
     use super::*;
     use crate::cas::schema::Validator;
+    use crate::workflow::nodes::WORKFLOW_EXT;
 
     #[test]
     fn extended_schema_is_registrable() {
         let s = extended_schema();
+        assert_eq!(s.id, WORKFLOW_EXT);
         check_schema(&s.payload).unwrap();
         Validator::new(&s.payload).unwrap();
         assert_ne!(s.id, WORKFLOW);

@@ -306,7 +306,6 @@ mod tests {
         ] {
             assert_eq!(by_name(name).unwrap().id, c, "{name}");
         }
-        assert_eq!(super::super::extended_schema().id, WORKFLOW_EXT);
     }
 
     #[test]

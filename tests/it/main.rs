@@ -14,6 +14,7 @@ mod fake_api;
 mod fuzz;
 mod gc;
 mod handoff;
+mod imports;
 mod interchange;
 mod interop;
 mod llm;

@@ -125,6 +125,14 @@ fn concurrency_two_never_has_three_threads_in_progress() {
         Some(&Value::Number(6.0)),
         "{summary}"
     );
+    // The summary's keys and their order are part of the output.
+    let steps = summary.get("steps").unwrap().to_json();
+    assert_eq!(
+        r.stdout,
+        format!(
+            "{{\"steps\":{steps},\"completed\":6,\"failed\":0,\"errors\":0,\"workflows\":{{\"line\":{{\"steps\":{steps},\"completed\":6,\"failed\":0}}}}}}\n"
+        )
+    );
     for t in &threads {
         assert_eq!(l.status(t), "completed");
         assert_eq!(l.env.roles(t), ["a", "b", "c"]);
@@ -227,6 +235,27 @@ fn a_round_limit_fails_the_thread() {
         "{err}"
     );
     assert_eq!(l.env.roles(&t), ["a", "b"]);
+}
+
+#[test]
+fn run_lines_name_each_ended_thread_then_the_summary() {
+    let l = Line::new("", "0");
+    let t = thread_of(&l.start(&["--max-rounds", "2"]));
+    let r = l.run(&["--format", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", r.stdout);
+    let error = json(lines[0]).get("error").unwrap().to_json();
+    assert_eq!(
+        lines[0],
+        format!(
+            "{{\"thread\":\"{t}\",\"workflow\":\"line\",\"status\":\"failed\",\"steps\":2,\"error\":{error}}}"
+        )
+    );
+    assert_eq!(
+        lines[1],
+        "{\"summary\":{\"steps\":2,\"completed\":0,\"failed\":1,\"errors\":0,\"workflows\":{\"line\":{\"steps\":2,\"completed\":0,\"failed\":1}}}}"
+    );
 }
 
 #[test]

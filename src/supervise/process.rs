@@ -173,7 +173,7 @@ pub(crate) fn run(
 ///
 /// # Errors
 /// [`SpawnError`] when the program cannot be started.
-pub fn run_with_input(
+pub(crate) fn run_with_input(
     agent: &AgentCommand,
     extra_args: &[&str],
     cwd: &Path,

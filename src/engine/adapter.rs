@@ -1,0 +1,47 @@
+//! The one interface through which the engine runs an agent, whatever runs it.
+
+use super::options::StepOptions;
+use crate::cas::NodeId;
+use crate::supervise::{Interrupt, Result, StepError};
+use crate::thread::AgentCommand;
+use crate::thread::chain::Moderated;
+use crate::workflow::Decision;
+use std::path::Path;
+use std::time::Duration;
+
+/// One agent's turn, as the engine hands it to an adapter.
+pub(super) struct AgentCall<'a> {
+    /// The step's options.
+    pub opts: &'a StepOptions<'a>,
+    /// The thread's chain, workflow and history.
+    pub moderated: &'a Moderated,
+    /// What the moderator chose: the role, its edge prompt.
+    pub decision: &'a Decision,
+    /// The agent command the config or `--agent` names.
+    pub agent: &'a AgentCommand,
+    /// Where the agent runs.
+    pub cwd: &'a Path,
+    /// The variables added to a program's environment (`opts.env` and the `UWF_*` ones).
+    pub env: Vec<(String, String)>,
+    /// The agent's time limit.
+    pub timeout: Duration,
+}
+
+/// How the engine runs an agent: in process, or as a program speaking one of the protocols.
+pub(super) trait Adapter {
+    /// Whether the agent reads the thread's earlier steps (the engine loads them first).
+    fn reads_history(&self) -> bool {
+        false
+    }
+
+    /// Runs the agent's turn; returns the id of the StepNode it wrote and notes for stderr.
+    fn run(&self, call: &AgentCall<'_>) -> Result<(NodeId, Vec<String>)>;
+}
+
+/// Fails with [`StepError::Interrupted`] once `i` is set.
+pub(super) fn interrupted(i: Option<&Interrupt>) -> Result<()> {
+    match i.and_then(Interrupt::signal) {
+        Some(signal) => Err(StepError::Interrupted { signal }),
+        None => Ok(()),
+    }
+}

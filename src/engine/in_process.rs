@@ -1,0 +1,49 @@
+//! Built-in agents, run in process.
+
+use super::adapter::{Adapter, AgentCall, interrupted};
+use crate::builtin::{Agent, Turn};
+use crate::cas::NodeId;
+use crate::supervise::Result;
+
+/// A built-in agent (`uwf agent …` as the agent command), run in this process.
+pub(super) struct InProcess(pub Box<dyn Agent>);
+
+impl Adapter for InProcess {
+    // A built-in agent reads the thread's earlier steps (its prompt, its script).
+    fn reads_history(&self) -> bool {
+        true
+    }
+
+    fn run(&self, call: &AgentCall<'_>) -> Result<(NodeId, Vec<String>)> {
+        let opts = call.opts;
+        let decision = call.decision;
+        let turn = Turn {
+            store: opts.store,
+            root: opts.root,
+            thread: opts.thread,
+            role: &decision.role,
+            edge_prompt: decision.prompt.as_deref(),
+            cwd: call.cwd,
+            now: opts.now,
+            timeout: call.timeout,
+            interrupt: opts.interrupt,
+            models: opts.models,
+            env: &opts.env,
+            moderated: Some(call.moderated),
+        };
+        let started = std::time::Instant::now();
+        let id = self.0.run(&turn);
+        tracing::info!(
+            tag = "8VDW5NMT",
+            thread = %opts.thread,
+            role = %decision.role,
+            agent = %call.agent.display(),
+            status = if id.is_ok() { "ok" } else { "error" },
+            duration_ms = started.elapsed().as_millis() as u64,
+            "agent exit (in process)"
+        );
+        let id = id?;
+        interrupted(opts.interrupt)?;
+        Ok((id, Vec::new()))
+    }
+}

@@ -1,0 +1,54 @@
+//! What a step needs from its caller, and what it gives back.
+
+use crate::store::Store;
+use crate::supervise::Interrupt;
+use crate::thread::{AgentCommand, Config, StepOutput, ThreadId};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The agent time limit when neither `--timeout` nor `timeoutSeconds` is given.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// What one step needs from its caller.
+pub(crate) struct StepOptions<'a> {
+    /// The open store; held for the whole step.
+    pub store: &'a Store,
+    /// The storage root (`UWF_HOME` of the agent).
+    pub root: &'a Path,
+    /// The thread.
+    pub thread: &'a ThreadId,
+    /// `--agent` (with its protocol): overrides the config.
+    pub agent: Option<AgentCommand>,
+    /// `config.yaml`.
+    pub config: &'a Config,
+    /// The models of the config, for built-in agents and model extraction.
+    pub models: &'a crate::builtin::Models,
+    /// Consecutive failed steps after which the thread fails.
+    pub max_retries: u32,
+    /// `--timeout`: overrides the config.
+    pub timeout: Option<Duration>,
+    /// Variables added to the agent's environment (e.g. from `.env`).
+    pub env: Vec<(String, String)>,
+    /// Where the agent runs when the thread's directory does not exist on this machine.
+    pub fallback_cwd: PathBuf,
+    /// This process.
+    pub pid: u32,
+    /// The clock, ms since the epoch.
+    pub now: &'a dyn Fn() -> u64,
+    /// This program: an agent command named `uwf` runs it, so the built-in agents work
+    /// without `uwf` on `PATH`.
+    pub self_exe: Option<PathBuf>,
+    /// Ends the agent and the step when set.
+    pub interrupt: Option<&'a Interrupt>,
+    /// The agent is this process's only child (see `Limits::sole_child`).
+    pub sole_child: bool,
+}
+
+/// The result of one step, and notes for stderr.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct StepResult {
+    /// The thread's state after the step.
+    pub output: StepOutput,
+    /// Things the user should know (e.g. a fallback working directory).
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,262 @@
+//! Admission under a workflow's concurrency limit (`workflows: <name>: {concurrency, overflow,
+//! max_queue}` in `config.yaml`, as seed 004 has them), and the limits and `maxRetries` the
+//! config gives.
+
+use super::chain::load_workflow;
+use super::{Config, Result, ThreadError};
+use crate::cas::{NodeId, Value};
+use crate::store::{
+    HistoryEntry, Phase, Store, StoreError, ThreadRecord, ThreadState, WorkflowLimits, Writer,
+};
+use crate::workflow::{FinishReason, ThreadId};
+use std::collections::{HashMap, HashSet};
+
+/// What a workflow's limit does with a thread started beyond it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Overflow {
+    /// Wait in a queue (the oldest is dropped when more than `max_queue` wait).
+    #[default]
+    Queue,
+    /// Drop the new thread at once.
+    Drop,
+}
+
+/// A workflow's concurrency limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Threads in progress at once (not queued: idle, running or paused).
+    pub concurrency: u32,
+    /// What happens beyond it.
+    pub overflow: Overflow,
+    /// The most threads waiting; `None` for no bound.
+    pub max_queue: Option<u32>,
+}
+
+/// The consecutive failed steps after which a thread fails, when the config does not say.
+pub const DEFAULT_MAX_RETRIES: u32 = 3;
+
+impl Config {
+    /// The limits of workflow `name` (`workflows.<name>`), if it has any.
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] for a malformed entry.
+    pub fn limits(&self, name: &str) -> Result<Option<Limits>> {
+        let Some(e) = self.doc.get("workflows").and_then(|w| w.get(name)) else {
+            return Ok(None);
+        };
+        let bad = |k: &str, what: &str| {
+            ThreadError::Config(format!("config.workflows.{name}.{k} must be {what}"))
+        };
+        let count = |k: &str| -> Result<Option<u32>> {
+            match e.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::Number(n)) if *n >= 0.0 && n.fract() == 0.0 && *n < 1e9 => {
+                    Ok(Some(*n as u32))
+                }
+                Some(_) => Err(bad(k, "a whole number")),
+            }
+        };
+        let Some(concurrency) = count("concurrency")? else {
+            return Ok(None);
+        };
+        if concurrency == 0 {
+            return Err(bad("concurrency", "at least 1"));
+        }
+        let overflow = match e.get("overflow").and_then(Value::as_str) {
+            None => Overflow::Queue,
+            Some("queue") => Overflow::Queue,
+            Some("drop") => Overflow::Drop,
+            Some(_) => return Err(bad("overflow", "\"queue\" or \"drop\"")),
+        };
+        Ok(Some(Limits {
+            concurrency,
+            overflow,
+            max_queue: count("max_queue")?,
+        }))
+    }
+
+    /// Whether any workflow has a limit.
+    pub fn has_limits(&self) -> bool {
+        self.doc
+            .get("workflows")
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+    }
+
+    /// Consecutive failed steps after which a thread fails (`maxRetries`, default 3).
+    ///
+    /// # Errors
+    /// [`ThreadError::Config`] when it is not a whole number of at least 1.
+    pub fn max_retries(&self) -> Result<u32> {
+        match self.doc.get("maxRetries") {
+            None | Some(Value::Null) => Ok(DEFAULT_MAX_RETRIES),
+            Some(Value::Number(n)) if *n >= 1.0 && n.fract() == 0.0 && *n < 1e6 => Ok(*n as u32),
+            Some(v) => Err(ThreadError::Config(format!(
+                "config.maxRetries must be a whole number of at least 1, got: {}",
+                v.to_json()
+            ))),
+        }
+    }
+}
+
+/// The limits of workflow `name`: those set in the store with `uwf limits set` (`stored`,
+/// shared by every runner of the store), else `workflows.<name>` of config.yaml.
+///
+/// # Errors
+/// A malformed config entry.
+pub(super) fn limits_of(
+    stored: &[(String, WorkflowLimits)],
+    config: &Config,
+    name: &str,
+) -> Result<Option<Limits>> {
+    if let Some((_, l)) = stored.iter().find(|(n, _)| n == name) {
+        return Ok((l.concurrency > 0).then_some(Limits {
+            concurrency: l.concurrency,
+            overflow: if l.drop {
+                Overflow::Drop
+            } else {
+                Overflow::Queue
+            },
+            max_queue: l.max_queue,
+        }));
+    }
+    config.limits(name)
+}
+
+/// What admission did with a new thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It may run.
+    Started,
+    /// It waits for room.
+    Queued,
+    /// It was dropped (archived with reason `dropped`).
+    Dropped,
+}
+
+/// The workflow ids registered under `name`, with `wf` itself.
+pub(super) fn versions(store: &Store, name: &str, wf: NodeId) -> Result<HashSet<NodeId>> {
+    let mut ids: HashSet<NodeId> = store
+        .registry_history(name)?
+        .into_iter()
+        .map(|e| e.workflow)
+        .collect();
+    ids.insert(wf);
+    Ok(ids)
+}
+
+/// Archives `thread` (in `w`) with `reason`, keeping its state row only for a failure.
+pub(super) fn archive(
+    w: &mut Writer<'_>,
+    thread: &ThreadId,
+    rec: &ThreadRecord,
+    wf: NodeId,
+    reason: FinishReason,
+    now_ms: u64,
+) -> std::result::Result<(), StoreError> {
+    w.remove_thread(thread)?;
+    w.remove_lease(thread)?;
+    if reason != FinishReason::Failed {
+        w.remove_thread_state(thread)?;
+    }
+    w.append_history(&HistoryEntry {
+        thread: thread.to_string(),
+        workflow: rec.workflow.unwrap_or(wf).to_wire(),
+        head: rec.head.to_wire(),
+        completed_at: now_ms,
+        reason,
+    })
+}
+
+/// Admits the new thread `thread` (with `rec`, not yet stored) under `limits`: stores it as
+/// ready or queued, or archives it as dropped; a queue over `max_queue` drops its oldest.
+/// Written in `w`, so the count and the insert are one transaction.
+///
+/// # Errors
+/// Store failures.
+pub(crate) fn admit(
+    w: &mut Writer<'_>,
+    thread: &ThreadId,
+    rec: &ThreadRecord,
+    state: ThreadState,
+    limits: Option<(Limits, &HashSet<NodeId>)>,
+    now_ms: u64,
+) -> std::result::Result<Admission, StoreError> {
+    let wf = rec.workflow.unwrap_or(rec.head);
+    let Some((limits, ids)) = limits else {
+        w.set_thread(thread, rec)?;
+        w.set_thread_state(thread, &state)?;
+        return Ok(Admission::Started);
+    };
+    // Admissions of one workflow count and start one at a time, whichever process or machine
+    // makes them.
+    if let Some(first) = ids.iter().min() {
+        w.lock_workflow(&first.to_string())?;
+    }
+    let states: HashMap<ThreadId, ThreadState> = w.thread_states()?.into_iter().collect();
+    let mut in_progress = 0u32;
+    let mut queued: Vec<ThreadId> = Vec::new();
+    for (t, r) in w.threads()? {
+        if !r.workflow.is_some_and(|x| ids.contains(&x)) {
+            continue;
+        }
+        match states.get(&t).map(|s| s.phase) {
+            Some(Phase::Queued) => queued.push(t),
+            _ => in_progress += 1,
+        }
+    }
+    if in_progress < limits.concurrency && queued.is_empty() {
+        w.set_thread(thread, rec)?;
+        w.set_thread_state(thread, &state)?;
+        return Ok(Admission::Started);
+    }
+    if limits.overflow == Overflow::Drop {
+        w.set_thread(thread, rec)?;
+        archive(w, thread, rec, wf, FinishReason::Dropped, now_ms)?;
+        return Ok(Admission::Dropped);
+    }
+    w.set_thread(thread, rec)?;
+    w.set_thread_state(
+        thread,
+        &ThreadState {
+            phase: Phase::Queued,
+            ..state
+        },
+    )?;
+    queued.push(thread.clone());
+    // Thread ids grow with time: the smallest waited longest.
+    queued.sort();
+    let mut admission = Admission::Queued;
+    if let Some(max) = limits.max_queue {
+        let over = queued.len().saturating_sub(max as usize);
+        for t in queued.iter().take(over) {
+            if let Some(r) = w.thread(t)? {
+                archive(w, t, &r, wf, FinishReason::Dropped, now_ms)?;
+            }
+            if t == thread {
+                admission = Admission::Dropped;
+            }
+        }
+    }
+    Ok(admission)
+}
+
+/// The limits and the versions of the workflow of a new thread, for [`admit`].
+///
+/// # Errors
+/// A malformed limit, store failures.
+pub(crate) fn limits_for(
+    store: &Store,
+    config: &Config,
+    wf: NodeId,
+) -> Result<Option<(Limits, HashSet<NodeId>)>> {
+    let stored = store.workflow_limits()?;
+    if !config.has_limits() && !stored.iter().any(|(_, l)| l.concurrency > 0) {
+        return Ok(None);
+    }
+    let name = load_workflow(&store.snapshot()?, wf)?.name;
+    match limits_of(&stored, config, &name)? {
+        Some(l) => Ok(Some((l, versions(store, &name, wf)?))),
+        None => Ok(None),
+    }
+}
