@@ -31,7 +31,8 @@
 //! own: every transaction that holds a sequence number below it has ended, so a node committed
 //! after the snapshot has a sequence number at or past it.
 
-use super::{Pg, PgWriter, key, unkey};
+use super::write::PgWriter;
+use super::{GC_LOCK, Pg, SWEEP_LOCK, key, unkey};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::{self, META};
 use crate::store::error::{Result, StoreError};
@@ -43,11 +44,6 @@ use postgres::Client;
 use postgres::types::{ToSql, Type};
 use std::collections::HashSet;
 
-/// The session advisory lock of the running collection.
-const GC_LOCK: i64 = 0x7577_665f_6763_6f6e;
-/// The transaction advisory lock a sweep takes exclusive and a writer that relies on a stored
-/// node takes shared.
-const SWEEP_LOCK: i64 = 0x7577_665f_7377_6570;
 /// Candidates per sweep transaction.
 const BATCH: usize = 4096;
 
@@ -113,28 +109,6 @@ fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Records `ids` (stored keys, existing nodes a put found) as put again while a collection
-/// runs, inside the put's transaction, after waiting out a sweep in progress. Returns the keys
-/// still stored: a sweep may have removed some since the put looked.
-pub(crate) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>> {
-    c.query_typed(
-        "SELECT pg_advisory_xact_lock_shared($1)",
-        &[(&SWEEP_LOCK, Type::INT8)],
-    )
-    .map_err(|e| pg.err(&e))?;
-    let rows = c
-        .query_typed(
-            "WITH p AS (SELECT id FROM uwf_nodes WHERE id = ANY($1)),
-                  t AS (INSERT INTO uwf_gc_touched (id)
-                        SELECT id FROM p WHERE EXISTS (SELECT 1 FROM uwf_gc_owner)
-                        ON CONFLICT DO NOTHING)
-             SELECT id FROM p",
-            &[(&ids, Type::INT8_ARRAY)],
-        )
-        .map_err(|e| pg.err(&e))?;
-    Ok(rows.iter().map(|r| r.get(0)).collect())
-}
-
 /// Runs `sql` in the writer's transaction after taking [`SWEEP_LOCK`] shared (once a
 /// transaction; both in one round trip); returns the first column of its last row (`None`
 /// when it returns no row or a NULL).
@@ -146,7 +120,7 @@ fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
         sql.to_string()
     };
     let msgs = c.simple_query(&sql).map_err(|e| pg.err(&e))?;
-    Ok(super::last_row(msgs).and_then(|r| r.get(0).map(str::to_string)))
+    Ok(super::write::last_row(msgs).and_then(|r| r.get(0).map(str::to_string)))
 }
 
 /// Whether node `id` is stored, for a write that relies on it.

@@ -54,38 +54,3 @@ impl Pg {
         Listener { stop }
     }
 }
-
-/// The schema version, in one round trip when the schema exists (every command asks first);
-/// `None` when it does not. Only outside a transaction: a missing table is an error.
-pub(super) fn schema_version_fast(
-    c: &mut Client,
-) -> std::result::Result<Option<u64>, postgres::Error> {
-    match c.query_typed(
-        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
-        &[],
-    ) {
-        Ok(r) => Ok(r.first().map(|r| u(r.get(0)))),
-        Err(e) if e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-/// The schema version recorded in the database, if any. The catalog is read by a query (not
-/// `to_regclass`, whose cache may not have seen a table another session just created).
-pub(super) fn schema_version(c: &mut Client) -> std::result::Result<Option<u64>, postgres::Error> {
-    let has: bool = c
-        .query_one(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
-                            WHERE schemaname = current_schema() AND tablename = 'uwf_meta')",
-            &[],
-        )?
-        .get(0);
-    if !has {
-        return Ok(None);
-    }
-    let r = c.query_opt(
-        "SELECT value FROM uwf_meta WHERE key = 'schema_version'",
-        &[],
-    )?;
-    Ok(r.map(|r| u(r.get(0))))
-}

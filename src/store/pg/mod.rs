@@ -17,15 +17,14 @@
 pub(crate) mod backend;
 pub(crate) mod gc;
 mod listen;
+mod migrate;
 mod nodes;
 mod records;
 mod verify;
 mod write;
 
 pub use listen::Listener;
-use listen::{schema_version, schema_version_fast};
-use write::CHAIN;
-pub(crate) use write::{PgWriter, last_row};
+pub(crate) use write::PgWriter;
 
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
@@ -83,6 +82,11 @@ const REMEMBER_MAX: usize = 4096;
 pub(crate) const CHAIN_PAGE: i32 = 50_000;
 /// Idle sessions a process keeps.
 const POOL_IDLE: usize = 16;
+/// The session advisory lock of the running collection.
+pub(crate) const GC_LOCK: i64 = 0x7577_665f_6763_6f6e;
+/// The transaction advisory lock a sweep takes exclusive and a writer that relies on a stored
+/// node takes shared.
+pub(crate) const SWEEP_LOCK: i64 = 0x7577_665f_7377_6570;
 /// The advisory lock key under which the schema is created or migrated.
 const MIGRATION_LOCK: i64 = 0x7577_665f_6d69_6772;
 
@@ -510,39 +514,7 @@ impl rustls::client::danger::ServerCertVerifier for LazyVerifier {
 }
 
 impl Pg {
-    /// Connects to the server of `url`, creating or migrating the schema when needed.
-    ///
-    /// # Errors
-    /// [`StoreError::Server`] naming the server for a bad URL, a refused connection or a
-    /// failed login; [`StoreError::TooNew`] for a newer schema.
-    pub(crate) fn open(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
-        let pg = Pg::connect(url, env)?;
-        pg.migrate()?;
-        Ok(pg)
-    }
-
-    /// Connects to the server of `url` when its database holds a uwf store of a schema this
-    /// binary knows; `None` when it holds none (nothing is created).
-    ///
-    /// # Errors
-    /// As [`Pg::open`].
-    pub(crate) fn open_existing(
-        url: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<Pg>> {
-        let pg = Pg::connect(url, env)?;
-        match pg.schema_version()? {
-            None => Ok(None),
-            Some(v) if v > SCHEMA_VERSION => Err(pg.too_new(v)),
-            Some(v) if v < SCHEMA_VERSION => {
-                pg.migrate()?;
-                Ok(Some(pg))
-            }
-            Some(_) => Ok(Some(pg)),
-        }
-    }
-
-    fn connect(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
+    pub(super) fn connect(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Pg> {
         let config = config_of(url, env)?;
         Ok(Pg {
             server: server_name(&config),
@@ -597,74 +569,12 @@ impl Pg {
         })
     }
 
-    fn migrate(&self) -> Result<()> {
-        let mut c = self.conn()?;
-        let found = schema_version_fast(&mut c.client).map_err(|e| self.err(&e))?;
-        if found == Some(SCHEMA_VERSION) {
-            return Ok(());
-        }
-        if let Some(v) = found
-            && v > SCHEMA_VERSION
-        {
-            return Err(self.too_new(v));
-        }
-        // The schema, its version and the bootstrap schemas in one transaction, under a lock
-        // that makes concurrent first uses wait for the first.
-        let mut w = PgWriter::begin(self, &mut c)?;
-        w.s()?
-            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .map_err(|e| self.err(&e))?;
-        // Another process may have migrated while this one waited for the lock.
-        let from = schema_version(&mut w.s()?.client)
-            .map_err(|e| self.err(&e))?
-            .unwrap_or(0);
-        if from > SCHEMA_VERSION {
-            return Err(self.too_new(from));
-        }
-        if from == SCHEMA_VERSION {
-            return w.commit();
-        }
-        for (_, sql) in &MIGRATIONS[from as usize..] {
-            w.s()?.client.batch_execute(sql).map_err(|e| self.err(&e))?;
-        }
-        w.s()?
-            .client
-            .execute(
-                "INSERT INTO uwf_meta (key, value) VALUES ('schema_version', $1)
-                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[&i(SCHEMA_VERSION)],
-            )
-            .map_err(|e| self.err(&e))?;
-        if from == 0 {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64);
-            let nodes = crate::store::node::bootstrap_nodes();
-            w.put(&nodes.iter().map(|p| (p, now)).collect::<Vec<_>>())?;
-        }
-        w.commit()
-    }
-
-    fn too_new(&self, found: u64) -> StoreError {
-        StoreError::TooNew {
-            path: self.server.clone().into(),
-            found,
-            supported: SCHEMA_VERSION,
-        }
-    }
-
     /// Updates the planner's statistics of the node table (after a bulk load).
     pub(crate) fn analyze(&self) -> Result<()> {
         let mut c = self.conn()?;
         c.client
             .batch_execute("ANALYZE uwf_nodes")
             .map_err(|e| self.err(&e))
-    }
-
-    /// The schema version of the server's database (`None` before the first use).
-    pub(crate) fn schema_version(&self) -> Result<Option<u64>> {
-        let mut c = self.conn()?;
-        schema_version(&mut c.client).map_err(|e| self.err(&e))
     }
 
     // ---- nodes ----
@@ -756,62 +666,4 @@ fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
     let mut l: Lease = dec(r.get(at))?;
     l.unexpired = Some(r.get(at + 1));
     Ok(l)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::write::unhex;
-    use super::*;
-
-    #[test]
-    fn a_bytea_in_text_form_is_decoded_or_refused() {
-        assert_eq!(unhex("\\x00ff10"), Some(vec![0, 255, 16]));
-        assert_eq!(unhex("\\x"), Some(vec![]));
-        assert_eq!(unhex("\\x0"), None);
-        assert_eq!(unhex("\\xzz"), None);
-        assert_eq!(unhex("00ff"), None);
-    }
-
-    #[test]
-    fn a_url_is_masked_and_named_without_its_password() {
-        assert_eq!(
-            mask_url("postgres://bob:s3cret@db.example:5433/uwf?sslmode=require"),
-            "postgres://bob@db.example:5433/uwf?sslmode=require"
-        );
-        assert_eq!(mask_url("postgresql://db/uwf"), "postgresql://db/uwf");
-        let env = |_: &str| None;
-        let c = config_of("postgres://bob:s3cret@db.example:5433/uwf", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://bob@db.example:5433/uwf");
-        assert!(!server_name(&c).contains("s3cret"));
-    }
-
-    #[test]
-    fn libpq_variables_fill_what_the_url_leaves_out() {
-        let env = |k: &str| match k {
-            "PGHOST" => Some("10.1.2.3".to_string()),
-            "PGPORT" => Some("6543".to_string()),
-            "PGUSER" => Some("carol".to_string()),
-            "PGPASSWORD" => Some("pw".to_string()),
-            "PGDATABASE" => Some("flows".to_string()),
-            _ => None,
-        };
-        let c = config_of("postgres://", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://carol@10.1.2.3:6543/flows");
-        assert_eq!(c.get_password(), Some(&b"pw"[..]));
-        let c = config_of("postgres://dave@h/x", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://dave@h:6543/x");
-        // A port in the URL wins.
-        let c = config_of("postgres://dave:pw@h:7000/x", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://dave@h:7000/x");
-        assert_eq!(c.get_password(), Some(&b"pw"[..]));
-    }
-
-    #[test]
-    fn stored_keys_keep_id_order() {
-        let ids = [0u64, 1, 1 << 62, (1 << 63) - 1, 1 << 63, u64::MAX];
-        for w in ids.windows(2) {
-            assert!(key(NodeId(w[0])) < key(NodeId(w[1])));
-            assert_eq!(unkey(key(NodeId(w[0]))), NodeId(w[0]));
-        }
-    }
 }

@@ -1,5 +1,6 @@
 //! Reads of nodes on the server: one query each, or a page of a chain, a walk as one query.
 
+use super::write::CHAIN;
 use super::*;
 
 impl Pg {

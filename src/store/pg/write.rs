@@ -342,7 +342,7 @@ impl<'c> PgWriter<'c> {
             // Kept by the running collection from now on; one it removed meanwhile is put anew
             // (under the lock `touch` takes, no sweep removes it again before this commits).
             let pg = self.pg;
-            let kept = gc::touch(pg, &mut self.s()?.client, &stored)?;
+            let kept = touch(pg, &mut self.s()?.client, &stored)?;
             let again: Vec<usize> = fresh
                 .iter()
                 .copied()
@@ -747,5 +747,84 @@ impl PgWriter<'_> {
     pub(crate) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
         self.s()?;
         Ok((self.pg, &mut self.sess.client, &mut self.locked))
+    }
+}
+
+/// Records `ids` (stored keys, existing nodes a put found) as put again while a collection
+/// runs, inside the put's transaction, after waiting out a sweep in progress. Returns the keys
+/// still stored: a sweep may have removed some since the put looked.
+pub(crate) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>> {
+    c.query_typed(
+        "SELECT pg_advisory_xact_lock_shared($1)",
+        &[(&SWEEP_LOCK, Type::INT8)],
+    )
+    .map_err(|e| pg.err(&e))?;
+    let rows = c
+        .query_typed(
+            "WITH p AS (SELECT id FROM uwf_nodes WHERE id = ANY($1)),
+                  t AS (INSERT INTO uwf_gc_touched (id)
+                        SELECT id FROM p WHERE EXISTS (SELECT 1 FROM uwf_gc_owner)
+                        ON CONFLICT DO NOTHING)
+             SELECT id FROM p",
+            &[(&ids, Type::INT8_ARRAY)],
+        )
+        .map_err(|e| pg.err(&e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bytea_in_text_form_is_decoded_or_refused() {
+        assert_eq!(unhex("\\x00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(unhex("\\x"), Some(vec![]));
+        assert_eq!(unhex("\\x0"), None);
+        assert_eq!(unhex("\\xzz"), None);
+        assert_eq!(unhex("00ff"), None);
+    }
+
+    #[test]
+    fn a_url_is_masked_and_named_without_its_password() {
+        assert_eq!(
+            mask_url("postgres://bob:s3cret@db.example:5433/uwf?sslmode=require"),
+            "postgres://bob@db.example:5433/uwf?sslmode=require"
+        );
+        assert_eq!(mask_url("postgresql://db/uwf"), "postgresql://db/uwf");
+        let env = |_: &str| None;
+        let c = config_of("postgres://bob:s3cret@db.example:5433/uwf", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://bob@db.example:5433/uwf");
+        assert!(!server_name(&c).contains("s3cret"));
+    }
+
+    #[test]
+    fn libpq_variables_fill_what_the_url_leaves_out() {
+        let env = |k: &str| match k {
+            "PGHOST" => Some("10.1.2.3".to_string()),
+            "PGPORT" => Some("6543".to_string()),
+            "PGUSER" => Some("carol".to_string()),
+            "PGPASSWORD" => Some("pw".to_string()),
+            "PGDATABASE" => Some("flows".to_string()),
+            _ => None,
+        };
+        let c = config_of("postgres://", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://carol@10.1.2.3:6543/flows");
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
+        let c = config_of("postgres://dave@h/x", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://dave@h:6543/x");
+        // A port in the URL wins.
+        let c = config_of("postgres://dave:pw@h:7000/x", &env).unwrap();
+        assert_eq!(server_name(&c), "postgres://dave@h:7000/x");
+        assert_eq!(c.get_password(), Some(&b"pw"[..]));
+    }
+
+    #[test]
+    fn stored_keys_keep_id_order() {
+        let ids = [0u64, 1, 1 << 62, (1 << 63) - 1, 1 << 63, u64::MAX];
+        for w in ids.windows(2) {
+            assert!(key(NodeId(w[0])) < key(NodeId(w[1])));
+            assert_eq!(unkey(key(NodeId(w[0]))), NodeId(w[0]));
+        }
     }
 }

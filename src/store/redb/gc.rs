@@ -29,13 +29,13 @@
 //! On a PostgreSQL server the same operations run through `pg_gc`, with the same roots and
 //! reports.
 
-use super::Redb;
+use super::file::{Db, Redb};
 use super::nodes::{
     BuildU64, GC_RUNNING, GC_TOUCHED, Link, Lookup, NO_SEQ, entries, join_payloads,
 };
 use super::read::RedbRead;
 use super::records::{HISTORY, REGISTRY, REGISTRY_HISTORY, THREADS};
-use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
+use super::tables::{GC_OWNER, IDS, LINKS, META_TABLE, PAYLOADS, PINS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::store::backend::ReadTx;
 use crate::store::roots::{gc_roots, keep_from};
@@ -43,11 +43,9 @@ use crate::store::roots::{gc_roots, keep_from};
 use crate::store::error::{Result, StoreError};
 use crate::store::records::{HistoryEntry, Lease, RegistryEntry, ThreadRecord, dec, enc};
 use crate::store::report::{Count, GcOptions, GcReport};
-use redb::{ReadableTable, TableDefinition, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use std::collections::{HashSet, VecDeque};
 
-pub(crate) const PINS: TableDefinition<u64, u64> = TableDefinition::new("pins");
-pub(crate) const GC_OWNER: TableDefinition<&str, &[u8]> = TableDefinition::new("gc_owner");
 /// Candidates per sweep transaction.
 const BATCH: usize = 4096;
 
@@ -509,12 +507,12 @@ impl Redb {
     pub(crate) fn compact(&mut self) -> Result<()> {
         let path = self.path.clone();
         crate::store::damage::guard_at(&path, || match &mut self.db {
-            super::Db::Rw(d) => match d.compact() {
+            Db::Rw(d) => match d.compact() {
                 Ok(_) => Ok(()),
                 Err(redb::CompactionError::TransactionInProgress) => Err(StoreError::InUse),
                 Err(e) => Err(StoreError::Db(e.into())),
             },
-            super::Db::Ro(_) => Err(StoreError::ReadOnly),
+            Db::Ro(_) => Err(StoreError::ReadOnly),
         })
     }
 

@@ -4,7 +4,7 @@
 use super::*;
 use crate::cas::Value;
 use crate::store::Store;
-use crate::store::redb::of;
+use crate::store::redb::tests::of;
 use crate::store::{Prepared, ThreadRecord};
 use crate::workflow::ThreadId;
 use redb::ReadableTableMetadata;

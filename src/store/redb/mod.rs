@@ -5,13 +5,19 @@
 //! `meta` (`format_version`, `next_seq` and the other counters). Many processes open the file
 //! at once (`ConcurrencyMode::MultiWriter`); each holds it only for short transactions.
 
+mod file;
 pub(crate) mod gc;
 pub(crate) mod migrate;
 pub(crate) mod nodes;
 pub(crate) mod read;
 pub(crate) mod records;
+pub(crate) mod tables;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+
+use file::Db;
+pub(crate) use file::Redb;
+use tables::{IDS, META_TABLE};
 mod verify;
 
 use crate::cas::NodeId;
@@ -25,21 +31,8 @@ use crate::store::records::{
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use crate::workflow::ThreadId;
 use migrate::FORMAT_VERSION;
-use redb::{
-    ConcurrencyMode, Database, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition, WriteTransaction,
-};
-use std::path::{Path, PathBuf};
-
-/// Node id → sequence number (format 2).
-pub(crate) const IDS: TableDefinition<u64, u64> = TableDefinition::new("ids");
-/// Sequence number → the node's id, type, timestamp, digest and references (format 2).
-pub(crate) const LINKS: TableDefinition<u64, &[u8]> = TableDefinition::new("links");
-/// Node id → digest, timestamp, type, seq and references: format 1, read by its migration.
-pub(crate) const NODES_V1: TableDefinition<u64, &[u8]> = TableDefinition::new("nodes");
-pub(crate) const TYPE_INDEX: TableDefinition<(u64, u64), u64> = TableDefinition::new("type_index");
-pub(crate) const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads");
-pub(crate) const META_TABLE: TableDefinition<&str, u64> = TableDefinition::new("meta");
+use redb::{ConcurrencyMode, Database, ReadableTable, WriteTransaction};
+use std::path::Path;
 
 /// redb's page cache per open store, by default. The operating system's page cache holds the
 /// file as well, so a small cache costs little speed and keeps a process's memory bounded
@@ -62,17 +55,6 @@ fn builder() -> redb::Builder {
     b.set_concurrency_mode(ConcurrencyMode::MultiWriter);
     b.set_cache_size(CACHE_BYTES.load(std::sync::atomic::Ordering::Relaxed));
     b
-}
-
-pub(crate) enum Db {
-    Rw(Database),
-    Ro(ReadOnlyDatabase),
-}
-
-/// An open redb file.
-pub(crate) struct Redb {
-    db: Db,
-    path: PathBuf,
 }
 
 fn open_err(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -154,42 +136,6 @@ impl Redb {
             Err(e) => Err(open_err(path, e)),
         })
     }
-
-    /// The file.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Runs `f` at the boundary: an engine panic and an error that means damage become
-    /// [`StoreError::Damaged`] naming the file.
-    pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        guard_at(&self.path, f)
-    }
-
-    pub(crate) fn begin_read(&self) -> Result<ReadTransaction> {
-        match &self.db {
-            Db::Rw(d) => d.begin_read(),
-            Db::Ro(d) => d.begin_read(),
-        }
-        .map_err(|e| StoreError::from(e).located(&self.path))
-    }
-
-    pub(crate) fn begin_write(&self) -> Result<WriteTransaction> {
-        match &self.db {
-            Db::Rw(d) => d
-                .begin_write()
-                .map_err(|e| StoreError::from(e).located(&self.path)),
-            Db::Ro(_) => Err(StoreError::ReadOnly),
-        }
-    }
-}
-
-/// The redb file of a store opened on one (tests of the file's own records).
-#[cfg(test)]
-pub(crate) fn of(s: &crate::store::Store) -> &Redb {
-    s.backend_any()
-        .downcast_ref()
-        .expect("a store on a redb file")
 }
 
 impl Backend for Redb {

@@ -11,7 +11,7 @@
 //! Node ids are uniformly random, so each put dirties a random `ids` leaf: that table is kept to
 //! 16 bytes an entry and everything else is appended under ascending sequence numbers.
 
-use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
+use super::tables::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode};

@@ -1,9 +1,8 @@
 //! A read transaction of the redb file: what it reads is the file as it was when it began.
 
-use super::gc::PINS;
 use super::nodes::{Link, Lookup, NO_SEQ, entries, find_payload, join_payloads, read_node};
 use super::records::{self, HISTORY, LEASES, REGISTRY, THREAD_STATE, THREADS, opt_table, read};
-use super::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
+use super::tables::{IDS, LINKS, META_TABLE, PAYLOADS, PINS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::store::backend::{Each, Order, ReadTx};
 use crate::store::error::{Result, StoreError};

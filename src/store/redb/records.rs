@@ -12,7 +12,7 @@
 //! - `limits` (created when first written): workflow name → [`WorkflowLimits`]
 //! - `removals`: seq (meta `next_removal_seq`) → [`Removal`]
 
-use super::META_TABLE;
+use super::tables::META_TABLE;
 use crate::store::error::Result;
 use crate::store::records::{
     HistoryEntry, Lease, Record, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,

@@ -1,9 +1,10 @@
 //! Tests of the file's own node records: walks in write order, a payload record gone, stale
 //! reference hints.
 
+use super::Redb;
 use super::nodes::{LINK_HEAD, NO_SEQ};
 use super::read::RedbRead;
-use super::{LINKS, PAYLOADS, of};
+use super::tables::{LINKS, PAYLOADS};
 use crate::cas::{NodeId, Value};
 use crate::store::Store;
 use crate::store::error::{Result, StoreError};
@@ -153,4 +154,11 @@ fn a_stale_reference_seq_is_only_a_hint() {
         );
         assert!(s.verify(&|_, _| {}).expect("verify").is_clean());
     }
+}
+
+/// The redb file of a store opened on one (tests of the file's own records).
+pub(crate) fn of(s: &Store) -> &Redb {
+    s.backend_any()
+        .downcast_ref()
+        .expect("a store on a redb file")
 }

@@ -1,11 +1,11 @@
 //! Rebuilding derived tables (`reindex`) and checking the whole store (`verify`).
 
-use super::Redb;
+use super::file::Redb;
 use super::nodes::{
     BuildU64, LINK_HEAD, Link, Lookup, NO_SEQ, encode_link_into, entries as entries_of,
     join_payloads, read_node,
 };
-use super::{IDS, LINKS, PAYLOADS, TYPE_INDEX};
+use super::tables::{IDS, LINKS, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 use crate::store::backend::Types;
