@@ -146,7 +146,7 @@ pub(crate) fn threads(
     }
     m.push_str("<table class=\"threads\"><thead><tr><th>Thread</th><th>Status</th><th>Current role</th><th>Workflow</th><th>Started</th><th>Head</th></tr></thead><tbody>\n");
     for r in rows.iter().take(MAX_ROWS) {
-        let started = crate::workflow::thread_id::time_of(&r.thread)
+        let started = crate::model::time_of(&r.thread)
             .map(time)
             .unwrap_or_default();
         let wf = r

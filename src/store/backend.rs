@@ -19,7 +19,7 @@ use super::records::{
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use super::types::TypeInfo;
 use crate::cas::NodeId;
-use crate::workflow::ThreadId;
+use crate::model::ThreadId;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 

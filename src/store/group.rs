@@ -130,8 +130,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ThreadId;
     use crate::store::ThreadState;
-    use crate::workflow::ThreadId;
     use std::sync::Arc;
 
     fn id(i: usize) -> ThreadId {

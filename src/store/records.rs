@@ -54,7 +54,7 @@ pub struct HistoryEntry {
     /// When it finished, ms since the epoch.
     pub completed_at: u64,
     /// How it finished (stored as its string).
-    pub reason: crate::workflow::FinishReason,
+    pub reason: crate::model::FinishReason,
 }
 
 /// What an import of a name did.
@@ -264,7 +264,7 @@ impl Record for HistoryEntry {
             workflow,
             head,
             completed_at,
-            reason: crate::workflow::FinishReason::parse(&reason),
+            reason: crate::model::FinishReason::parse(&reason),
         }
     }
 }
@@ -469,7 +469,7 @@ mod tests {
                 workflow: "W".into(),
                 head: "H".into(),
                 completed_at: 70_000,
-                reason: crate::workflow::FinishReason::Completed,
+                reason: crate::model::FinishReason::Completed,
             },
             // array(5), str "06ABC", str "W", str "H", uint32 completed_at, str "completed"
             "95a53036414243a157a148ce00011170a9636f6d706c65746564",
@@ -478,7 +478,7 @@ mod tests {
         assert_eq!(r.workflow, "W");
         assert_eq!(r.head, "H");
         assert_eq!(r.completed_at, 70_000);
-        assert_eq!(r.reason, crate::workflow::FinishReason::Completed);
+        assert_eq!(r.reason, crate::model::FinishReason::Completed);
     }
 
     #[test]

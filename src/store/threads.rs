@@ -10,7 +10,7 @@ use super::records::{
 };
 use super::writer::Writer;
 use crate::cas::NodeId;
-use crate::workflow::ThreadId;
+use crate::model::ThreadId;
 
 impl Store {
     /// How much the store holds.

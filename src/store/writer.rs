@@ -9,7 +9,7 @@ use super::records::{
     HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::cas::NodeId;
-use crate::workflow::ThreadId;
+use crate::model::ThreadId;
 
 /// Writes inside one transaction; see [`super::Store::write`].
 pub struct Writer<'a> {

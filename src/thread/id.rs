@@ -1,8 +1,8 @@
 //! Making thread ids: the TypeScript tool's ULID variant ([`ThreadId`]) with random bits from the
 //! operating system.
 
-pub use crate::workflow::thread_id::ThreadId;
-pub(crate) use crate::workflow::thread_id::time_of;
+pub use crate::model::ThreadId;
+pub(crate) use crate::model::time_of;
 
 impl ThreadId {
     /// A new id for `now_ms` with random bits from the operating system.

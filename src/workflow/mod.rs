@@ -23,10 +23,11 @@ pub(crate) mod moderator;
 pub(crate) mod mustache;
 pub mod nodes;
 pub(crate) mod render;
-pub(crate) mod thread_id;
+
 pub(crate) mod validate;
 pub(crate) mod yaml;
 
+pub use crate::model::ThreadId;
 pub use condition::{ConditionEvaluator, Jsonata};
 pub use error::WorkflowError;
 pub use load::{load_file, parse_str, validate};
@@ -38,4 +39,3 @@ pub use model::{
 pub use moderator::{Decision, History, ModeratorError, StepView, next};
 pub use nodes::{FinishReason, StartNode, StepNode, ThreadStatus, is_workflow_type};
 pub use render::{GraphFormat, render_graph};
-pub use thread_id::ThreadId;

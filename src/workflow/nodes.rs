@@ -9,17 +9,7 @@
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
 
-/// `{type:"string"}` `7VQ43ZSJTEWA7`: text nodes (raw agent output, step details).
-pub const TEXT: NodeId = NodeId::from_crockford("7VQ43ZSJTEWA7");
-/// The TypeScript tool's (7a0c) Workflow schema `AZF3FA1TN3D4A`.
-pub const WORKFLOW: NodeId = NodeId::from_crockford("AZF3FA1TN3D4A");
-/// uwf's extended Workflow schema (`uwf/WorkflowExt`, see
-/// [`extended_schema`](super::extended_schema)); a test checks it against the schema's hash.
-pub const WORKFLOW_EXT: NodeId = NodeId::from_crockford("5Y17TTMQ6FQF1");
-/// The StartNode schema `44P8EP6N3NXZ5`.
-pub const START_NODE: NodeId = NodeId::from_crockford("44P8EP6N3NXZ5");
-/// The StepNode schema `108DB063KRQWW`.
-pub const STEP_NODE: NodeId = NodeId::from_crockford("108DB063KRQWW");
+pub use crate::model::types::{START_NODE, STEP_NODE, TEXT, WORKFLOW, WORKFLOW_EXT};
 
 /// Whether a node of type `type_id` is a Workflow: the 7a0c Workflow schema or uwf's
 /// WorkflowExt. Import, export, `thread start` and `workflow show` all use this one rule.
@@ -171,116 +161,7 @@ impl StepNode {
     }
 }
 
-/// How a thread finished, as the history records it (stored as its string).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum FinishReason {
-    /// It reached `$END`.
-    Completed,
-    /// `thread kill` cancelled it.
-    Cancelled,
-    /// Its steps failed `maxRetries` times in a row, or it reached its round limit.
-    Failed,
-    /// Its workflow's concurrency limit turned it away (`overflow: drop`, or the oldest of a
-    /// full queue).
-    Dropped,
-    /// Any other reason an imported history line gave, kept as written.
-    Other(String),
-}
-
-impl FinishReason {
-    /// The stored spelling.
-    pub(crate) fn as_str(&self) -> &str {
-        match self {
-            FinishReason::Completed => "completed",
-            FinishReason::Cancelled => "cancelled",
-            FinishReason::Failed => "failed",
-            FinishReason::Dropped => "dropped",
-            FinishReason::Other(s) => s,
-        }
-    }
-
-    /// Reads the stored spelling.
-    pub(crate) fn parse(s: &str) -> FinishReason {
-        match s {
-            "completed" => FinishReason::Completed,
-            "cancelled" => FinishReason::Cancelled,
-            "failed" => FinishReason::Failed,
-            "dropped" => FinishReason::Dropped,
-            other => FinishReason::Other(other.to_string()),
-        }
-    }
-
-    /// The status of a thread that finished for this reason: cancelled, failed, dropped, or
-    /// else completed.
-    pub(crate) fn status(&self) -> ThreadStatus {
-        match self {
-            FinishReason::Cancelled => ThreadStatus::Cancelled,
-            FinishReason::Failed => ThreadStatus::Failed,
-            FinishReason::Dropped => ThreadStatus::Dropped,
-            _ => ThreadStatus::Completed,
-        }
-    }
-}
-
-impl From<&str> for FinishReason {
-    fn from(s: &str) -> FinishReason {
-        FinishReason::parse(s)
-    }
-}
-
-impl std::fmt::Display for FinishReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A thread's lifecycle state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ThreadStatus {
-    /// Active, waiting for room under its workflow's concurrency limit.
-    Queued,
-    /// Active, ready for its next step.
-    Idle,
-    /// Active, a live process holds its step lease.
-    Running,
-    /// Active, paused by hand.
-    Paused,
-    /// Finished by reaching `$END`.
-    Completed,
-    /// Finished after failing `maxRetries` steps in a row (or at its round limit).
-    Failed,
-    /// Finished by `thread kill`.
-    Cancelled,
-    /// Turned away by its workflow's concurrency limit.
-    Dropped,
-}
-
-impl ThreadStatus {
-    /// The name printed and accepted by `--status`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            ThreadStatus::Queued => "queued",
-            ThreadStatus::Idle => "idle",
-            ThreadStatus::Running => "running",
-            ThreadStatus::Paused => "paused",
-            ThreadStatus::Completed => "completed",
-            ThreadStatus::Failed => "failed",
-            ThreadStatus::Cancelled => "cancelled",
-            ThreadStatus::Dropped => "dropped",
-        }
-    }
-
-    /// Whether the thread is still active (queued, idle, running or paused).
-    pub fn is_active(self) -> bool {
-        matches!(
-            self,
-            ThreadStatus::Queued
-                | ThreadStatus::Idle
-                | ThreadStatus::Running
-                | ThreadStatus::Paused
-        )
-    }
-}
+pub use crate::model::{FinishReason, ThreadStatus};
 
 #[cfg(test)]
 mod tests {

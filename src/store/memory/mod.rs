@@ -9,6 +9,7 @@
 
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
+use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, WriteTx};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, bootstrap_nodes};
@@ -19,7 +20,6 @@ use crate::store::report::{
     Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node,
 };
 use crate::store::roots::{gc_roots, keep_from};
-use crate::workflow::ThreadId;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 

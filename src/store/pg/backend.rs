@@ -4,6 +4,7 @@
 
 use super::{CHAIN_PAGE, Pg, PgWriter, gc};
 use crate::cas::NodeId;
+use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, WriteTx};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
@@ -11,7 +12,6 @@ use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
-use crate::workflow::ThreadId;
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -28,13 +28,13 @@ pub(crate) use write::PgWriter;
 
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
+use crate::model::ThreadId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
 use crate::store::records::{
     HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::records::{Record, dec, enc};
-use crate::workflow::ThreadId;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
 use std::collections::{HashMap, HashSet, VecDeque};

@@ -3,10 +3,10 @@
 
 use super::*;
 use crate::cas::Value;
+use crate::model::ThreadId;
 use crate::store::Store;
 use crate::store::redb::tests::of;
 use crate::store::{Prepared, ThreadRecord};
-use crate::workflow::ThreadId;
 use redb::ReadableTableMetadata;
 
 fn store() -> (tempfile::TempDir, Store) {
@@ -19,7 +19,7 @@ fn texts(s: &Store, tag: &str, n: usize) -> Vec<Prepared> {
     (0..n)
         .map(|i| {
             s.prepare(
-                crate::workflow::nodes::TEXT,
+                crate::model::types::TEXT,
                 &Value::str(format!("{tag} {i}")),
                 true,
             )
@@ -115,7 +115,7 @@ fn records_of_one_large_payload_and_whole_records_go() {
     let big: Vec<Prepared> = (0..3)
         .map(|i| {
             let v = Value::str(format!("{i}{}", "x".repeat(40_000)));
-            s.prepare(crate::workflow::nodes::TEXT, &v, true)
+            s.prepare(crate::model::types::TEXT, &v, true)
                 .expect("prepare")
         })
         .collect();

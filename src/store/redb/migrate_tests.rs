@@ -1,10 +1,10 @@
 //! Tests of the format migrations: a file of format 1 migrated to 2 keeps every node.
 use super::*;
+use crate::model::ThreadId;
+use crate::model::types::{START_NODE, STEP_NODE, TEXT};
 use crate::store::Store;
 use crate::store::redb::tests::of;
 use crate::store::{PutOutcome, ThreadRecord};
-use crate::workflow::ThreadId;
-use crate::workflow::nodes::{START_NODE, STEP_NODE, TEXT};
 use redb::ReadableTableMetadata;
 
 /// Rewrites a current store as format 1 wrote it: one `nodes` record per id.

@@ -21,6 +21,7 @@ use tables::{IDS, META_TABLE};
 mod verify;
 
 use crate::cas::NodeId;
+use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, ReadTx, Types, WriteTx};
 use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
@@ -29,7 +30,6 @@ use crate::store::records::{
     HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
-use crate::workflow::ThreadId;
 use migrate::FORMAT_VERSION;
 use redb::{ConcurrencyMode, Database, ReadableTable, WriteTransaction};
 use std::path::Path;

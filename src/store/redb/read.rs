@@ -4,13 +4,13 @@ use super::nodes::{Link, Lookup, NO_SEQ, entries, find_payload, join_payloads, r
 use super::records::{self, HISTORY, LEASES, REGISTRY, THREAD_STATE, THREADS, opt_table, read};
 use super::tables::{IDS, LINKS, META_TABLE, PAYLOADS, PINS, TYPE_INDEX};
 use crate::cas::NodeId;
+use crate::model::ThreadId;
 use crate::store::backend::{Each, Order, ReadTx};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{StoredNode, WalkEvent, WalkStats};
 use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
-use crate::workflow::ThreadId;
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use std::collections::{HashSet, VecDeque};
 use std::sync::OnceLock;

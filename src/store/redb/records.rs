@@ -13,12 +13,12 @@
 //! - `removals`: seq (meta `next_removal_seq`) → [`Removal`]
 
 use super::tables::META_TABLE;
+use crate::model::ThreadId;
 use crate::store::error::Result;
 use crate::store::records::{
     HistoryEntry, Lease, Record, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
     dec, enc,
 };
-use crate::workflow::ThreadId;
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 
 /// The meta key of the next removal's number (`removals`).

@@ -13,7 +13,7 @@ use redb::ReadableTable;
 use std::ops::ControlFlow;
 
 fn texts(s: &Store, from: usize, n: usize) -> Vec<Prepared> {
-    let text = crate::workflow::nodes::TEXT;
+    let text = crate::model::types::TEXT;
     (from..from + n)
         .map(|i| {
             s.prepare(text, &Value::str(format!("text {i}")), true)
@@ -101,14 +101,14 @@ fn a_stale_reference_seq_is_only_a_hint() {
     s.put(&out, 7).expect("put");
     let start = s
         .prepare(
-            crate::workflow::nodes::START_NODE,
+            crate::model::types::START_NODE,
             &v(r#"{"workflow":"95ST8MZ0QTKP9","prompt":"p","cwd":"/"}"#),
             true,
         )
         .expect("start");
     let step = s
         .prepare(
-            crate::workflow::nodes::STEP_NODE,
+            crate::model::types::STEP_NODE,
             &v(&format!(
                 r#"{{"start":"{}","prev":null,"role":"r","output":"{}","detail":"{}","agent":"a","startedAtMs":1,"completedAtMs":2,"cwd":"/","assembledPrompt":null}}"#,
                 start.id, out[1].id, out[0].id
