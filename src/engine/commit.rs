@@ -3,7 +3,7 @@
 
 use crate::cas::{NodeId, Value};
 use crate::proc::{is_mine, lease_is_live};
-use crate::store::{HistoryEntry, Lease, Snapshot, Store};
+use crate::store::{Lease, Snapshot, Store};
 use crate::supervise::{Result, StepError};
 use crate::thread::chain::{Moderated, expand_output, load_moderated};
 use crate::thread::{Status, StepOutput, ThreadError, ThreadId};
@@ -259,15 +259,8 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             }
         }
         if done {
-            w.remove_thread_state(thread)?;
-            w.remove_thread(thread)?;
-            w.append_history(&HistoryEntry {
-                thread: thread.to_string(),
-                workflow: rec.workflow.unwrap_or(wf).to_wire(),
-                head: new.to_wire(),
-                completed_at: now_ms,
-                reason: FinishReason::Completed,
-            })?;
+            rec.head = new;
+            w.archive_thread(thread, &rec, wf, FinishReason::Completed, now_ms)?;
         } else {
             // A step that went through ends the run of failures.
             let state = w.thread_state(thread)?;

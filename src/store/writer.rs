@@ -9,7 +9,7 @@ use super::records::{
     HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::cas::NodeId;
-use crate::model::ThreadId;
+use crate::model::{FinishReason, ThreadId};
 
 /// Writes inside one transaction; see [`super::Store::write`].
 pub struct Writer<'a> {
@@ -198,6 +198,35 @@ impl Writer<'_> {
     /// A store failure.
     pub fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
         self.tx.append_history(e)
+    }
+
+    /// Archives thread `id`, which `rec` was: removes it, its step lease and (unless it failed,
+    /// whose last error stays to be read) its state, and records it in the history as finished
+    /// for `reason` at `now_ms`, with `workflow` when the record names none. The one way a
+    /// thread ends, whoever ends it: its last step, a cancel, a failure, its limit.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn archive_thread(
+        &mut self,
+        id: &ThreadId,
+        rec: &ThreadRecord,
+        workflow: NodeId,
+        reason: FinishReason,
+        now_ms: u64,
+    ) -> Result<()> {
+        self.tx.remove_thread(id)?;
+        self.tx.remove_lease(id)?;
+        if reason != FinishReason::Failed {
+            self.tx.remove_thread_state(id)?;
+        }
+        self.tx.append_history(&HistoryEntry {
+            thread: id.to_string(),
+            workflow: rec.workflow.unwrap_or(workflow).to_wire(),
+            head: rec.head.to_wire(),
+            completed_at: now_ms,
+            reason,
+        })
     }
 
     /// Removes every history entry of thread `id`; returns how many there were.

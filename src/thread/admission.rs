@@ -5,9 +5,7 @@
 use super::chain::load_workflow;
 use super::{Config, Result, ThreadError};
 use crate::cas::{NodeId, Value};
-use crate::store::{
-    HistoryEntry, Phase, Store, StoreError, ThreadRecord, ThreadState, WorkflowLimits, Writer,
-};
+use crate::store::{Phase, Store, StoreError, ThreadRecord, ThreadState, WorkflowLimits, Writer};
 use crate::workflow::{FinishReason, ThreadId};
 use std::collections::{HashMap, HashSet};
 
@@ -145,7 +143,7 @@ pub(super) fn versions(store: &Store, name: &str, wf: NodeId) -> Result<HashSet<
     Ok(ids)
 }
 
-/// Archives `thread` (in `w`) with `reason`, keeping its state row only for a failure.
+/// Archives `thread` (in `w`) with `reason` (see [`Writer::archive_thread`]).
 pub(super) fn archive(
     w: &mut Writer<'_>,
     thread: &ThreadId,
@@ -154,18 +152,7 @@ pub(super) fn archive(
     reason: FinishReason,
     now_ms: u64,
 ) -> std::result::Result<(), StoreError> {
-    w.remove_thread(thread)?;
-    w.remove_lease(thread)?;
-    if reason != FinishReason::Failed {
-        w.remove_thread_state(thread)?;
-    }
-    w.append_history(&HistoryEntry {
-        thread: thread.to_string(),
-        workflow: rec.workflow.unwrap_or(wf).to_wire(),
-        head: rec.head.to_wire(),
-        completed_at: now_ms,
-        reason,
-    })
+    w.archive_thread(thread, rec, wf, reason, now_ms)
 }
 
 /// Admits the new thread `thread` (with `rec`, not yet stored) under `limits`: stores it as

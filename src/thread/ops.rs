@@ -274,27 +274,19 @@ pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
 pub(crate) fn kill(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     let rec = active(store, thread)?;
     let wf = match rec.workflow {
-        Some(w) => w.to_wire(),
-        None => super::chain::workflow_of(&store.snapshot()?, rec.head)?
-            .ok_or_else(|| ThreadError::Chain {
+        Some(w) => w,
+        None => super::chain::workflow_of(&store.snapshot()?, rec.head)?.ok_or_else(|| {
+            ThreadError::Chain {
                 node: rec.head.to_wire(),
                 problem: "the thread names no workflow".into(),
-            })?
-            .to_wire(),
+            }
+        })?,
     };
     let archived = store.write(|w| {
-        let Some(cur) = w.remove_thread(thread)? else {
+        let Some(cur) = w.thread(thread)? else {
             return Ok(false);
         };
-        w.remove_lease(thread)?;
-        w.remove_thread_state(thread)?;
-        w.append_history(&HistoryEntry {
-            thread: thread.to_string(),
-            workflow: cur.workflow.map_or(wf.clone(), |x| x.to_wire()),
-            head: cur.head.to_wire(),
-            completed_at: now_ms,
-            reason: FinishReason::Cancelled,
-        })?;
+        w.archive_thread(thread, &cur, wf, FinishReason::Cancelled, now_ms)?;
         Ok(true)
     })?;
     if !archived {
