@@ -41,7 +41,8 @@ pub type CopyProgress<'a> = &'a dyn Fn(&str, u64, u64);
 /// A failure of either store; [`StoreError::HashCollision`] when the target holds one of the
 /// ids with other bytes; [`StoreError::Internal`] naming the first node the check finds
 /// missing or different in the target.
-// Long: the copy's phases in the order a resumed copy relies on (nodes, threads, registry, limits, history, check).
+// Long: the copy's phases in the order a resumed copy relies on (nodes, threads, registry, limits,
+// history, check).
 pub fn copy(from: &Store, to: &Store, progress: CopyProgress<'_>) -> Result<CopyReport> {
     let mut report = CopyReport {
         nodes: from.node_count()?,

@@ -218,7 +218,8 @@ impl<'c> PgWriter<'c> {
     }
 
     /// Puts nodes with their timestamps; see [`crate::store::Store::put`].
-    // Long: one statement sequence a batch (insert, check the existing, COPY for large ones), kept together so its round trips read in order.
+    // Long: one statement sequence a batch (insert, check the existing, COPY for large ones), kept
+    // together so its round trips read in order.
     pub(crate) fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
         let mut out = vec![PutOutcome::Existed; items.len()];
         if items.is_empty() {

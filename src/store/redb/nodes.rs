@@ -357,7 +357,8 @@ pub(crate) fn stored_node(seq: u64, l: &Link<'_>, payload_cbor: Vec<u8>) -> Stor
 /// type's nodes in write order. The `ids` entries (16 bytes) are written in id order:
 /// ids are uniformly random, so sorted inserts make consecutive ones share the B-tree path that
 /// is already cached and dirty.
-// Long: every table of a put in the one order that keeps each leaf written once (checks, ids, links, payloads, index).
+// Long: every table of a put in the one order that keeps each leaf written once (checks, ids,
+// links, payloads, index).
 pub(crate) fn put_in<'a>(
     tx: &WriteTransaction,
     nodes: impl ExactSizeIterator<Item = (&'a Prepared, u64)>,

@@ -72,7 +72,8 @@ impl Redb {
     /// # Errors
     /// A redb failure, or a node whose payload is corrupt. A node whose type is not a schema
     /// has no references.
-    // Long: one pass over links, payloads and the type index side by side, whose cursors share the loop.
+    // Long: one pass over links, payloads and the type index side by side, whose cursors share the
+    // loop.
     pub(crate) fn reindex(&self, schemas: &dyn Types, progress: Progress<'_>) -> Result<u64> {
         self.guard(|| {
             let tx = self.begin_write()?;
@@ -248,7 +249,8 @@ impl Redb {
     ///
     /// # Errors
     /// A redb failure (damage is reported in the result, not as an error).
-    // Long: one pass over links, payloads, ids and the index side by side, whose cursors share the loop.
+    // Long: one pass over links, payloads, ids and the index side by side, whose cursors share the
+    // loop.
     pub(crate) fn verify(
         &self,
         schemas: &dyn Types,
