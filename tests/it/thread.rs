@@ -288,8 +288,8 @@ fn bad_counts_and_ids() {
             );
         }
     }
-    insta::assert_snapshot!(env.transcript("thread show nope"), @r#"
-    ! invalid thread id "nope": expected 26 letters and digits
+    insta::assert_snapshot!(env.transcript("thread show nop"), @r#"
+    ! invalid thread id "nop": expected 26 letters and digits, or a unique prefix of 4 or more
     [exit 1]
     "#);
     insta::assert_snapshot!(env.transcript("thread show 06H01H81R5YCT74RZ86VBY5KNC"), @"
@@ -300,6 +300,63 @@ fn bad_counts_and_ids() {
     ! --timeout must be a positive number of seconds, got: 0
     [exit 1]
     ");
+}
+
+#[test]
+fn thread_ids_resolve_from_unique_prefixes() {
+    let env = TestEnv::fixed();
+    // Started at the same millisecond, the three ids share their first nine characters.
+    let ts: Vec<String> = (0..3)
+        .map(|i| start_fixed(&env, "debate.yaml", &format!("q{i}")))
+        .collect();
+    let shared = &ts[0][..9];
+    assert!(ts.iter().all(|t| t.starts_with(shared)), "{ts:?}");
+    // A unique prefix, in any case, wherever a thread id is taken; output names the whole id.
+    let unique = |t: &str| {
+        (4..=26)
+            .map(|n| t[..n].to_string())
+            .find(|p| ts.iter().filter(|o| o.starts_with(p.as_str())).count() == 1)
+            .unwrap()
+    };
+    let short = unique(&ts[1]);
+    let shown = env.show(&short.to_ascii_lowercase());
+    assert_eq!(
+        shown.get("thread").and_then(Value::as_str),
+        Some(ts[1].as_str())
+    );
+    assert!(env.ok(&["thread", "read", &short]).contains("q1"));
+    let steps = json(&env.ok(&["thread", "steps", &short]));
+    assert_eq!(
+        steps.get("thread").and_then(Value::as_str),
+        Some(ts[1].as_str())
+    );
+    // A finished thread resolves too.
+    env.ok(&["thread", "kill", &short]);
+    assert_eq!(
+        env.show(&short).get("status").and_then(Value::as_str),
+        Some("cancelled")
+    );
+    // Ambiguous: one line naming every candidate, exit 1.
+    let r = env.fails(
+        &["thread", "show", shared],
+        &format!("ambiguous thread id prefix \"{shared}\""),
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        ts.iter().all(|t| r.stderr.contains(t.as_str())),
+        "{}",
+        r.stderr
+    );
+    // Unknown: exit 3, as a missing thread.
+    let r = env.fails(&["thread", "show", "ZZZZZZ"], "thread not found: ZZZZZZ");
+    assert_eq!(r.code, 3);
+    let r = env.fails(
+        &["thread", "step", "zzzz", "--agent", "true"],
+        "thread not found",
+    );
+    assert_eq!(r.code, 3);
+    // Too short to be a prefix.
+    env.fails(&["thread", "show", &ts[0][..3]], "invalid thread id");
 }
 
 /// Runs one bad agent and checks the error, that the head did not move, and that the lease was
