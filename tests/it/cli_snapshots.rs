@@ -79,7 +79,7 @@ fn thread_cases() {
         .expect("thread")
         .to_string();
     insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"96M92DEGEBC3E","status":"idle","currentRole":"against","done":false,"background":null}"#);
-    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent '{script}'")), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"DHGAGBN2TAVA9","status":"idle","currentRole":"for","done":false,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent '{script}'")), @r#"{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"38SY7HZA82WV1","status":"idle","currentRole":"for","done":false,"background":null}"#);
     insta::assert_snapshot!(env.transcript(&format!("thread step {t} -c 0")), @"
     ! --count must be a positive integer, got: 0
     [exit 1]
@@ -97,8 +97,8 @@ fn thread_cases() {
     ! thread not found: 06H08SPVKKAF3JCSEB1P6P2JD0
     [exit 3]
     ");
-    insta::assert_snapshot!(env.transcript(&format!("thread step {t} -c 10 --agent '{script}'")), @r#"[{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"EJ20MP4BDGXWW","status":"idle","currentRole":"against","done":false,"background":null},{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"FHA8YVASEMJXZ","status":"completed","currentRole":null,"done":true,"background":null}]"#);
-    insta::assert_snapshot!(env.transcript("thread list --all"), @r#"[{"thread":"06DQDPN8028XY33RRFMH5J9JP4","workflow":"DDY7SM1N7BV4G","head":"FHA8YVASEMJXZ","status":"completed","currentRole":null}]"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread step {t} -c 10 --agent '{script}'")), @r#"[{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"9J4P2P7WNYABX","status":"idle","currentRole":"against","done":false,"background":null},{"workflow":"DDY7SM1N7BV4G","thread":"06DQDPN8028XY33RRFMH5J9JP4","head":"ABENDK3NS9S48","status":"completed","currentRole":null,"done":true,"background":null}]"#);
+    insta::assert_snapshot!(env.transcript("thread list --all"), @r#"[{"thread":"06DQDPN8028XY33RRFMH5J9JP4","workflow":"DDY7SM1N7BV4G","head":"ABENDK3NS9S48","status":"completed","currentRole":null}]"#);
     insta::assert_snapshot!(env.transcript(&format!("thread read {t} --quota 300")), @"
     # Thread `06DQDPN8028XY33RRFMH5J9JP4`
 
@@ -110,11 +110,11 @@ fn thread_cases() {
 
     ---
 
-    *(2 earlier steps, load with `uwf thread read 06DQDPN8028XY33RRFMH5J9JP4 --before FHA8YVASEMJXZ`)*
+    *(2 earlier steps, load with `uwf thread read 06DQDPN8028XY33RRFMH5J9JP4 --before ABENDK3NS9S48`)*
 
     ---
 
-    ## Step 3: against `FHA8YVASEMJXZ`
+    ## Step 3: against `ABENDK3NS9S48`
     **Agent:** uwf-scripted | **Time:** 2026-01-01 00:00:00 | **Duration:** 0ms
 
     <prompt>
@@ -123,6 +123,14 @@ fn thread_cases() {
     Keep each argument concise (under 200 words).
 
     </prompt>
+
+    <output>
+    ---
+    $status: conceded
+    argument: Memory safety without a garbage collector wins.
+    ---
+
+    </output>
     ");
 }
 
