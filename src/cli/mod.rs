@@ -301,7 +301,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         cas: Vec<PathBuf>,
     },
-    /// Threads: start, step, show, list, read, fork, kill.
+    /// Threads: start, step, run, show, list, steps, read, fork, pause, resume, kill, stop, rm.
     #[command(subcommand)]
     Thread(thread::ThreadCommand),
     /// Steps of a thread (the TypeScript tool's later names).
@@ -326,9 +326,9 @@ enum Command {
     Config(setup::ConfigCmd),
     /// Reference texts (markdown) for users, workflow authors and agent writers.
     Skill {
-        /// Which text; `list` names them all.
+        /// Which text; without one (or `list`), their names.
         #[arg(value_enum)]
-        name: skill::Skill,
+        name: Option<skill::Skill>,
     },
     /// The structured logs of <root>/logs: list, show (--follow), clean.
     #[command(subcommand, visible_alias = "logs")]
@@ -697,7 +697,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Config(c) => setup::config(&env, c),
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),
-            Command::Skill { name } => skill::run(name),
+            Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
             Command::Log(c) => log::run(c, &env),
             Command::Store(c) => store_cmd::run(c, &env),
             Command::Limits(c) => store_cmd::limits(c, &env),

@@ -65,10 +65,11 @@ pub(crate) enum ThreadCommand {
     },
     /// Threads, newest first (active ones unless --all or --status says otherwise).
     List {
-        /// Include completed and cancelled threads.
+        /// Include finished threads (completed, failed, cancelled, dropped).
         #[arg(long)]
         all: bool,
-        /// Comma list of idle, running, completed, cancelled, active.
+        /// Comma list of queued, idle, running, paused, completed, failed, cancelled, dropped
+        /// and active (the first four).
         #[arg(long)]
         status: Option<String>,
         /// Only threads started after this (7d, 24h, 30m, or a date).
