@@ -662,7 +662,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         cli.command,
         Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
     );
-    start_logging(&env, cli.verbose, logged, &argv);
+    start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
     // The store catches the database engine's panics in its own operations; this catches
     // those of the few reads that run outside them (a table a command iterates itself).
     let r = store::catching_damage(&env.db_path(), || {
@@ -736,7 +736,7 @@ fn configured_store(root: &Path) -> Option<String> {
 
 /// Sends this process's events to `<root>/logs/` (with `file`) and, with `-v` or `UWF_LOG`, to
 /// stderr; masks the values of `.env` and of variables named like secrets; logs the start.
-fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
+fn start_logging(env: &Env, verbose: u8, file: bool, reads_only: bool, argv: &[String]) {
     use tracing_subscriber::filter::Targets;
     let stderr = match verbose {
         0 => std::env::var("UWF_LOG")
@@ -782,9 +782,54 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
     });
     crate::logs::install(sink, stderr);
     let argv = serde_json::to_string(&crate::logs::masked_argv(argv)).unwrap_or_default();
-    tracing::info!(
-        tag = crate::logs::START_TAG,
-        "process start argv={argv} uwf={}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let version = env!("CARGO_PKG_VERSION");
+    // A command that only reads says nothing worth a line in the file unless it fails.
+    if reads_only {
+        tracing::debug!(
+            tag = crate::logs::START_TAG,
+            "process start argv={argv} uwf={version}"
+        );
+    } else {
+        tracing::info!(
+            tag = crate::logs::START_TAG,
+            "process start argv={argv} uwf={version}"
+        );
+    }
+}
+
+/// Whether `c` only reads the store, the config and the logs (its start is logged at debug).
+fn reads_only(c: &Command) -> bool {
+    use cas::{CasCommand as C, SchemaCommand as S};
+    use thread::{StepCommand as P, ThreadCommand as T};
+    use workflow::WorkflowCommand as W;
+    matches!(
+        c,
+        Command::Cas(
+            C::Get { .. }
+                | C::Hash { .. }
+                | C::Has { .. }
+                | C::Refs { .. }
+                | C::Walk { .. }
+                | C::Verify
+                | C::Count
+                | C::Pins
+                | C::Schema(S::List | S::Get { .. })
+        ) | Command::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
+            | Command::Thread(
+                T::Show { .. }
+                    | T::List { .. }
+                    | T::Steps { .. }
+                    | T::Read { .. }
+                    | T::StepDetails { .. }
+            )
+            | Command::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
+            | Command::Agent(agent::AgentCmd::Context { .. })
+            | Command::Ps
+            | Command::Config(
+                setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
+            )
+            | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
+            | Command::Store(store_cmd::StoreCommand::Info)
+            | Command::Limits(store_cmd::LimitsCommand::List)
+    )
 }
