@@ -81,7 +81,11 @@ impl ThreadError {
     pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             ThreadError::Store(e) => e.kind(),
-            ThreadError::NotFound(_) | ThreadError::WorkflowNotFound(_) => ErrorKind::NotFound,
+            ThreadError::NotFound(_)
+            | ThreadError::WorkflowNotFound(_)
+            | ThreadError::Workflow(crate::workflow::WorkflowError::FileNotFound(_)) => {
+                ErrorKind::NotFound
+            }
             ThreadError::Chain { .. } => ErrorKind::Damaged,
             _ => ErrorKind::User,
         }

@@ -257,9 +257,14 @@ fn bad_workflows_are_refused_at_start() {
     ! workflow validation failed:   - edge worker→_: unknown target role "ghost"
     [exit 1]
     "#);
+    // A file that does not exist is a workflow that does not exist, as a name is.
     insta::assert_snapshot!(start(&p(&workflow_fixture("missing.yaml"))), @"
     ! file not found: [REPO]/tests/fixtures/workflows/missing.yaml
-    [exit 1]
+    [exit 3]
+    ");
+    insta::assert_snapshot!(start("examples/nosuch.yaml"), @"
+    ! file not found: examples/nosuch.yaml
+    [exit 3]
     ");
     let debate = p(&example("debate.yaml"));
     insta::assert_snapshot!(env.transcript(&format!("thread start {debate} -p x --cwd rel/dir")), @"
