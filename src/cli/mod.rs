@@ -240,6 +240,9 @@ impl From<std::io::Error> for CliError {
 /// Result of a command.
 pub(crate) type CliResult<T = ()> = Result<T, CliError>;
 
+/// The help heading of the options every command takes, apart from each command's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "uwf",
@@ -249,15 +252,15 @@ pub(crate) type CliResult<T = ()> = Result<T, CliError>;
 struct Cli {
     /// Output format (default json). With an explicit `--format json`, an error also prints
     /// a JSON error object on stderr.
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, help_heading = GLOBAL)]
     format: Option<Format>,
     /// Print log events on stderr too: -v info, -vv debug, -vvv trace (`UWF_LOG` takes a
     /// filter such as `debug` or `uwf::engine=trace`).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     verbose: u8,
     /// The store: a `postgres://` or `postgresql://` URL for a PostgreSQL server, else a redb
     /// file path (default `$UWF_STORE`, then `store:` in config.yaml, then `<root>/uwf.redb`).
-    #[arg(long, global = true, value_name = "URL|FILE")]
+    #[arg(long, global = true, value_name = "URL|FILE", help_heading = GLOBAL)]
     store: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -277,7 +280,8 @@ enum Command {
         #[arg(required_unless_present = "archive", conflicts_with = "archive")]
         dir: Option<PathBuf>,
         /// Also write config.yaml with every secret value (keys named like key, token, secret,
-        /// password) replaced by a placeholder; .env is never copied.
+        /// password) replaced by a placeholder, keeping what names a variable (`apiKeyEnv`,
+        /// `${VAR}`); .env is never copied.
         #[arg(long, conflicts_with = "archive")]
         with_config: bool,
         /// Write the layout as one tar archive instead (- for stdout); zstd-compressed when the

@@ -193,6 +193,34 @@ fn skill_list_and_texts() {
     }
 }
 
+/// A command's help lists its own options, then the global ones under their own heading.
+#[test]
+fn setup_help_keeps_global_options_apart() {
+    let env = TestEnv::new();
+    for cmd in [&["setup", "--help"][..], &["thread", "start", "--help"]] {
+        let help = env.ok(cmd);
+        let (own, global) = help.split_once("\nGlobal options:\n").expect("a heading");
+        for flag in ["--format", "--verbose", "--store"] {
+            assert!(
+                !own.contains(flag) && global.contains(flag),
+                "{flag}: {help}"
+            );
+        }
+    }
+    let setup = env.ok(&["setup", "--help"]);
+    let own = setup.split_once("Global options:").unwrap().0;
+    for flag in [
+        "--provider",
+        "--base-url",
+        "--api-key",
+        "--api-key-env",
+        "--model",
+        "--agent",
+    ] {
+        assert!(own.contains(flag), "{flag}: {setup}");
+    }
+}
+
 /// The `uwf` command lines of a skill's shell code blocks, each as its words: every simple
 /// command of a line, of a pipe or of a `$(…)` that starts with `uwf`, and every quoted word
 /// that is one (an `--agent` value, given the thread and role it is called with).
