@@ -1,5 +1,5 @@
 //! What kind of failure an error is: each layer's error names its kind, and the CLI turns the
-//! kind into its exit code (README, "Exit codes").
+//! kind into its exit code (docs/commands.md, "Exit codes").
 
 use crate::engine::StepError;
 use crate::store::StoreError;
