@@ -1,5 +1,5 @@
 //! What kind of failure an error is: each layer's error names its kind, and the CLI turns the
-//! kind into its exit code (README, "Exit codes").
+//! kind into its exit code (docs/commands.md, "Exit codes").
 
 use crate::store::StoreError;
 use crate::supervise::StepError;
@@ -81,7 +81,11 @@ impl ThreadError {
     pub(crate) fn kind(&self) -> ErrorKind {
         match self {
             ThreadError::Store(e) => e.kind(),
-            ThreadError::NotFound(_) | ThreadError::WorkflowNotFound(_) => ErrorKind::NotFound,
+            ThreadError::NotFound(_)
+            | ThreadError::WorkflowNotFound(_)
+            | ThreadError::Workflow(crate::workflow::WorkflowError::FileNotFound(_)) => {
+                ErrorKind::NotFound
+            }
             ThreadError::Chain { .. } => ErrorKind::Damaged,
             _ => ErrorKind::User,
         }

@@ -14,6 +14,9 @@ const LLM_DETAIL_SCHEMA: &str = r#"{"title":"LlmAgentDetail","type":"object","pr
 /// fill what they report).
 const COMMAND_DETAIL_SCHEMA: &str = r#"{"title":"CommandAgentDetail","type":"object","properties":{"program":{"type":"string"},"sessionId":{"type":["string","null"]},"model":{"type":["string","null"]},"subtype":{"type":["string","null"]},"durationMs":{"type":"number"},"numTurns":{"type":["integer","null"]},"totalCostUsd":{"type":["number","null"]},"stopReason":{"type":["string","null"]},"usage":{"type":["object","null"]},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}}},"required":["program","durationMs","turns"]}"#;
 
+/// The scripted agent's detail: the reply it gave, as one assistant turn.
+const SCRIPTED_DETAIL_SCHEMA: &str = r#"{"title":"ScriptedAgentDetail","type":"object","properties":{"turnCount":{"type":"integer"},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}}},"required":["turnCount","turns"]}"#;
+
 /// The TypeScript tool's hermes detail and turn schemas (bootstrap schemas of every store).
 const HERMES_DETAIL: NodeId = NodeId::from_crockford("6AT9BBJ2Y42ZV");
 const HERMES_TURN: NodeId = NodeId::from_crockford("9RWNKFTYS4W55");
@@ -28,6 +31,8 @@ pub enum DetailKind {
     Llm,
     /// [`COMMAND_DETAIL_SCHEMA`], for programs without a detail of the TypeScript tool.
     Command,
+    /// [`SCRIPTED_DETAIL_SCHEMA`], the scripted agent's.
+    Scripted,
     /// The TypeScript tool's `hermes-detail`: `{sessionId, model, duration, turnCount, turns}`.
     Hermes,
     /// The TypeScript tool's `claude-code-detail`: `{sessionId, model, subtype, durationMs,
@@ -65,6 +70,10 @@ pub fn store_detail(
         DetailKind::Command => (
             schema_id(store, TURN_SCHEMA, now_ms)?,
             schema_id(store, COMMAND_DETAIL_SCHEMA, now_ms)?,
+        ),
+        DetailKind::Scripted => (
+            schema_id(store, TURN_SCHEMA, now_ms)?,
+            schema_id(store, SCRIPTED_DETAIL_SCHEMA, now_ms)?,
         ),
         DetailKind::Hermes => (HERMES_TURN, HERMES_DETAIL),
         DetailKind::ClaudeCode => (CLAUDE_TURN, CLAUDE_DETAIL),

@@ -229,7 +229,19 @@ impl Agent for ScriptedAgent {
             Some(m) => thread::kit::scripted_reply_in(&m.chain, turn.role, &script)?,
             None => thread::scripted_reply(turn.store, turn.thread, turn.role, &script)?,
         };
-        turn.submit(&raw, &self.name(), started, None, None)
+        // The reply is kept as the conversation's one turn, as the LLM agent keeps its own,
+        // so `thread read` shows it.
+        let mut fields = crate::cas::value::Map::new();
+        fields.insert("turnCount".into(), crate::cas::Value::Number(1.0));
+        let detail = details::store_detail(
+            turn.store,
+            details::DetailKind::Scripted,
+            fields,
+            &[("assistant", raw.as_str())],
+            (turn.now)(),
+        )
+        .map_err(thread::ThreadError::from)?;
+        turn.submit(&raw, &self.name(), started, Some(detail), None)
     }
 }
 

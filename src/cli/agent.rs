@@ -2,6 +2,7 @@
 //! command), each also usable as an `--agent` or an `agents:` entry.
 
 use super::output::{NodeIdStr, print_as, write_stdout};
+use super::thread::thread_id;
 use super::{CliError, CliResult, Env, handoff};
 use crate::builtin::{self, Agent, CommandAgent, CommandArgs, LlmAgent, LlmArgs, ScriptedAgent};
 use crate::cas::Value;
@@ -74,10 +75,6 @@ struct Context<'a> {
     head: NodeIdStr,
 }
 
-fn thread_id(s: &str) -> CliResult<ThreadId> {
-    ThreadId::parse(s).map_err(CliError::new)
-}
-
 fn var(k: &str) -> Option<String> {
     std::env::var(k).ok().filter(|v| !v.is_empty())
 }
@@ -89,7 +86,7 @@ fn no_llm(flag: bool) -> bool {
 pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
     match c {
         AgentCmd::Context { thread, role } => {
-            let t = thread_id(&thread)?;
+            let t = thread_id(env, &thread)?;
             let s = env.open_ro()?;
             let edge = var("UWF_EDGE_PROMPT");
             let c = thread::agent_context(&s, &t, &role, edge.as_deref())?;
@@ -107,7 +104,7 @@ pub(crate) fn run(c: AgentCmd, env: &Env) -> CliResult {
             name,
             no_llm: off,
         } => {
-            let t = thread_id(&thread)?;
+            let t = thread_id(env, &thread)?;
             let mut raw = String::new();
             std::io::stdin()
                 .read_to_string(&mut raw)
@@ -164,7 +161,7 @@ fn agent_cwd() -> PathBuf {
 
 /// Runs a built-in agent as a command: writes the StepNode and prints its id.
 fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     let config = Config::load(&env.root)?;
     let (models, vars) = env.agent_setup(&config, no_llm(false));
     let timeout = match var("UWF_TIMEOUT").and_then(|s| s.parse::<f64>().ok()) {

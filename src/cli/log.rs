@@ -44,10 +44,13 @@ pub(crate) struct ShowArgs {
     /// Only events of this level or worse (trace, debug, info, warn, error).
     #[arg(long, value_name = "LEVEL")]
     level: Option<String>,
-    /// Print the entries, then each new one as it is written, one JSON object a line, until
-    /// interrupted.
+    /// Print the entries, then each new one as it is written, until interrupted.
     #[arg(short, long)]
     follow: bool,
+    /// JSON even on a terminal (where entries are otherwise printed as readable lines; piped,
+    /// or with `--format`, they are JSON).
+    #[arg(long)]
+    json: bool,
 }
 
 /// A line of `log list`.
@@ -192,11 +195,24 @@ fn cmd_show(env: &Env, a: &ShowArgs) -> CliResult {
         );
     }
     entries.sort_by(|x, y| logs::ts(x).cmp(logs::ts(y)));
-    if !a.follow {
+    let readable = !a.json
+        && env.explicit_format.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let emit = |e: &Map<String, Value>| {
+        if readable {
+            write_stdout(readable_line(e).as_bytes())
+        } else {
+            print_line(e)
+        }
+    };
+    if !a.follow && !readable {
         return print_as(env.format, &entries);
     }
     for e in &entries {
-        print_line(e)?;
+        emit(e)?;
+    }
+    if !a.follow {
+        return Ok(());
     }
     loop {
         std::thread::sleep(Duration::from_millis(200));
@@ -215,10 +231,34 @@ fn cmd_show(env: &Env, a: &ShowArgs) -> CliResult {
                 .into_iter()
                 .filter(|e| filter.keeps(e))
             {
-                print_line(&e)?;
+                emit(&e)?;
             }
         }
     }
+}
+
+/// One entry as a line for people: time, level, message, then the other fields as `key=value`
+/// and the process last (`tag` is left out).
+fn readable_line(e: &Map<String, Value>) -> String {
+    let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default();
+    let ts = s("ts").replacen('T', " ", 1);
+    let level = e.get("level").and_then(Value::as_str).unwrap_or("info");
+    let mut line = format!(
+        "{} {:<5} {}",
+        ts.trim_end_matches('Z'),
+        level.to_ascii_uppercase(),
+        s("msg")
+    );
+    let skip = ["ts", "pid", "tag", "level", "msg"];
+    for (k, v) in e.iter().filter(|(k, _)| !skip.contains(&k.as_str())) {
+        let v = match v {
+            Value::String(t) if !t.is_empty() && !t.contains(char::is_whitespace) => t.clone(),
+            v => v.to_string(),
+        };
+        line.push_str(&format!(" {k}={v}"));
+    }
+    line.push_str(&format!(" pid={}\n", s("pid")));
+    line
 }
 
 /// One entry as a JSON line (`--follow`).

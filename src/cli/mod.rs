@@ -81,6 +81,9 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
     }
 }
 
+/// The help heading of the options every command takes, apart from each command's own.
+const GLOBAL: &str = "Global options";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "uwf",
@@ -90,15 +93,15 @@ fn did_you_mean(env: &Env, e: &CliError) -> Option<String> {
 struct Cli {
     /// Output format (default json). With an explicit `--format json`, an error also prints
     /// a JSON error object on stderr.
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, global = true, value_enum, help_heading = GLOBAL)]
     format: Option<Format>,
     /// Print log events on stderr too: -v info, -vv debug, -vvv trace (`UWF_LOG` takes a
     /// filter such as `debug` or `uwf::engine=trace`).
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = GLOBAL)]
     verbose: u8,
     /// The store: a `postgres://` or `postgresql://` URL for a PostgreSQL server, else a redb
     /// file path (default `$UWF_STORE`, then `store:` in config.yaml, then `<root>/uwf.redb`).
-    #[arg(long, global = true, value_name = "URL|FILE")]
+    #[arg(long, global = true, value_name = "URL|FILE", help_heading = GLOBAL)]
     store: Option<String>,
     #[command(subcommand)]
     command: Command,
@@ -118,7 +121,8 @@ enum Command {
         #[arg(required_unless_present = "archive", conflicts_with = "archive")]
         dir: Option<PathBuf>,
         /// Also write config.yaml with every secret value (keys named like key, token, secret,
-        /// password) replaced by a placeholder; .env is never copied.
+        /// password) replaced by a placeholder, keeping what names a variable (`apiKeyEnv`,
+        /// `${VAR}`); .env is never copied.
         #[arg(long, conflicts_with = "archive")]
         with_config: bool,
         /// Write the layout as one tar archive instead (- for stdout); zstd-compressed when the
@@ -142,7 +146,7 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         cas: Vec<PathBuf>,
     },
-    /// Threads: start, step, show, list, read, fork, kill.
+    /// Threads: start, step, run, show, list, steps, read, fork, pause, resume, kill, stop, rm.
     #[command(subcommand)]
     Thread(thread::ThreadCommand),
     /// Steps of a thread (the TypeScript tool's later names).
@@ -167,9 +171,9 @@ enum Command {
     Config(setup::ConfigCmd),
     /// Reference texts (markdown) for users, workflow authors and agent writers.
     Skill {
-        /// Which text; `list` names them all.
+        /// Which text; without one (or `list`), their names.
         #[arg(value_enum)]
-        name: skill::Skill,
+        name: Option<skill::Skill>,
     },
     /// The structured logs of <root>/logs: list, show (--follow), clean.
     #[command(subcommand, visible_alias = "logs")]
@@ -336,7 +340,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         cli.command,
         Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
     );
-    start_logging(&env, cli.verbose, logged, &argv);
+    start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
     // The store catches the database engine's panics in its own operations; this catches
     // those of the few reads that run outside them (a table a command iterates itself).
     let r = store::catching_damage(&env.db_path(), || {
@@ -371,7 +375,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             Command::Config(c) => setup::config(&env, c),
             Command::Completions { shell } => completions(shell),
             Command::Man { dir } => man(dir.as_deref()),
-            Command::Skill { name } => skill::run(name),
+            Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
             Command::Log(c) => log::run(c, &env),
             Command::Store(c) => store_cmd::run(c, &env),
             Command::Limits(c) => store_cmd::limits(c, &env),
@@ -410,7 +414,7 @@ fn configured_store(root: &Path) -> Option<String> {
 
 /// Sends this process's events to `<root>/logs/` (with `file`) and, with `-v` or `UWF_LOG`, to
 /// stderr; masks the values of `.env` and of variables named like secrets; logs the start.
-fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
+fn start_logging(env: &Env, verbose: u8, file: bool, reads_only: bool, argv: &[String]) {
     use tracing_subscriber::filter::Targets;
     let stderr = match verbose {
         0 => std::env::var("UWF_LOG")
@@ -456,9 +460,54 @@ fn start_logging(env: &Env, verbose: u8, file: bool, argv: &[String]) {
     });
     crate::logs::install(sink, stderr);
     let argv = serde_json::to_string(&crate::logs::masked_argv(argv)).unwrap_or_default();
-    tracing::info!(
-        tag = crate::logs::START_TAG,
-        "process start argv={argv} uwf={}",
-        env!("CARGO_PKG_VERSION")
-    );
+    let version = env!("CARGO_PKG_VERSION");
+    // A command that only reads says nothing worth a line in the file unless it fails.
+    if reads_only {
+        tracing::debug!(
+            tag = crate::logs::START_TAG,
+            "process start argv={argv} uwf={version}"
+        );
+    } else {
+        tracing::info!(
+            tag = crate::logs::START_TAG,
+            "process start argv={argv} uwf={version}"
+        );
+    }
+}
+
+/// Whether `c` only reads the store, the config and the logs (its start is logged at debug).
+fn reads_only(c: &Command) -> bool {
+    use cas::{CasCommand as C, SchemaCommand as S};
+    use thread::{StepCommand as P, ThreadCommand as T};
+    use workflow::WorkflowCommand as W;
+    matches!(
+        c,
+        Command::Cas(
+            C::Get { .. }
+                | C::Hash { .. }
+                | C::Has { .. }
+                | C::Refs { .. }
+                | C::Walk { .. }
+                | C::Verify
+                | C::Count
+                | C::Pins
+                | C::Schema(S::List | S::Get { .. })
+        ) | Command::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
+            | Command::Thread(
+                T::Show { .. }
+                    | T::List { .. }
+                    | T::Steps { .. }
+                    | T::Read { .. }
+                    | T::StepDetails { .. }
+            )
+            | Command::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
+            | Command::Agent(agent::AgentCmd::Context { .. })
+            | Command::Ps
+            | Command::Config(
+                setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
+            )
+            | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
+            | Command::Store(store_cmd::StoreCommand::Info)
+            | Command::Limits(store_cmd::LimitsCommand::List)
+    )
 }

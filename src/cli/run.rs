@@ -124,7 +124,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let store = Arc::new(env.open_rw()?);
     let mut threads = Vec::new();
     for t in &a.threads {
-        threads.push(thread::ThreadId::parse(t).map_err(CliError::new)?);
+        threads.push(super::thread::thread_id(env, t)?);
     }
     let (models, mut agent_env) = env.agent_setup(&config, a.no_llm);
     // Agents' `uwf agent submit` hands its submission to this process, which writes it through

@@ -9,7 +9,7 @@ use super::{CliError, CliResult, Env};
 use crate::ErrorKind;
 use crate::cas::Value;
 use crate::cas::value::Map;
-use crate::interchange::config::{is_secret_key, redact};
+use crate::interchange::config::{is_secret_key, names_a_variable, redact};
 use crate::thread::Config;
 use clap::{Args, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};
@@ -296,14 +296,6 @@ pub(crate) fn setup(env: &Env, a: SetupArgs) -> CliResult {
 /// it, except what names a variable instead of holding a key (`apiKeyEnv`, a value that is
 /// only `${VAR}`).
 fn masked(v: &Value) -> Value {
-    fn names_a_variable(k: &str, v: &Value) -> bool {
-        k.ends_with("Env")
-            || v.as_str().is_some_and(|s| {
-                s.starts_with("${")
-                    && s.ends_with('}')
-                    && !s[2..s.len() - 1].contains(['$', '{', '}'])
-            })
-    }
     match v {
         Value::Object(m) => Value::Object(
             m.iter()

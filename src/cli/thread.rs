@@ -4,7 +4,7 @@ use super::background;
 use super::output::{NodeIdStr, print, print_as, write_stdout};
 use super::{CliError, CliResult, Env};
 use crate::engine::{self, Interrupt, StepOptions};
-use crate::query::thread::{State, StepsOut, list_rows, shown, thread_id};
+use crate::query::thread::{State, StepsOut, list_rows, shown};
 use crate::thread::{
     self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
     time::parse_time,
@@ -63,10 +63,11 @@ pub(crate) enum ThreadCommand {
     },
     /// Threads, newest first (active ones unless --all or --status says otherwise).
     List {
-        /// Include completed and cancelled threads.
+        /// Include finished threads (completed, failed, cancelled, dropped).
         #[arg(long)]
         all: bool,
-        /// Comma list of idle, running, completed, cancelled, active.
+        /// Comma list of queued, idle, running, paused, completed, failed, cancelled, dropped
+        /// and active (the first four).
         #[arg(long)]
         status: Option<String>,
         /// Only threads started after this (7d, 24h, 30m, or a date).
@@ -328,6 +329,21 @@ fn quota_arg(q: Option<&str>) -> CliResult<usize> {
     }
 }
 
+/// A thread id argument: a whole id, or a unique prefix of 4+ characters (any case) of a stored
+/// thread's id.
+pub(crate) fn thread_id(env: &Env, s: &str) -> CliResult<ThreadId> {
+    if let Ok(t) = ThreadId::parse(s) {
+        return Ok(t);
+    }
+    // A prefix is looked up in the store, which is not made for it when it does not exist yet.
+    let store = if env.server_url().is_some() || env.db_path().exists() {
+        Some(env.open_ro()?)
+    } else {
+        None
+    };
+    Ok(thread::resolve_thread(store.as_ref(), s)?)
+}
+
 pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
     match c {
         ThreadCommand::Start {
@@ -395,14 +411,14 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         } => fork(env, &step, from_role.as_deref(), quiet),
         ThreadCommand::Rm { threads, force } => cmd_rm(env, &threads, force),
         ThreadCommand::Pause { thread } => {
-            let t = thread_id(&thread)?;
+            let t = thread_id(env, &thread)?;
             let s = env.open_rw()?;
             thread::pause(&s, &t)?;
             tracing::info!(tag = "33T63CJ0", thread = %t, "thread paused");
             print_as(env.format, &State::from(&thread::show(&s, &t)?))
         }
         ThreadCommand::Resume { thread } => {
-            let t = thread_id(&thread)?;
+            let t = thread_id(env, &thread)?;
             let s = env.open_rw()?;
             thread::resume(&s, &t, env.now_ms)?;
             tracing::info!(tag = "MHYYD0CX", thread = %t, "thread resumed");
@@ -441,7 +457,7 @@ fn cmd_start(
 
 /// `thread show THREAD`.
 fn cmd_show(env: &Env, thread: &str) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     let s = env.open_ro()?;
     let out = shown(&env.root, &s, &t)?;
     print_as(env.format, &State::from(&out))
@@ -462,7 +478,7 @@ fn cmd_read(
     before: Option<&str>,
     start: bool,
 ) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     let quota = quota_arg(quota)?;
     let s = env.open_ro()?;
     let before = before.map(|b| thread::resolve_step(&s, b)).transpose()?;
@@ -480,7 +496,7 @@ fn cmd_read(
 
 /// `thread kill THREAD`.
 fn cmd_kill(env: &Env, thread: &str) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     // A background run of the thread ends first, so no step of it lands afterwards.
     if let Some(pid) = background::live_marker(&env.root, &t) {
         background::terminate(pid, &t, Duration::from_secs(30));
@@ -509,7 +525,7 @@ struct RemovedThread<'a> {
 fn cmd_rm(env: &Env, threads: &[String], force: bool) -> CliResult {
     let ids = threads
         .iter()
-        .map(|t| thread_id(t))
+        .map(|t| thread_id(env, t))
         .collect::<CliResult<Vec<_>>>()?;
     let s = env.open_rw()?;
     let mut done = Vec::new();
@@ -541,7 +557,7 @@ fn cmd_rm(env: &Env, threads: &[String], force: bool) -> CliResult {
 /// `thread stop`: SIGTERM to the background run's process, which ends its agent, gives the
 /// lease back and exits 143; waits for it to end, then removes the marker.
 fn stop(env: &Env, thread: &str) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     let stopped = match background::live_marker(&env.root, &t) {
         Some(pid) => {
             if !background::terminate(pid, &t, Duration::from_secs(30)) {
@@ -641,7 +657,7 @@ pub(crate) fn run_step(c: StepCommand, env: &Env) -> CliResult {
 }
 
 fn steps(env: &Env, thread: &str) -> CliResult {
-    let t = thread_id(thread)?;
+    let t = thread_id(env, thread)?;
     let s = env.open_ro()?;
     let steps = thread::steps(&s, &t)?;
     print_as(env.format, &StepsOut::new(t.as_str(), &steps))
@@ -656,7 +672,7 @@ fn details(env: &Env, step: &str) -> CliResult {
 fn fork(env: &Env, step: &str, from_role: Option<&str>, quiet: bool) -> CliResult {
     let s = env.open_rw()?;
     let id = match from_role {
-        Some(role) => thread::latest_step_of_role(&s, &thread_id(step)?, role)?,
+        Some(role) => thread::latest_step_of_role(&s, &thread_id(env, step)?, role)?,
         None => thread::resolve_step(&s, step)?,
     };
     let t = env.new_thread_id();
@@ -761,7 +777,7 @@ fn parse_count(s: &str) -> CliResult<u64> {
 fn step(env: &Env, a: StepArgs) -> CliResult {
     // The count is checked before the thread is looked at.
     let count = parse_count(&a.count)?;
-    let t = thread_id(&a.thread)?;
+    let t = thread_id(env, &a.thread)?;
     let timeout = a
         .timeout
         .as_deref()

@@ -1,6 +1,6 @@
 //! The answers about threads: "thread show", "thread list", "thread steps".
 
-use super::error::{CliError, CliResult, Missing};
+use super::error::CliResult;
 use super::output::NodeIdStr;
 use super::running::live_marker;
 use crate::cas::{NodeId, Value};
@@ -8,11 +8,6 @@ use crate::store::Store;
 use crate::thread::{self, Listed, Status, StepOutput, Steps, ThreadId};
 use serde::Serialize;
 use std::path::Path;
-
-/// A thread id argument.
-pub(crate) fn thread_id(s: &str) -> CliResult<ThreadId> {
-    ThreadId::parse(s).map_err(|e| CliError::new(e).missing(Missing::Thread(s.to_string())))
-}
 
 /// The state `thread show` prints ([`State::from`] makes the output of it).
 ///

@@ -289,7 +289,7 @@ async fn api_threads(State(app): State<Shared>, Query(q): Query<ListQuery>) -> R
 /// `/api/threads/{id}`: `uwf thread show`.
 async fn api_thread(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = answers::thread_id(&id)?;
+        let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
         let out = answers::shown(&app.ctx.root, &app.ctx.store, &t)?;
         Ok(json(json_line(&answers::State::from(&out))?))
     })
@@ -299,7 +299,7 @@ async fn api_thread(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> 
 /// `/api/threads/{id}/steps`: `uwf thread steps`.
 async fn api_steps(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = answers::thread_id(&id)?;
+        let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
         let steps = thread::steps(&app.ctx.store, &t)?;
         Ok(json(json_line(&answers::StepsOut::new(
             t.as_str(),
@@ -312,7 +312,7 @@ async fn api_steps(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> R
 /// `/api/threads/{id}/read`: `uwf thread read` (markdown).
 async fn api_read(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
-        let t = answers::thread_id(&id)?;
+        let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
         let md = thread_markdown(app, &t)?;
         Ok((
             [
@@ -386,7 +386,7 @@ async fn threads_page(State(app): State<Shared>, Query(q): Query<ListQuery>) -> 
 async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
-        let t = answers::thread_id(&id)?;
+        let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
         let state = answers::shown(&app.ctx.root, s, &t)?;
         let steps = thread::steps(s, &t)?;
         let md = thread_markdown(app, &t)?;

@@ -108,12 +108,14 @@ pub(crate) fn threads(
     for (label, value) in [
         ("all", ""),
         ("active", "active"),
+        ("queued", "queued"),
         ("running", "running"),
         ("idle", "idle"),
         ("paused", "paused"),
         ("completed", "completed"),
         ("failed", "failed"),
         ("cancelled", "cancelled"),
+        ("dropped", "dropped"),
     ] {
         let on = status.unwrap_or("") == value;
         let href = if value.is_empty() {

@@ -177,6 +177,59 @@ pub(crate) fn resolve_step(store: &Store, s: &str) -> Result<NodeId> {
     Ok(id)
 }
 
+/// Resolves a thread id given on the command line: a whole id (26 letters and digits), or a
+/// unique prefix of at least 4 characters, in any case, of an active or finished thread's id in
+/// `store` (`None`: there is no store yet, so no thread to match).
+///
+/// # Errors
+/// [`ThreadError::NotFound`] when no thread matches a prefix, [`ThreadError::Invalid`] for an
+/// ambiguous prefix (naming the candidates) or for something that is neither.
+pub(crate) fn resolve_thread(store: Option<&Store>, s: &str) -> Result<ThreadId> {
+    if let Ok(t) = ThreadId::parse(s) {
+        return Ok(t);
+    }
+    let prefix = s.to_ascii_uppercase();
+    if prefix.len() < 4 || !prefix.bytes().all(|c| c.is_ascii_alphanumeric()) {
+        return Err(ThreadError::Invalid(format!(
+            "invalid thread id \"{s}\": expected 26 letters and digits, or a unique prefix of 4 or more"
+        )));
+    }
+    let Some(store) = store else {
+        return Err(ThreadError::NotFound(s.to_string()));
+    };
+    let mut found = std::collections::BTreeSet::new();
+    for (t, _) in store.threads()? {
+        if t.as_str().starts_with(&prefix) {
+            found.insert(t);
+        }
+    }
+    store.for_each_history::<ThreadError>(|h| {
+        if h.thread.starts_with(&prefix) {
+            found.insert(ThreadId::from_stored(&h.thread));
+        }
+        Ok(())
+    })?;
+    let mut found = found.into_iter();
+    match (found.next(), found.len()) {
+        (None, _) => Err(ThreadError::NotFound(s.to_string())),
+        (Some(t), 0) => Ok(t),
+        (Some(first), more) => {
+            const SHOWN: usize = 10;
+            let mut names: Vec<String> = std::iter::once(first)
+                .chain(found.by_ref().take(SHOWN - 1))
+                .map(|t| t.to_string())
+                .collect();
+            if more >= SHOWN {
+                names.push(format!("and {} more", more + 1 - SHOWN));
+            }
+            Err(ThreadError::Invalid(format!(
+                "ambiguous thread id prefix \"{s}\": matches {}",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
 /// Forks a new thread whose head is `node` (a StartNode or StepNode).
 ///
 /// # Errors

@@ -72,6 +72,50 @@ fn thread_run_goes_to_end_without_uwf_on_path() {
     );
 }
 
+/// The quick start's debate: `thread read` shows what the scripted agent said at each step,
+/// frontmatter and body, kept as its detail's turn as the LLM agent keeps its replies.
+#[test]
+fn thread_read_of_the_demo_shows_the_scripted_replies() {
+    let env = TestEnv::new();
+    env.ok(&["workflow", "put", &p(&example("debate.yaml")), "-q"]);
+    let t = env.start("debate", "Is Rust better than Go?");
+    let agent = env.scripted(&example("debate.script.yaml"));
+    env.ok(&["thread", "step", &t, "-c", "10", "--agent", &agent]);
+    let md = env.ok(&["thread", "read", &t]);
+    for (step, reply) in [
+        (
+            "## Step 1: against",
+            "<output>\n---\n$status: continue\nargument: Go compiles faster and its tooling is simpler.\n---\n\nOpening argument against the proposition.\n",
+        ),
+        (
+            "## Step 2: for",
+            "<output>\n---\n$status: continue\nargument: Rust prevents whole classes of bugs at compile time.\n---\n",
+        ),
+        (
+            "## Step 3: against",
+            "<output>\n---\n$status: conceded\nargument: Memory safety without a garbage collector wins.\n---\n",
+        ),
+    ] {
+        let at = md.find(step).unwrap_or_else(|| panic!("{step} in {md}"));
+        let next = md[at + 1..]
+            .find("## Step")
+            .map_or(md.len(), |n| at + 1 + n);
+        assert!(md[at..next].contains(reply), "{step}: {reply:?} in {md}");
+    }
+    // The step's own reading shows the same turn.
+    let steps = json(&env.ok(&["thread", "steps", &t]));
+    let first = steps.get("steps").and_then(Value::as_array).unwrap()[1]
+        .get("hash")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string();
+    let step_md = env.ok(&["step", "read", &first]);
+    assert!(
+        step_md.contains("Opening argument against the proposition."),
+        "{step_md}"
+    );
+}
+
 #[test]
 fn context_has_start_steps_role_format_and_edge_prompt() {
     let env = TestEnv::fixed();
@@ -91,7 +135,7 @@ fn context_has_start_steps_role_format_and_edge_prompt() {
     .to_string();
     let agent = env.scripted(&example("debate.script.yaml"));
     env.ok(&["thread", "step", &t, "--agent", &agent]);
-    insta::assert_snapshot!(env.transcript(&format!("agent context {t} for")), @r###"{"start":{"cwd":"/tmp","prompt":"Is Rust better than Go?","workflow":"DDY7SM1N7BV4G"},"steps":[{"role":"against","output":{"$status":"continue","argument":"Go compiles faster and its tooling is simpler."},"detail":"4PBS6H1CDGQ43","agent":"uwf-scripted"}],"role":{"name":"for","description":"Argues for the proposition","goal":"You are a skilled debater arguing FOR the proposition.\nBe logical, cite evidence, and directly address your opponent's points.\nKeep each argument concise (under 200 words).\n","capabilities":["argumentation","critical-thinking"],"procedure":"1. Read the opposing side's latest argument carefully.\n2. Counter their points with evidence and logic.\n3. If you find yourself genuinely convinced by the other side, you may concede.\n","output":"Provide your argument in the frontmatter.\nSet status to \"conceded\" ONLY if you are genuinely convinced and wish to stop debating.\nOtherwise set status to \"continue\".\n","outputSchema":{"type":"object","title":"debate.for","required":["$status","argument"],"properties":{"$status":{"enum":["continue","conceded"]},"argument":{"type":"string"}}}},"outputFormat":"## Deliverable Format\n\nYour response MUST begin with a YAML frontmatter block followed by your markdown work:\n\n```\n---\n$status: continue  # required | continue | conceded\nargument: <string>  # required\n---\n\n... your markdown work here ...\n```\n\nThe frontmatter is the **primary deliverable** — the engine reads it directly.\nYour meta output must satisfy these fields:\n\n  - `$status` (required)\n  - `argument` (required)\n\nOutput ONLY the fields listed above. Do not add extra fields that are not specified in the schema.\n\nFocus exclusively on YOUR role's deliverable. Do not perform actions outside your role's scope.","edgePrompt":"Counter the opposing argument: Go compiles faster and its tooling is simpler.","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"DHGAGBN2TAVA9"}"###);
+    insta::assert_snapshot!(env.transcript(&format!("agent context {t} for")), @r###"{"start":{"cwd":"/tmp","prompt":"Is Rust better than Go?","workflow":"DDY7SM1N7BV4G"},"steps":[{"role":"against","output":{"$status":"continue","argument":"Go compiles faster and its tooling is simpler."},"detail":"988SFC5XN7KH8","agent":"uwf-scripted"}],"role":{"name":"for","description":"Argues for the proposition","goal":"You are a skilled debater arguing FOR the proposition.\nBe logical, cite evidence, and directly address your opponent's points.\nKeep each argument concise (under 200 words).\n","capabilities":["argumentation","critical-thinking"],"procedure":"1. Read the opposing side's latest argument carefully.\n2. Counter their points with evidence and logic.\n3. If you find yourself genuinely convinced by the other side, you may concede.\n","output":"Provide your argument in the frontmatter.\nSet status to \"conceded\" ONLY if you are genuinely convinced and wish to stop debating.\nOtherwise set status to \"continue\".\n","outputSchema":{"type":"object","title":"debate.for","required":["$status","argument"],"properties":{"$status":{"enum":["continue","conceded"]},"argument":{"type":"string"}}}},"outputFormat":"## Deliverable Format\n\nYour response MUST begin with a YAML frontmatter block followed by your markdown work:\n\n```\n---\n$status: continue  # required | continue | conceded\nargument: <string>  # required\n---\n\n... your markdown work here ...\n```\n\nThe frontmatter is the **primary deliverable** — the engine reads it directly.\nYour meta output must satisfy these fields:\n\n  - `$status` (required)\n  - `argument` (required)\n\nOutput ONLY the fields listed above. Do not add extra fields that are not specified in the schema.\n\nFocus exclusively on YOUR role's deliverable. Do not perform actions outside your role's scope.","edgePrompt":"Counter the opposing argument: Go compiles faster and its tooling is simpler.","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"38SY7HZA82WV1"}"###);
     insta::assert_snapshot!(env.transcript(&format!("agent context {t} judge")), @r#"
     ! unknown role "judge" in workflow "debate"; roles: for, against
     [exit 1]

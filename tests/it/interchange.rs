@@ -568,13 +568,15 @@ fn shape(v: &yaml_serde::Value) -> String {
 }
 
 #[test]
-fn export_with_config_masks_every_secret_and_never_copies_dotenv() {
+fn export_with_config_masks_every_secret_keeps_variable_names_and_never_copies_dotenv() {
     let env = crate::common::TestEnv::new();
     let config = "# the user's config
 providers:
   openai:
     baseUrl: https://api.example.com/v1
     apiKey: sk-live-0123456789abcdef
+  openrouter:
+    apiKeyEnv: OPENROUTER_API_KEY
 models:
   default: { provider: openai, name: gpt-x }
 agents:
@@ -614,6 +616,11 @@ timeoutSeconds: 900
         original["providers"]["openai"]["baseUrl"]
     );
     assert_eq!(exported["timeoutSeconds"], original["timeoutSeconds"]);
+    // `apiKeyEnv` names the variable that holds the key, which a restored config must read.
+    assert_eq!(
+        exported["providers"]["openrouter"]["apiKeyEnv"].as_str(),
+        Some("OPENROUTER_API_KEY")
+    );
     assert_eq!(exported["database"]["user"], original["database"]["user"]);
     // Without the flag no config is written.
     let again = env.root().join("again");

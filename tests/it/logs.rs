@@ -264,7 +264,8 @@ fn the_first_process_of_a_day_removes_files_past_the_retention() {
     for d in ["2025-10-01", "2025-12-15", "notes"] {
         std::fs::write(dir.join(format!("{d}.jsonl")), "").unwrap();
     }
-    env.ok(&["thread", "list"]);
+    // A command that writes writes the day's file (one that only reads writes nothing).
+    env.ok(&["cas", "put-text", "x"]);
     // 2026-01-01 less the default 30 days is 2025-12-02.
     assert!(!dir.join("2025-10-01.jsonl").exists());
     assert!(dir.join("2025-12-15.jsonl").exists());
@@ -277,7 +278,7 @@ fn the_first_process_of_a_day_removes_files_past_the_retention() {
             "UWF_TEST_NOW_MS",
             (crate::common::FIXED_NOW_MS + 86_400_000).to_string(),
         )
-        .args(["thread", "list"])
+        .args(["cas", "put-text", "y"])
         .assert()
         .success();
     assert!(!dir.join("2025-12-15.jsonl").exists());
@@ -288,7 +289,7 @@ fn the_first_process_of_a_day_removes_files_past_the_retention() {
 #[test]
 fn follow_prints_an_event_written_after_it_started() {
     let env = TestEnv::new();
-    env.ok(&["thread", "list"]);
+    env.ok(&["cas", "put-text", "before the follow"]);
     let mut child = env
         .spawn_cmd()
         .args(["log", "show", "--follow"])
@@ -319,8 +320,8 @@ fn follow_prints_an_event_written_after_it_started() {
         }
         false
     };
-    // Its own start line, which it wrote before reading.
-    assert!(next(&|e| s(e, "msg").contains("\"--follow\"")));
+    // The entries written before it started.
+    assert!(next(&|e| s(e, "msg").contains("\"put-text\"")));
     let wf = p(&example("solve-issue.yaml"));
     let t = env.start(&wf, "after the follow began");
     assert!(
@@ -376,9 +377,15 @@ fn verbose_and_uwf_log_print_events_on_stderr() {
     let env = TestEnv::new();
     let quiet = env.run(&["thread", "list"]);
     assert_eq!(quiet.stderr, "");
-    let v = env.run(&["-v", "thread", "list"]);
+    let v = env.run(&["-v", "cas", "put-text", "x"]);
     assert!(v.stderr.contains("process start"), "{}", v.stderr);
     assert!(v.stderr.contains("INFO"), "{}", v.stderr);
+    // A command that only reads logs its start at debug.
+    let v = env.run(&["-v", "thread", "list"]);
+    assert!(!v.stderr.contains("process start"), "{}", v.stderr);
+    let vv = env.run(&["-vv", "thread", "list"]);
+    assert!(vv.stderr.contains("DEBUG"), "{}", vv.stderr);
+    assert!(vv.stderr.contains("process start"), "{}", vv.stderr);
     let out = env
         .cmd()
         .env("UWF_LOG", "warn")
@@ -388,4 +395,82 @@ fn verbose_and_uwf_log_print_events_on_stderr() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("WARN"), "{err}");
     assert!(!err.contains("process start"), "{err}");
+}
+
+/// `log show` on a terminal prints a line per entry for people; piped, or with `--json` or
+/// `--format`, it prints JSON.
+#[test]
+fn show_is_readable_on_a_terminal_and_json_when_piped_or_asked() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("solve-issue.yaml")), "fix the parser");
+    let on_terminal = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(crate::common::uwf_bin());
+        cmd.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("UWF_HOME", env.root())
+            .env("HOME", env.root())
+            .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
+            .args(args);
+        let mut s = rexpect::session::spawn_command(cmd, Some(20_000)).unwrap();
+        s.exp_eof().unwrap()
+    };
+    let text = on_terminal(&["log", "show", "--thread", &t]);
+    let started = text
+        .lines()
+        .find(|l| l.contains("thread started"))
+        .unwrap_or_else(|| panic!("{text}"));
+    // `2026-11-24 22:54:29.197 INFO  thread started thread=… workflow=… pid=…`
+    assert!(!started.starts_with('{'), "{started}");
+    assert_eq!(started.as_bytes()[10], b' ', "{started}");
+    assert!(
+        started[23..].starts_with(" INFO  thread started "),
+        "{started}"
+    );
+    assert!(started.contains(&format!(" thread={t} ")), "{started}");
+    assert!(started.contains(" pid="), "{started}");
+    for asked in [&["--json"][..], &["--format", "json"][..]] {
+        let mut args = vec!["log", "show", "--thread", &t];
+        args.extend(asked);
+        let text = on_terminal(&args);
+        let v: Value = serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert!(v.as_array().is_some_and(|a| !a.is_empty()), "{text}");
+    }
+    // Piped: JSON.
+    let piped = json(&env.ok(&["log", "show", "--thread", &t]));
+    assert!(!piped.as_array().unwrap().is_empty());
+}
+
+/// A command that only reads logs no start line at info (the file holds nothing of it), one
+/// that writes does; a failed read is logged.
+#[test]
+fn read_only_commands_log_no_start_line() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("solve-issue.yaml")), "fix the parser");
+    let before = lines(&env).len();
+    for args in [
+        &["thread", "show", &t][..],
+        &["thread", "list"],
+        &["thread", "read", &t],
+        &["workflow", "list"],
+        &["cas", "verify"],
+        &["log", "show"],
+        &["log", "list"],
+        &["config", "path"],
+        &["store", "info"],
+    ] {
+        env.ok(args);
+    }
+    assert_eq!(lines(&env).len(), before, "{:?}", &lines(&env)[before..]);
+    env.run(&["thread", "show", "ZZZZZZ"]);
+    let after = lines(&env);
+    assert_eq!(after.len(), before + 1);
+    assert_eq!(s(&after[before], "tag"), "K7RW2QX4");
+    // A command that writes starts with its start line.
+    env.start(&p(&example("solve-issue.yaml")), "again");
+    let pid = s(lines(&env).last().unwrap(), "pid").to_string();
+    assert!(
+        lines(&env)
+            .iter()
+            .any(|e| s(e, "pid") == pid && s(e, "tag") == "W9F3RK2M")
+    );
 }

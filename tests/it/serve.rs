@@ -227,6 +227,24 @@ fn pages_show_threads_steps_graphs_and_versions() {
         );
     }
     assert!(list.contains(">reviewer<"), "the current role: {list}");
+    // A filter for each of the eight states, and for active ones.
+    for status in [
+        "active",
+        "queued",
+        "idle",
+        "running",
+        "paused",
+        "completed",
+        "failed",
+        "cancelled",
+        "dropped",
+    ] {
+        assert!(
+            list.contains(&format!(r#"<a href="/?status={status}">{status}</a>"#)),
+            "{status}: {list}"
+        );
+        server.ok(&format!("/?status={status}"));
+    }
     let page = server.ok(&format!("/threads/{solve}"));
     assert!(page.contains("<svg"), "a graph: {page}");
     assert!(

@@ -193,11 +193,14 @@ fn did_you_mean() {
     ! hint: did you mean 06DQDPN8004BV1HR54TJ3HN5Q0?
     [exit 3]
     ");
-    insta::assert_snapshot!(env.transcript(&format!("thread show {}", &t[..12])), @r#"
-    ! invalid thread id "06DQDPN8004B": expected 26 letters and digits
+    // A prefix that is not one: the thread whose start is nearest.
+    let mut off = t[..12].to_string();
+    off.replace_range(11.., if t[11..12] == *"0" { "1" } else { "0" });
+    insta::assert_snapshot!(env.transcript(&format!("thread show {off}")), @"
+    ! thread not found: 06DQDPN80040
     ! hint: did you mean 06DQDPN8004BV1HR54TJ3HN5Q0?
-    [exit 1]
-    "#);
+    [exit 3]
+    ");
     insta::assert_snapshot!(env.transcript("thread show ZZZZZZZZZZZZZZZZZZZZZZZZZZ"), @"
     ! thread not found: ZZZZZZZZZZZZZZZZZZZZZZZZZZ
     [exit 3]

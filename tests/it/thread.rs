@@ -119,12 +119,12 @@ fn transition_list_loops_reviewer_to_developer_until_approved() {
     let env = TestEnv::fixed();
     let t = start_fixed(&env, "solve-issue.yaml", "The parser crashes");
     let script = solve_script(&env);
-    insta::assert_snapshot!(env.transcript(&format!("thread exec {t} -c 20 --agent '{script}'")), @r#"[{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"7RPZC5MFKFQ1Y","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FC2ASHM9BMJ0N","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"86NG40B5CZ0GN","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FSYGHT8ZMMAA5","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}]"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread exec {t} -c 20 --agent '{script}'")), @r#"[{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"CPTZ86N4052VR","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"2BATEXT2FMFZA","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"9WY490F0XNTNN","status":"idle","currentRole":"developer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"27EZPMYYV9RY8","status":"idle","currentRole":"reviewer","done":false,"background":null},{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"7WT46Z8JAG2YZ","status":"completed","currentRole":null,"done":true,"background":null}]"#);
     assert_eq!(
         env.roles(&t),
         ["planner", "developer", "reviewer", "developer", "reviewer"]
     );
-    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"E81GQBZB3B2MG","status":"completed","currentRole":null,"done":true,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"7WT46Z8JAG2YZ","status":"completed","currentRole":null,"done":true,"background":null}"#);
 }
 
 #[test]
@@ -257,9 +257,14 @@ fn bad_workflows_are_refused_at_start() {
     ! workflow validation failed:   - edge worker→_: unknown target role "ghost"
     [exit 1]
     "#);
+    // A file that does not exist is a workflow that does not exist, as a name is.
     insta::assert_snapshot!(start(&p(&workflow_fixture("missing.yaml"))), @"
     ! file not found: [REPO]/tests/fixtures/workflows/missing.yaml
-    [exit 1]
+    [exit 3]
+    ");
+    insta::assert_snapshot!(start("examples/nosuch.yaml"), @"
+    ! file not found: examples/nosuch.yaml
+    [exit 3]
     ");
     let debate = p(&example("debate.yaml"));
     insta::assert_snapshot!(env.transcript(&format!("thread start {debate} -p x --cwd rel/dir")), @"
@@ -288,8 +293,8 @@ fn bad_counts_and_ids() {
             );
         }
     }
-    insta::assert_snapshot!(env.transcript("thread show nope"), @r#"
-    ! invalid thread id "nope": expected 26 letters and digits
+    insta::assert_snapshot!(env.transcript("thread show nop"), @r#"
+    ! invalid thread id "nop": expected 26 letters and digits, or a unique prefix of 4 or more
     [exit 1]
     "#);
     insta::assert_snapshot!(env.transcript("thread show 06H01H81R5YCT74RZ86VBY5KNC"), @"
@@ -300,6 +305,63 @@ fn bad_counts_and_ids() {
     ! --timeout must be a positive number of seconds, got: 0
     [exit 1]
     ");
+}
+
+#[test]
+fn thread_ids_resolve_from_unique_prefixes() {
+    let env = TestEnv::fixed();
+    // Started at the same millisecond, the three ids share their first nine characters.
+    let ts: Vec<String> = (0..3)
+        .map(|i| start_fixed(&env, "debate.yaml", &format!("q{i}")))
+        .collect();
+    let shared = &ts[0][..9];
+    assert!(ts.iter().all(|t| t.starts_with(shared)), "{ts:?}");
+    // A unique prefix, in any case, wherever a thread id is taken; output names the whole id.
+    let unique = |t: &str| {
+        (4..=26)
+            .map(|n| t[..n].to_string())
+            .find(|p| ts.iter().filter(|o| o.starts_with(p.as_str())).count() == 1)
+            .unwrap()
+    };
+    let short = unique(&ts[1]);
+    let shown = env.show(&short.to_ascii_lowercase());
+    assert_eq!(
+        shown.get("thread").and_then(Value::as_str),
+        Some(ts[1].as_str())
+    );
+    assert!(env.ok(&["thread", "read", &short]).contains("q1"));
+    let steps = json(&env.ok(&["thread", "steps", &short]));
+    assert_eq!(
+        steps.get("thread").and_then(Value::as_str),
+        Some(ts[1].as_str())
+    );
+    // A finished thread resolves too.
+    env.ok(&["thread", "kill", &short]);
+    assert_eq!(
+        env.show(&short).get("status").and_then(Value::as_str),
+        Some("cancelled")
+    );
+    // Ambiguous: one line naming every candidate, exit 1.
+    let r = env.fails(
+        &["thread", "show", shared],
+        &format!("ambiguous thread id prefix \"{shared}\""),
+    );
+    assert_eq!(r.code, 1);
+    assert!(
+        ts.iter().all(|t| r.stderr.contains(t.as_str())),
+        "{}",
+        r.stderr
+    );
+    // Unknown: exit 3, as a missing thread.
+    let r = env.fails(&["thread", "show", "ZZZZZZ"], "thread not found: ZZZZZZ");
+    assert_eq!(r.code, 3);
+    let r = env.fails(
+        &["thread", "step", "zzzz", "--agent", "true"],
+        "thread not found",
+    );
+    assert_eq!(r.code, 3);
+    // Too short to be a prefix.
+    env.fails(&["thread", "show", &ts[0][..3]], "invalid thread id");
 }
 
 /// Runs one bad agent and checks the error, that the head did not move, and that the lease was
@@ -596,7 +658,7 @@ fn kill_archives_and_fork_continues() {
     let script = solve_script(&env);
     env.ok(&["thread", "step", &t, "-c", "2", "--agent", &script]);
     insta::assert_snapshot!(env.transcript(&format!("thread cancel {t}")), @r#"{"thread":"06DQDPN800TCJTPDSBDHQEV0Q0","cancelled":true}"#);
-    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"1K4CM6Q683D0Q","status":"cancelled","currentRole":null,"done":true,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {t}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN800TCJTPDSBDHQEV0Q0","head":"FTDS89D8SB6H5","status":"cancelled","currentRole":null,"done":true,"background":null}"#);
     insta::assert_snapshot!(env.transcript(&format!("thread step {t} --agent true")), @"
     ! thread not active: 06DQDPN800TCJTPDSBDHQEV0Q0 (cancelled)
     [exit 1]
@@ -615,7 +677,7 @@ fn kill_archives_and_fork_continues() {
         .as_str()
         .unwrap()
         .to_string();
-    insta::assert_snapshot!(env.transcript(&format!("step fork {}", &first[..8])), @r#"{"thread":"06DQDPN801AZSEJ47JTQXV5B8R","forkedFrom":{"step":"DVTCSM0N81D68"}}"#);
+    insta::assert_snapshot!(env.transcript(&format!("step fork {}", &first[..8])), @r#"{"thread":"06DQDPN801AZSEJ47JTQXV5B8R","forkedFrom":{"step":"FYH0F42GDFCMQ"}}"#);
     let nt = json(&env.ok(&["thread", "list"])).as_array().unwrap()[0]
         .get("thread")
         .unwrap()
@@ -623,7 +685,7 @@ fn kill_archives_and_fork_continues() {
         .unwrap()
         .to_string();
     assert_ne!(nt, t);
-    insta::assert_snapshot!(env.transcript(&format!("thread show {nt}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN801AZSEJ47JTQXV5B8R","head":"DVTCSM0N81D68","status":"idle","currentRole":"developer","done":false,"background":null}"#);
+    insta::assert_snapshot!(env.transcript(&format!("thread show {nt}")), @r#"{"workflow":"48YZ260G6XFJ6","thread":"06DQDPN801AZSEJ47JTQXV5B8R","head":"FYH0F42GDFCMQ","status":"idle","currentRole":"developer","done":false,"background":null}"#);
     env.ok(&["thread", "step", &nt, "--agent", &script]);
     assert_eq!(env.roles(&nt), ["planner", "developer"]);
     // Forking a node that is not a step.
@@ -764,8 +826,9 @@ fn read_renders_markdown_with_quota_and_before() {
     assert!(md.contains("## Task\n\nFix <the> \"parser\" & more"));
     assert!(md.contains("## Step 1: planner `"));
     assert!(md.contains("<prompt>\nYou are a planning agent."));
-    // The scripted agent's details are text nodes: an output comes only from a detail's turns.
-    assert!(!md.contains("<output>"));
+    // The scripted agent keeps its reply as its detail's turn: each step shows it.
+    assert_eq!(md.matches("<output>").count(), 5, "{md}");
+    assert!(md.contains("approved: true\ncomments: Looks good."), "{md}");
     assert_eq!(
         md.matches("<prompt>\nYou are a developer agent.").count(),
         1
@@ -800,7 +863,12 @@ fn read_renders_markdown_with_quota_and_before() {
     );
     let h = st.get("hash").unwrap().as_str().unwrap();
     let d = json(&env.ok(&["thread", "step-details", h]));
-    assert!(d.as_str().unwrap().starts_with("---\nplan:"));
+    // The scripted agent's detail: its reply as the one turn.
+    assert_eq!(d.get("turnCount").and_then(Value::as_f64), Some(1.0));
+    let turn = &d.get("turns").and_then(Value::as_array).unwrap()[0];
+    assert_eq!(turn.get("role").and_then(Value::as_str), Some("assistant"));
+    let content = turn.get("content").and_then(Value::as_str).unwrap();
+    assert!(content.starts_with("---\nplan:"), "{content}");
     assert_eq!(
         env.ok(&["step", "show", h]),
         env.ok(&["thread", "step-details", h])
