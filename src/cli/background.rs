@@ -13,7 +13,7 @@ pub(crate) use crate::query::running::{live_marker, marker_path, running_threads
 
 use crate::query::running::{RUNNING, marker_pid, runs_thread};
 use crate::thread::ThreadId;
-use crate::thread::time::format_utc;
+use crate::time::format_utc;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
