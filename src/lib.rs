@@ -26,6 +26,7 @@ pub(crate) mod serve;
 pub mod store;
 pub(crate) mod supervise;
 pub mod thread;
+pub(crate) mod time;
 pub mod workflow;
 
 pub use error::ErrorKind;

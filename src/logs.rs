@@ -159,7 +159,7 @@ impl<S: Subscriber> Layer<S> for FileLayer {
         let now = clock();
         let mut line = Vec::with_capacity(256);
         line.extend_from_slice(b"{\"ts\":\"");
-        line.extend_from_slice(crate::thread::time::format_iso(now).as_bytes());
+        line.extend_from_slice(crate::time::format_iso(now).as_bytes());
         line.extend_from_slice(b"\",\"pid\":");
         json_str(&mut line, &pid);
         line.extend_from_slice(b",\"tag\":");
@@ -200,7 +200,7 @@ impl Open {
     /// Adds `line` for the file of `now`'s date, and writes the lines held when there are
     /// enough of them, when they have waited long enough, or when the day changed.
     fn write(&mut self, now: u64, line: &[u8]) {
-        let date = crate::thread::time::utc_date(now);
+        let date = crate::time::utc_date(now);
         if date != self.date || self.file.is_none() {
             self.flush();
             self.file = self.open(&date, now);
@@ -254,8 +254,7 @@ fn remove_old(dir: &Path, keep_days: u32, now: u64) {
     if keep_days == 0 {
         return;
     }
-    let cutoff =
-        crate::thread::time::utc_date(now.saturating_sub(u64::from(keep_days) * 86_400_000));
+    let cutoff = crate::time::utc_date(now.saturating_sub(u64::from(keep_days) * 86_400_000));
     for f in files(dir) {
         if f.date < cutoff {
             let _ = std::fs::remove_file(dir.join(&f.name));

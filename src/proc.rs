@@ -4,8 +4,6 @@
 //! The process facts import nothing of the crate; the lease rules below them read only the
 //! store's [`Lease`] record.
 
-#![allow(unsafe_code)] // `kill(pid, 0)`; the block says why it is sound.
-
 use crate::store::Lease;
 
 /// Whether a lease's owner is still running: same boot, pid alive, same start time.
@@ -41,15 +39,16 @@ pub(crate) fn is_mine(l: &Lease, me: &Lease) -> bool {
 
 /// Whether process `pid` exists (`kill(pid, 0)` succeeds or fails only for permission).
 pub(crate) fn pid_alive(pid: u32) -> bool {
-    let Ok(p) = libc::pid_t::try_from(pid) else {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
-    if p <= 0 {
-        return false;
+    match rustix::process::test_kill_process(p) {
+        Ok(()) => true,
+        Err(e) => e == rustix::io::Errno::PERM,
     }
-    // SAFETY: signal 0 checks for existence and sends nothing.
-    let r = unsafe { libc::kill(p, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// This host's boot id (Linux), or "" when unknown.

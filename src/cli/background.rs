@@ -7,13 +7,13 @@
 //! renamed, as that tool writes it, so either tool sees the other's background runs. A marker
 //! whose process is gone (or is another program now) is stale and is deleted when read.
 
-#![allow(unsafe_code)] // setsid in the child and SIGTERM to a worker; each block says why it is sound.
+#![allow(unsafe_code)] // `pre_exec` (setsid in the child) has no safe wrapper; the block says why it is sound.
 
 pub(crate) use crate::query::running::{live_marker, marker_path, running_threads};
 
 use crate::query::running::{RUNNING, marker_pid, runs_thread};
 use crate::thread::ThreadId;
-use crate::thread::time::format_utc;
+use crate::time::format_utc;
 use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -98,9 +98,7 @@ pub(crate) fn spawn_detached(args: &[String], log: &Path) -> io::Result<u32> {
     // for a process group leader, which a freshly forked child is not.
     unsafe {
         c.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::setsid()?;
             Ok(())
         });
     }
@@ -110,13 +108,14 @@ pub(crate) fn spawn_detached(args: &[String], log: &Path) -> io::Result<u32> {
 
 /// Sends SIGTERM to `pid` and waits up to `within` for it to end; true when it has.
 pub(crate) fn terminate(pid: u32, thread: &ThreadId, within: Duration) -> bool {
-    let Ok(p) = libc::pid_t::try_from(pid) else {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
-    // SAFETY: a signal to a process checked just before to be a uwf worker of this thread.
-    unsafe {
-        libc::kill(p, libc::SIGTERM);
-    }
+    // A process checked just before to be a uwf worker of this thread.
+    let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
     let until = Instant::now() + within;
     while runs_thread(pid, thread) {
         if Instant::now() > until {

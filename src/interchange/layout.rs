@@ -17,8 +17,6 @@
 //! `canonical: false`, and the canonical payload bytes) for the importer to store in canonical
 //! form; when it does not, it is a wrong-id problem like any other.
 
-#![allow(unsafe_code)] // Descriptor-level file calls; each block says why it is sound.
-
 use crate::cas::cbor::{self, CborError};
 use crate::cas::id::ID_LEN;
 use crate::cas::{NodeId, hash};

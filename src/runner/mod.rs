@@ -291,7 +291,9 @@ pub fn run(
                 failed: summary.total.failed,
             });
             if set.is_empty() {
-                if stop.requested().is_some() {
+                // A request that came after the check at the top still names the signal.
+                if let Some(sig) = stop.requested() {
+                    summary.stopped_by = Some(sig);
                     break;
                 }
                 if queue.is_empty() {

@@ -3,8 +3,8 @@
 //! as text.
 
 use crate::query::workflow::{History, ListRow, Shown};
-use crate::thread::time::{format_duration, format_utc};
 use crate::thread::{Listed, StepOutput, Steps};
+use crate::time::{format_duration, format_utc};
 use crate::workflow::StoredWorkflow;
 use crate::workflow::render::render_svg;
 use axum::http::StatusCode;

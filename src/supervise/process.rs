@@ -15,12 +15,14 @@
 //! a pipe, kills the groups still running when the pipe closes, which happens however the
 //! process ends.
 
-#![allow(unsafe_code)] // System calls (signals, process groups, descriptors); each block says why it is sound.
+#![allow(unsafe_code)] // `pre_exec` and ignoring signals have no safe wrapper; each block says why it is sound.
 
 use super::interrupt::Interrupt;
 use crate::thread::AgentCommand;
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::process::Signal;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -144,10 +146,7 @@ pub struct SpawnError {
 /// only in a process whose children are all agents run with [`Limits::sole_child`].
 pub(crate) fn adopt_orphans() {
     #[cfg(target_os = "linux")]
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag of this process.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    }
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
 /// Runs `agent` with `extra_args` appended, in `cwd`, with `env` added to the inherited
@@ -300,9 +299,8 @@ pub fn guard_main() -> ! {
         }
     }
     for pgid in live {
-        // SAFETY: kill takes a process group id and a signal; nothing else is touched.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+        if let Some(pgid) = rustix::process::Pid::from_raw(pgid) {
+            let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
         }
     }
     std::process::exit(0);
@@ -312,15 +310,15 @@ pub fn guard_main() -> ! {
 fn die_with_parent(cmd: &mut Command) {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: getpid before the fork; prctl and getppid in the child are async-signal-safe
-        // system calls that allocate nothing.
-        let parent = unsafe { libc::getpid() };
+        let parent = rustix::process::getpid();
+        // SAFETY: prctl and getppid in the child are async-signal-safe system calls that
+        // allocate nothing.
         unsafe {
             cmd.pre_exec(move || {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+                rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
                 // The parent may have died before the prctl took effect.
-                if libc::getppid() != parent {
-                    return Err(io::Error::from_raw_os_error(libc::ESRCH));
+                if rustix::process::getppid() != Some(parent) {
+                    return Err(rustix::io::Errno::SRCH.into());
                 }
                 Ok(())
             });
@@ -334,15 +332,16 @@ fn die_with_parent(cmd: &mut Command) {
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     #[cfg(target_os = "linux")]
     {
-        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        if fd >= 0 {
-            // SAFETY: the descriptor was just created and is owned by nobody else.
-            return Some(unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        }
+        let pid = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)?;
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
     }
-    let _ = pid;
-    None
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = pid;
+        None
+    }
 }
 
 /// A non-blocking pipe from the agent.
@@ -375,14 +374,7 @@ impl Pipe {
 }
 
 fn set_nonblocking(fd: BorrowedFd<'_>) {
-    let fd = fd.as_raw_fd();
-    // SAFETY: fcntl on a descriptor this process owns; only adds O_NONBLOCK.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-    }
+    let _ = rustix::io::ioctl_fionbio(fd, true);
 }
 
 struct Supervision {
@@ -439,49 +431,42 @@ impl Supervision {
             if status.is_none() && self.pidfd.is_none() {
                 wait = wait.min(EXIT_POLL);
             }
-            let mut fds = Vec::with_capacity(4);
-            let mut slot = |fd: Option<BorrowedFd<'_>>| {
-                fd.map(|fd| {
-                    fds.push(libc::pollfd {
-                        fd: fd.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    });
-                    fds.len() - 1
-                })
-            };
-            let i_out = slot(self.out.as_ref().map(Pipe::fd));
-            let i_err = slot(self.err.as_ref().map(Pipe::fd));
-            let i_exit = slot(
-                status
-                    .is_none()
-                    .then_some(())
-                    .and(self.pidfd.as_ref().map(|f| f.as_fd())),
-            );
-            // Only wakes the poll: the signal itself is read at the top of the loop.
-            slot(
-                status
-                    .is_none()
-                    .then_some(())
-                    .and(interrupt.map(Interrupt::fd)),
-            );
-            let ms = wait.as_millis().min(i32::MAX as u128) as i32;
+            let running = status.is_none().then_some(());
+            let wanted = [
+                self.out.as_ref().map(Pipe::fd),
+                self.err.as_ref().map(Pipe::fd),
+                running.and(self.pidfd.as_ref().map(|f| f.as_fd())),
+                // Only wakes the poll: the signal itself is read at the top of the loop.
+                running.and(interrupt.map(Interrupt::fd)),
+            ];
+            let mut fds = Vec::with_capacity(wanted.len());
+            let mut at = [None; 4];
+            for (k, fd) in wanted.into_iter().enumerate() {
+                if let Some(fd) = fd {
+                    at[k] = Some(fds.len());
+                    fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+                }
+            }
+            let [i_out, i_err, i_exit, _] = at;
+            let ms = wait.as_millis().min(i32::MAX as u128) as i64;
             // Round up, so a wait of less than a millisecond does not spin.
             let ms = if wait > Duration::ZERO && ms == 0 {
                 1
             } else {
                 ms
             };
-            // SAFETY: fds is a valid array of pollfd for the duration of the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() != io::ErrorKind::Interrupted {
-                    // Cannot wait on the descriptors: fall back to the exit check below.
-                    std::thread::sleep(EXIT_POLL);
-                }
+            let timeout = Timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: ms % 1000 * 1_000_000,
+            };
+            if let Err(e) = rustix::event::poll(&mut fds, Some(&timeout))
+                && e != rustix::io::Errno::INTR
+            {
+                // Cannot wait on the descriptors: fall back to the exit check below.
+                std::thread::sleep(EXIT_POLL);
             }
-            let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents != 0);
+            let revents: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+            let ready = |i: Option<usize>| i.is_some_and(|i| revents[i]);
             if ready(i_out)
                 && let Some(p) = &mut self.out
                 && !p.drain(&mut self.stdout)
@@ -523,22 +508,20 @@ impl Supervision {
 }
 
 fn kill_group(pid: u32) {
-    if let Ok(pgid) = libc::pid_t::try_from(pid) {
-        // SAFETY: killpg only sends a signal; the group is the one the agent was started in.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
+    if let Some(pgid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
     }
 }
 
 fn kill_pid(pid: u32) {
-    if let Ok(p) = libc::pid_t::try_from(pid)
-        && p > 0
+    if let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
     {
-        // SAFETY: kill only sends a signal.
-        unsafe {
-            libc::kill(p, libc::SIGKILL);
-        }
+        let _ = rustix::process::kill_process(p, Signal::KILL);
     }
 }
 

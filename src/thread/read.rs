@@ -4,11 +4,11 @@
 
 use super::chain::{StepRecord, chain_in};
 use super::ops::head_of;
-use super::time::{format_duration, format_utc};
 use super::{Result, ThreadError};
 use crate::cas::value::js_number_string;
 use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store};
+use crate::time::{format_duration, format_utc};
 use crate::workflow::ThreadId;
 use crate::workflow::mustache::js_string;
 use crate::workflow::nodes::{STEP_NODE, is_workflow_type};

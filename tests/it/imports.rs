@@ -82,7 +82,7 @@ fn imports_are_followed_to_the_defining_file() {
         ("src/lib.rs", "pub mod a;\nmod b;\n"),
         (
             "src/a/mod.rs",
-            "mod x;\nmod y;\npub use x::Thing;\npub(crate) use y::{helper as help};\n\
+            "mod x;\nmod y;\npub use x::Thing;\npub(crate) use y::{lend as lent};\n\
              pub enum Error {}\n",
         ),
         // `super::Error` is a.rs itself; `Thing` comes through a.rs's re-export.
@@ -91,10 +91,10 @@ fn imports_are_followed_to_the_defining_file() {
             "use super::Error;\npub struct Thing;\n// crate::b::nothing\n\
              fn f() -> &'static str { \"crate::b::Other\" }\n",
         ),
-        ("src/a/y.rs", "pub fn helper() { crate::b::go(); }\n"),
+        ("src/a/y.rs", "pub fn lend() { crate::b::go(); }\n"),
         (
             "src/b.rs",
-            "use crate::a::{self, help};\npub fn go() { let _ = a::Thing; }\n\
+            "use crate::a::{self, lent};\npub fn go() { let _ = a::Thing; }\n\
              #[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
         ),
     ];
@@ -104,11 +104,11 @@ fn imports_are_followed_to_the_defining_file() {
         .collect();
     let g = file_graph(&files);
     let arrows = |f: &str| g[f].iter().map(String::as_str).collect::<Vec<_>>();
-    // a/mod.rs re-exports `Thing` and `help` without using them: no arrow.
+    // a/mod.rs re-exports `Thing` and `lent` without using them: no arrow.
     assert!(arrows("src/a/mod.rs").is_empty());
     assert_eq!(arrows("src/a/x.rs"), ["src/a/mod.rs"]);
     assert_eq!(arrows("src/a/y.rs"), ["src/b.rs"]);
-    // `a::Thing` and `help` are followed through a/mod.rs's re-exports.
+    // `a::Thing` and `lent` are followed through a/mod.rs's re-exports.
     assert_eq!(
         arrows("src/b.rs"),
         ["src/a/mod.rs", "src/a/x.rs", "src/a/y.rs"]

@@ -108,33 +108,7 @@ pub fn export_archive<W: Write + Send>(
         }
     }
     let until = store.write_mark()?;
-    let from = match since {
-        Some(m) if m.until > until => {
-            return Err(ArchiveError::Refused {
-                archive: label.to_string(),
-                message: format!(
-                    "the earlier archive ends at write mark {}, after this store's {until}; it is not an earlier archive of this store",
-                    m.until
-                ),
-            });
-        }
-        Some(m) => {
-            // The earlier archive must come from this store's own history.
-            let here = store.last_written_before(m.until)?;
-            let theirs = m.last.as_ref();
-            if here.map(|(seq, id)| (seq, id.to_wire())).as_ref() != theirs {
-                return Err(ArchiveError::Refused {
-                    archive: label.to_string(),
-                    message: format!(
-                        "the earlier archive's last node ({}) is not this store's node at that place; it is not an earlier archive of this store",
-                        theirs.map_or_else(|| "none".to_string(), |(s, id)| format!("{id} at {s}"))
-                    ),
-                });
-            }
-            m.until
-        }
-        None => 0,
-    };
+    let from = first_seq(store, since, until, label)?;
     let manifest = Manifest {
         format: FORMAT.into(),
         version: VERSION,
@@ -164,12 +138,39 @@ pub fn export_archive<W: Write + Send>(
     append_file(&mut tar, MANIFEST, &text).map_err(io_err("write", label))?;
     append_dir(&mut tar, "cas/").map_err(io_err("write", label))?;
 
+    let full = since.is_none();
+    let (mut tar, walked, nodes) = write_nodes(tar, store, (from, until), full, label, progress)?;
+    report.nodes = nodes;
+    append_dir(&mut tar, &format!("cas/{INDEX_DIR}/")).map_err(io_err("write", label))?;
+    report.index_files = write_index(&mut tar, store, walked, full, label)?;
+
+    report.root_files = append_root_files(&mut tar, &manifest, since, scratch.path(), label)?;
+    tar.into_inner()
+        .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error))
+        .and_then(Sink::finish)
+        .map_err(io_err("write", label))?;
+    report.manifest = Some(manifest);
+    Ok(report)
+}
+
+/// Writes the node members stored from write mark `range.0` to `range.1`, in write order: the
+/// walk lays each member out (header, data, padding) in chunks, a thread of its own compresses
+/// and writes them. Returns the builder, what the index files need, and the count.
+fn write_nodes<W: Write + Send>(
+    mut tar: Tar<W>,
+    store: &Store,
+    range: (u64, u64),
+    full: bool,
+    label: &str,
+    progress: Progress<'_>,
+) -> Result<(Tar<W>, Walked, u64), ArchiveError> {
+    let (from, until) = range;
     let total = store.node_count()?;
+    let mut nodes: u64 = 0;
     // (type, id) of every node of a full archive, in write order; the types of a `--since`.
     let mut index: Vec<(NodeId, NodeId)> = Vec::new();
     let mut changed: BTreeSet<u64> = BTreeSet::new();
     let mut new_self_typed = false;
-    let full = since.is_none();
     // The walk lays out the node members (header, data, padding) in chunks; the other thread
     // only compresses and writes them, so the two share the work.
     let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
@@ -208,9 +209,9 @@ pub fn export_archive<W: Write + Send>(
                     std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK_BYTES + (64 << 10)));
                 tx.send(full).map_err(|_| gone())?;
             }
-            report.nodes += 1;
-            if report.nodes.is_multiple_of(4096) {
-                progress("export nodes", report.nodes, total);
+            nodes += 1;
+            if nodes.is_multiple_of(4096) {
+                progress("export nodes", nodes, total);
             }
             Ok(())
         });
@@ -224,18 +225,87 @@ pub fn export_archive<W: Write + Send>(
         (writer.join().expect("archive writer thread"), walked)
     });
     // The writer's error explains a failed hand-over, so it comes first.
-    let mut tar = tar.map_err(io_err("write", label))?;
+    let tar = tar.map_err(io_err("write", label))?;
     walked?;
-    progress("export nodes", report.nodes, total);
+    progress("export nodes", nodes, total);
+    let walked = Walked {
+        index,
+        changed,
+        new_self_typed,
+    };
+    Ok((tar, walked, nodes))
+}
 
-    append_dir(&mut tar, &format!("cas/{INDEX_DIR}/")).map_err(io_err("write", label))?;
+/// Where the nodes of this archive start: 0 for a full one; for a `--since` one, the earlier
+/// archive's write mark, once it is known to be an earlier archive of this store.
+///
+/// # Errors
+/// [`ArchiveError::Refused`] for an archive of another store or made after this one's `until`.
+fn first_seq(
+    store: &Store,
+    since: Option<&Manifest>,
+    until: u64,
+    label: &str,
+) -> Result<u64, ArchiveError> {
+    Ok(match since {
+        Some(m) if m.until > until => {
+            return Err(ArchiveError::Refused {
+                archive: label.to_string(),
+                message: format!(
+                    "the earlier archive ends at write mark {}, after this store's {until}; it is not an earlier archive of this store",
+                    m.until
+                ),
+            });
+        }
+        Some(m) => {
+            // The earlier archive must come from this store's own history.
+            let here = store.last_written_before(m.until)?;
+            let theirs = m.last.as_ref();
+            if here.map(|(seq, id)| (seq, id.to_wire())).as_ref() != theirs {
+                return Err(ArchiveError::Refused {
+                    archive: label.to_string(),
+                    message: format!(
+                        "the earlier archive's last node ({}) is not this store's node at that place; it is not an earlier archive of this store",
+                        theirs.map_or_else(|| "none".to_string(), |(s, id)| format!("{id} at {s}"))
+                    ),
+                });
+            }
+            m.until
+        }
+        None => 0,
+    })
+}
+
+/// What the walk of the nodes gathered for the index files: every (type, id) of a full
+/// archive in write order, or the types that gained nodes since the earlier archive.
+struct Walked {
+    index: Vec<(NodeId, NodeId)>,
+    changed: BTreeSet<u64>,
+    new_self_typed: bool,
+}
+
+/// Writes the index files (`cas/_index/<TYPE>`, then `_meta` when there is one); returns how
+/// many.
+fn write_index<W: Write>(
+    tar: &mut Tar<W>,
+    store: &Store,
+    walked: Walked,
+    full: bool,
+    label: &str,
+) -> Result<u64, ArchiveError> {
+    let Walked {
+        mut index,
+        changed,
+        new_self_typed,
+    } = walked;
+    let mut files = 0;
     let mut add_index = |tar: &mut Tar<W>, name: &str, ids: &[NodeId]| -> io::Result<()> {
         let mut bytes = Vec::with_capacity(ids.len() * 14);
         for id in ids {
             bytes.extend_from_slice(&id.to_chars());
             bytes.push(b'\n');
         }
-        report.index_files += 1;
+        files += 1;
         append_file(tar, &format!("cas/{INDEX_DIR}/{name}"), &bytes)
     };
     let mut meta: Vec<NodeId> = Vec::new();
@@ -245,12 +315,12 @@ pub fn export_archive<W: Write + Send>(
         for group in index.chunk_by(|a, b| a.0 == b.0) {
             let ids: Vec<NodeId> = group.iter().map(|&(_, id)| id).collect();
             meta.extend(group.iter().filter(|(t, id)| t == id).map(|&(_, id)| id));
-            add_index(&mut tar, &group[0].0.to_wire(), &ids).map_err(io_err("write", label))?;
+            add_index(tar, &group[0].0.to_wire(), &ids).map_err(io_err("write", label))?;
         }
     } else {
         for &t in &changed {
             let ids = store.list_by_type(NodeId(t))?;
-            add_index(&mut tar, &NodeId(t).to_wire(), &ids).map_err(io_err("write", label))?;
+            add_index(tar, &NodeId(t).to_wire(), &ids).map_err(io_err("write", label))?;
         }
         if new_self_typed {
             store.for_each_indexed::<StoreError>(|t, id| {
@@ -262,9 +332,21 @@ pub fn export_archive<W: Write + Send>(
         }
     }
     if !meta.is_empty() {
-        add_index(&mut tar, META_INDEX, &meta).map_err(io_err("write", label))?;
+        add_index(tar, META_INDEX, &meta).map_err(io_err("write", label))?;
     }
+    Ok(files)
+}
 
+/// Appends the root files written under `dir` that differ from the earlier archive's (all of
+/// them for a full archive); returns how many.
+fn append_root_files<W: Write>(
+    tar: &mut Tar<W>,
+    manifest: &Manifest,
+    since: Option<&Manifest>,
+    dir: &Path,
+    label: &str,
+) -> Result<u64, ArchiveError> {
+    let mut n = 0;
     for name in ROOT_FILES {
         let Some(d) = manifest.files.get(name) else {
             continue;
@@ -272,7 +354,7 @@ pub fn export_archive<W: Write + Send>(
         if since.is_some_and(|m| m.files.get(name) == Some(d)) {
             continue;
         }
-        let p = scratch.path().join(name);
+        let p = dir.join(name);
         let shown = p.display().to_string();
         let f = File::open(&p).map_err(io_err("read", &shown))?;
         let len = f.metadata().map_err(io_err("read", &shown))?.len();
@@ -281,14 +363,9 @@ pub fn export_archive<W: Write + Send>(
             f.take(len),
         )
         .map_err(io_err("write", label))?;
-        report.root_files += 1;
+        n += 1;
     }
-    tar.into_inner()
-        .and_then(|w| w.into_inner().map_err(io::IntoInnerError::into_error))
-        .and_then(Sink::finish)
-        .map_err(io_err("write", label))?;
-    report.manifest = Some(manifest);
-    Ok(report)
+    Ok(n)
 }
 
 #[cfg(test)]
