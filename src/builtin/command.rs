@@ -4,8 +4,9 @@
 //! `claude-code` (`claude -p` with JSON output) and `cursor` (`cursor-agent -p` with JSON
 //! output); they resume a role's earlier session on its next turn.
 
+use super::agent::{Agent, Turn};
 use super::details::{DetailKind, store_detail};
-use super::{Agent, Turn, sessions};
+use super::sessions;
 use crate::agent::prompt;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};

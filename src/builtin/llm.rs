@@ -2,8 +2,8 @@
 //! TypeScript tool's agents assemble it; a reply without valid frontmatter gets up to two
 //! corrections, then the model extraction; the conversation is kept as a detail node.
 
+use super::agent::{Agent, Turn};
 use super::details::{DetailKind, store_detail};
-use super::{Agent, Turn};
 use crate::agent::{self, prompt};
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
