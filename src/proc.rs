@@ -1,41 +1,5 @@
 //! This machine's processes as a lease records them: whether a pid lives, the boot id, a
-//! process's start time; and from them whether a lease's holder still runs.
-//!
-//! The process facts import nothing of the crate; the lease rules below them read only the
-//! store's [`Lease`] record.
-
-use crate::store::Lease;
-
-/// Whether a lease's owner is still running: same boot, pid alive, same start time.
-pub(crate) fn lease_is_live(l: &Lease) -> bool {
-    let boot = boot_id();
-    if !l.boot_id.is_empty() && !boot.is_empty() && l.boot_id != boot {
-        // Another machine's holder (or one from before a reboot): alive while it renews the
-        // lease's expiry, where the store keeps one.
-        return l.unexpired == Some(true);
-    }
-    if !pid_alive(l.pid) {
-        return false;
-    }
-    let ticks = start_ticks(l.pid);
-    !(l.start_ticks != 0 && ticks != 0 && ticks != l.start_ticks)
-}
-
-/// The lease process `pid` holds from `now_ms`.
-pub(crate) fn lease_of(pid: u32, now_ms: u64) -> Lease {
-    Lease {
-        pid,
-        since_ms: now_ms,
-        boot_id: boot_id(),
-        start_ticks: start_ticks(pid),
-        unexpired: None,
-    }
-}
-
-/// Whether `l` is `me`'s lease.
-pub(crate) fn is_mine(l: &Lease, me: &Lease) -> bool {
-    l.pid == me.pid && l.start_ticks == me.start_ticks && l.boot_id == me.boot_id
-}
+//! process's start time. It imports nothing of the crate; the store's lease rules read it.
 
 /// Whether process `pid` exists (`kill(pid, 0)` succeeds or fails only for permission).
 pub(crate) fn pid_alive(pid: u32) -> bool {
@@ -94,12 +58,5 @@ mod tests {
         if std::path::Path::new("/proc/self/stat").exists() {
             assert!(start_ticks(std::process::id()) > 0);
         }
-    }
-
-    #[test]
-    fn a_lease_of_this_process_is_live_and_mine() {
-        let me = lease_of(std::process::id(), 1);
-        assert!(lease_is_live(&me));
-        assert!(is_mine(&me.clone(), &me));
     }
 }

@@ -459,8 +459,8 @@ fn cmd_gc(env: &Env, grace_ms: u64, dry_run: bool, compact: bool) -> CliResult {
         now_ms: env.now_ms,
         grace_ms,
         dry_run,
-        owner: crate::proc::lease_of(pid, env.now_ms),
-        owner_is_live: &crate::proc::lease_is_live,
+        owner: crate::store::Lease::of(pid, env.now_ms),
+        owner_is_live: &crate::store::Lease::is_live,
         progress: &|d, t| bar.set(d, t),
     });
     bar.finish();

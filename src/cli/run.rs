@@ -4,7 +4,6 @@
 use super::output::{print, to_value, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
 use crate::cas::Value;
-use crate::proc::lease_is_live;
 use crate::runner::{self, Event, RunOptions, Stop};
 use crate::thread::{self, AgentCommand, Config};
 use clap::Args;
@@ -294,7 +293,7 @@ pub(crate) fn ps(env: &Env) -> CliResult {
     let now = env.clock();
     let mut rows = Vec::new();
     for (t, l) in store.leases()? {
-        if !lease_is_live(&l) {
+        if !l.is_live() {
             continue;
         }
         let (workflow, role) = thread::running_role(&store, &t).unwrap_or_default();

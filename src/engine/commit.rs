@@ -2,7 +2,6 @@
 //! compare-and-swap (the thread archived in the same transaction at `$END`).
 
 use crate::cas::{NodeId, Value};
-use crate::proc::{is_mine, lease_is_live};
 use crate::store::{Lease, Snapshot, Store};
 use crate::supervise::{Result, StepError};
 use crate::thread::chain::{Moderated, expand_output, load_moderated};
@@ -251,10 +250,10 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
         }
         if let Some(l) = w.lease(thread)? {
             match &me {
-                Some(me) if is_mine(&l, me) => {
+                Some(me) if l.is_mine(me) => {
                     w.remove_lease(thread)?;
                 }
-                None if lease_is_live(&l) => return Ok(Cas::Busy(l.pid)),
+                None if l.is_live() => return Ok(Cas::Busy(l.pid)),
                 _ => {}
             }
         }

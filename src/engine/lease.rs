@@ -3,7 +3,6 @@
 
 use super::StepError;
 use crate::cas::NodeId;
-use crate::proc::{is_mine, lease_is_live};
 use crate::store::{Lease, Phase, Store};
 use crate::thread::{ThreadError, ThreadId};
 
@@ -49,9 +48,9 @@ impl<'s> LeaseGuard<'s> {
                     return Ok(Err(Held::Gone));
                 };
                 if let Some(l) = w.lease(thread)?
-                    && !is_mine(&l, me)
+                    && !l.is_mine(me)
                 {
-                    if lease_is_live(&l) {
+                    if l.is_live() {
                         return Ok(Err(Held::Busy(l.pid)));
                     }
                     tracing::warn!(
@@ -121,7 +120,7 @@ impl Drop for LeaseGuard<'_> {
         let (thread, me) = (self.thread.clone(), self.me.clone());
         let _ = self.store.write_grouped(move |w| {
             if let Some(l) = w.lease(&thread)?
-                && is_mine(&l, &me)
+                && l.is_mine(&me)
             {
                 w.remove_lease(&thread)?;
             }

@@ -29,7 +29,6 @@ pub use commit::advance;
 pub(crate) use options::{DEFAULT_TIMEOUT, StepOptions, StepResult};
 
 use crate::cas::NodeId;
-use crate::proc::lease_of;
 use crate::supervise::Result;
 use crate::thread::chain::{Moderated, load_moderated};
 use crate::thread::{AgentCommand, AgentProtocol, Status, StepOutput};
@@ -89,8 +88,11 @@ fn step_inner(
 ) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
-    let (mut guard, head) =
-        LeaseGuard::acquire(store, opts.thread, lease_of(opts.pid, (opts.now)()))?;
+    let (mut guard, head) = LeaseGuard::acquire(
+        store,
+        opts.thread,
+        crate::store::Lease::of(opts.pid, (opts.now)()),
+    )?;
     let mut m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
     tracing::info!(

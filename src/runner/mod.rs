@@ -414,7 +414,7 @@ fn scan(
     let leased: HashSet<ThreadId> = store
         .leases()?
         .into_iter()
-        .filter(|(_, l)| crate::proc::lease_is_live(l))
+        .filter(|(_, l)| l.is_live())
         .map(|(t, _)| t)
         .collect();
     let mut snap = None;

@@ -103,6 +103,39 @@ pub struct Lease {
     pub unexpired: Option<bool>,
 }
 
+impl Lease {
+    /// The lease process `pid` of this machine holds from `now_ms`.
+    pub fn of(pid: u32, now_ms: u64) -> Lease {
+        Lease {
+            pid,
+            since_ms: now_ms,
+            boot_id: crate::proc::boot_id(),
+            start_ticks: crate::proc::start_ticks(pid),
+            unexpired: None,
+        }
+    }
+
+    /// Whether the lease's holder is still running: on this machine, same boot, pid alive and
+    /// the same start time; on another (another boot id), while it renews the lease's expiry,
+    /// where the store keeps one.
+    pub fn is_live(&self) -> bool {
+        let boot = crate::proc::boot_id();
+        if !self.boot_id.is_empty() && !boot.is_empty() && self.boot_id != boot {
+            return self.unexpired == Some(true);
+        }
+        if !crate::proc::pid_alive(self.pid) {
+            return false;
+        }
+        let ticks = crate::proc::start_ticks(self.pid);
+        !(self.start_ticks != 0 && ticks != 0 && ticks != self.start_ticks)
+    }
+
+    /// Whether this is `me`'s lease.
+    pub fn is_mine(&self, me: &Lease) -> bool {
+        self.pid == me.pid && self.start_ticks == me.start_ticks && self.boot_id == me.boot_id
+    }
+}
+
 /// Whether an active thread may be stepped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Phase {
@@ -366,6 +399,18 @@ mod tests {
     //! element order, of an element's type or of the integer forms fails here, whatever the
     //! order of the structs' fields.
     use super::*;
+
+    #[test]
+    fn a_lease_of_this_process_is_live_and_mine() {
+        let me = Lease::of(std::process::id(), 1);
+        assert!(me.is_live());
+        assert!(me.clone().is_mine(&me));
+        let other = Lease {
+            start_ticks: me.start_ticks + 1,
+            ..me.clone()
+        };
+        assert!(!other.is_mine(&me));
+    }
     use std::fmt::Debug;
 
     fn hex(b: &[u8]) -> String {

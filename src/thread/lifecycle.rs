@@ -177,7 +177,7 @@ pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
     }
     let refused = store.write(|w| {
         if let Some(l) = w.lease(thread)?
-            && crate::proc::lease_is_live(&l)
+            && l.is_live()
         {
             return Ok(Some(Refused::Running(l.pid)));
         }

@@ -7,7 +7,6 @@ use super::id::{ThreadId, time_of};
 use super::{Config, Result, ThreadError};
 use crate::cas::bootstrap::META;
 use crate::cas::{NodeId, Value};
-use crate::proc::lease_is_live;
 use crate::store::{HistoryEntry, Snapshot, Store, ThreadRecord, ThreadState};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata};
@@ -395,7 +394,7 @@ fn active_status(
     thread: &ThreadId,
 ) -> Result<(Status, Option<crate::store::Lease>)> {
     Ok(match store.lease(thread)? {
-        Some(l) if lease_is_live(&l) => (Status::Running, Some(l)),
+        Some(l) if l.is_live() => (Status::Running, Some(l)),
         _ => (phase_status(store.thread_state(thread)?.phase), None),
     })
 }
@@ -516,7 +515,7 @@ pub(crate) fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
     let leases: HashMap<ThreadId, bool> = store
         .leases()?
         .into_iter()
-        .map(|(t, l)| (t, lease_is_live(&l)))
+        .map(|(t, l)| (t, l.is_live()))
         .collect();
     let phases: HashMap<ThreadId, crate::store::Phase> = store
         .thread_states()?
