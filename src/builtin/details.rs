@@ -41,12 +41,26 @@ pub enum DetailKind {
 }
 
 fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
+    // A schema once stored stays (a collection keeps every schema): each store is asked once
+    // a process, not once a step.
+    type Seen = std::sync::Mutex<std::collections::HashSet<(String, NodeId)>>;
+    static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
     let v = Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))?;
     let p = store.prepare_schema(&v)?;
     let id = p.id;
+    let key = (store.location(), id);
+    let seen = SEEN.get_or_init(Default::default);
+    if seen
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(&key)
+    {
+        return Ok(id);
+    }
     if !store.has(id)? {
         store.put(&[p], now_ms)?;
     }
+    seen.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     Ok(id)
 }
 
@@ -96,6 +110,8 @@ pub fn store_detail(
     let detail = store.prepare(detail_type, &Value::Object(fields), true)?;
     let id = detail.id;
     nodes.push(detail);
-    store.put(&nodes, now_ms)?;
+    // Through the store's group commit: under a runner, the details of many steps share the
+    // commits of their StepNodes instead of taking one each.
+    store.write_grouped(move |w| w.put(&nodes, now_ms).map(drop))?;
     Ok(id)
 }
