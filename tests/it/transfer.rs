@@ -168,6 +168,63 @@ fn ts_root_small_imports_and_exports_byte_identical() {
     );
 }
 
+/// The names of the node files under `root/cas`.
+fn node_files(root: &Path) -> std::collections::BTreeSet<String> {
+    fs::read_dir(root.join("cas"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".bin"))
+        .collect()
+}
+
+/// The schemas of the claude-code and hermes adapters (detail, turn, raw output).
+const ADAPTER_SCHEMAS: [&str; 6] = [
+    "AEBZKYF1831T8",
+    "CVBRDZTWJ0BGN",
+    "80B2AT85TMF1A",
+    "9RWNKFTYS4W55",
+    "6AT9BBJ2Y42ZV",
+    "DXN3VVEXFVX51",
+];
+
+#[test]
+fn a_root_imported_and_exported_again_holds_exactly_its_nodes() {
+    // The TypeScript tool's roots: one whose agents wrote the adapters' schemas, one without.
+    for fixture in ["ts-root-small", "ts-golden/root"] {
+        let src = crate::interchange::fixture(fixture);
+        let env = TestEnv::new();
+        env.ok(&["import", src.to_str().unwrap()]);
+        let out = env.root().join("export");
+        env.ok(&["export", out.to_str().unwrap()]);
+        assert_eq!(node_files(&out), node_files(&src), "{fixture}");
+    }
+    let golden = node_files(&crate::interchange::fixture("ts-golden/root"));
+    assert!(
+        ADAPTER_SCHEMAS
+            .iter()
+            .all(|id| !golden.contains(&format!("{id}.bin")))
+    );
+}
+
+#[test]
+fn the_adapters_schemas_are_written_on_first_use_and_kept() {
+    let env = TestEnv::new();
+    for id in ADAPTER_SCHEMAS {
+        let r = env.run(&["cas", "has", id]);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (1, "{\"exists\":false}\n"),
+            "{id}"
+        );
+    }
+    // A store that has them (imported here, as from a store of an earlier uwf) keeps them.
+    env.ok(&["import", ts_root().to_str().unwrap()]);
+    env.ok(&["cas", "gc"]);
+    for id in ADAPTER_SCHEMAS {
+        assert_eq!(env.ok(&["cas", "has", id]), "{\"exists\":true}\n", "{id}");
+    }
+}
+
 #[test]
 fn first_use_imports_the_layout_and_leaves_files_alone() {
     let env = TestEnv::new();
