@@ -138,6 +138,18 @@ impl Writer<'_> {
     /// # Errors
     /// A store failure.
     pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
+        // A name's place in the registry is its oldest version's. Registered again after a
+        // `workflow remove`, it goes last as a new name does: its versions are recorded again,
+        // in their order, after every other name's.
+        if self.tx.registry_get(name)?.is_none() {
+            let kept = self.tx.registry_versions(name)?;
+            if !kept.is_empty() {
+                self.tx.remove_registry_name(name, true)?;
+                for e in &kept {
+                    self.tx.append_registry_version(name, e)?;
+                }
+            }
+        }
         self.tx.set_registry_name(name, workflow)?;
         self.tx
             .append_registry_version(name, &RegistryEntry { workflow, time_ms })

@@ -225,6 +225,98 @@ fn the_adapters_schemas_are_written_on_first_use_and_kept() {
     }
 }
 
+/// The registered names `workflow list` prints, in its order.
+fn listed(env: &TestEnv) -> Vec<String> {
+    let out = json(&env.ok(&["workflow", "list"]));
+    out.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.get("name").unwrap().as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The keys of a YAML name map, in file order.
+fn yaml_keys(path: &Path) -> Vec<String> {
+    uwf::interchange::yaml::read_string_map(&fs::read_to_string(path).unwrap(), "map")
+        .unwrap()
+        .entries
+        .into_keys()
+        .collect()
+}
+
+#[test]
+fn registration_order_is_listed_and_survives_export_and_import() {
+    let env = TestEnv::new();
+    let dir = tempfile::tempdir().unwrap();
+    let put = |env: &TestEnv, file: &str, name: &str| {
+        let text = fs::read_to_string(crate::common::workflow_fixture(file)).unwrap();
+        let stem = file.trim_end_matches(".yaml");
+        let text = text.replacen(&format!("name: {stem}"), &format!("name: \"{name}\""), 1);
+        let path = dir.path().join(format!("{name}.yaml"));
+        fs::write(&path, text).unwrap();
+        env.ok(&["workflow", "put", path.to_str().unwrap()]);
+    };
+    put(&env, "review-loop.yaml", "review-loop");
+    put(&env, "debate.yaml", "debate");
+    // A transition-list workflow, which only `uwf.jsonl` names.
+    put(&env, "solve-issue.yaml", "solve-issue");
+    put(&env, "debate.yaml", "10");
+    put(&env, "debate.yaml", "zeta");
+    put(&env, "debate.yaml", "7");
+    assert_eq!(
+        listed(&env),
+        ["7", "10", "review-loop", "debate", "solve-issue", "zeta"]
+    );
+    // A new version and a rollback keep a name's place; removed and put again, it goes last.
+    let text = fs::read_to_string(crate::common::workflow_fixture("debate.yaml")).unwrap();
+    let changed = dir.path().join("debate.yaml");
+    fs::write(
+        &changed,
+        text.replace("description:", "description: changed"),
+    )
+    .unwrap();
+    env.ok(&["workflow", "put", changed.to_str().unwrap()]);
+    env.ok(&["workflow", "rollback", "debate"]);
+    env.ok(&["workflow", "remove", "review-loop"]);
+    put(&env, "review-loop.yaml", "review-loop");
+    let order = ["7", "10", "debate", "solve-issue", "zeta", "review-loop"];
+    assert_eq!(listed(&env), order);
+
+    let out = env.root().join("export");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let ts_order = ["7", "10", "debate", "zeta", "review-loop"];
+    assert_eq!(yaml_keys(&out.join("workflows.yaml")), ts_order);
+    assert_eq!(yaml_keys(&out.join("registry.yaml")), ts_order);
+    let mut in_extra: Vec<String> = Vec::new();
+    for l in fs::read_to_string(out.join("uwf.jsonl")).unwrap().lines() {
+        let v = json(l);
+        if v.get("kind").and_then(Value::as_str) == Some("registry") {
+            let name = v.get("name").unwrap().as_str().unwrap().to_string();
+            if in_extra.last() != Some(&name) {
+                in_extra.push(name);
+            }
+        }
+    }
+    assert_eq!(in_extra, order);
+    let back = TestEnv::new();
+    back.ok(&["import", out.to_str().unwrap()]);
+    assert_eq!(listed(&back), order);
+
+    // Where the files disagree, `workflows.yaml` wins; a name only `uwf.jsonl` has keeps its
+    // place before the next name both have.
+    let text = fs::read_to_string(out.join("workflows.yaml")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.swap(2, 4);
+    fs::write(out.join("workflows.yaml"), lines.join("\n") + "\n").unwrap();
+    fs::remove_file(out.join("registry.yaml")).unwrap();
+    let again = TestEnv::new();
+    again.ok(&["import", out.to_str().unwrap()]);
+    assert_eq!(
+        listed(&again),
+        ["7", "10", "review-loop", "solve-issue", "zeta", "debate"]
+    );
+}
+
 #[test]
 fn first_use_imports_the_layout_and_leaves_files_alone() {
     let env = TestEnv::new();
