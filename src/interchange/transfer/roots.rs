@@ -248,6 +248,16 @@ pub(super) fn import_threads(
         };
         good.push((key, rec));
     }
+    drop(snap);
+    // Without `overwrite`, an active thread whose incoming head continues its own moves
+    // forward, and one whose incoming head is behind its own is left as it is.
+    let mut relations = Vec::with_capacity(good.len());
+    for (t, rec) in &good {
+        relations.push(match store.thread(t)? {
+            Some(cur) if !opts.overwrite && cur.head != rec.head => relation(store, &cur, rec)?,
+            _ => Relation::Other,
+        });
+    }
     let merged = store.write(|w| {
         // A garbage collection may have removed a head since the snapshot: refused, so that
         // no thread is set to a missing node (an import run again stores it again).
@@ -257,10 +267,54 @@ pub(super) fn import_threads(
             }
         }
         good.iter()
-            .map(|(t, rec)| w.merge_thread(t, rec, opts.overwrite))
+            .zip(&relations)
+            .map(|((t, rec), rel)| match rel {
+                Relation::Ahead {
+                    from,
+                    workflow,
+                    done,
+                } => {
+                    match w.thread(t)? {
+                        Some(now) if now.head == *from => {}
+                        _ => return Ok(Merged::Moved),
+                    }
+                    if let Some(l) = w.lease(t)?
+                        && crate::proc::lease_is_live(&l)
+                    {
+                        return Ok(Merged::Busy(l.pid));
+                    }
+                    let now = w.thread(t)?.expect("checked above");
+                    w.fast_forward_thread(t, &now, rec.head, *workflow, *done, rec.updated_ms)?;
+                    Ok(Merged::FastForwarded)
+                }
+                Relation::Behind => Ok(Merged::Merge(Merge::Same)),
+                Relation::Other => Ok(Merged::Merge(w.merge_thread(t, rec, opts.overwrite)?)),
+            })
             .collect::<Result<Vec<_>, _>>()
     })?;
-    for ((thread, _), m) in good.iter().zip(merged) {
+    for ((thread, rec), m) in good.iter().zip(merged) {
+        let m = match m {
+            Merged::Merge(m) => m,
+            Merged::FastForwarded => {
+                r.threads.fast_forwarded += 1;
+                continue;
+            }
+            Merged::Busy(pid) => {
+                r.threads.skipped += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} has a step running (pid {pid}); its head {} was not taken (import again when the step has ended)",
+                    rec.head
+                ));
+                continue;
+            }
+            Merged::Moved => {
+                r.threads.skipped += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} moved while it was imported; left as it is"
+                ));
+                continue;
+            }
+        };
         match m {
             Merge::Inserted => r.threads.imported += 1,
             Merge::Same => r.threads.present += 1,
@@ -279,6 +333,58 @@ pub(super) fn import_threads(
         }
     }
     Ok(())
+}
+
+/// How an incoming head of an active thread stands to the thread's head.
+enum Relation {
+    /// It continues the head `from`: the thread moves forward to it; `done` when its workflow
+    /// ends there.
+    Ahead {
+        from: NodeId,
+        workflow: NodeId,
+        done: bool,
+    },
+    /// The thread's head continues it: the other side is behind.
+    Behind,
+    /// Neither (or the same head): merged by [`crate::store::Writer::merge_thread`].
+    Other,
+}
+
+/// What an import did with one thread of `threads.yaml`.
+enum Merged {
+    Merge(Merge),
+    FastForwarded,
+    /// A live step lease held by that pid: the thread is not moved.
+    Busy(u32),
+    /// The thread's head moved since it was read.
+    Moved,
+}
+
+fn relation(store: &Store, cur: &ThreadRecord, rec: &ThreadRecord) -> Result<Relation, StoreError> {
+    if continues(store, rec.head, cur.head)? {
+        let moderated = crate::thread::chain::load_moderated(store, rec.head).ok();
+        let Some(workflow) = moderated
+            .as_ref()
+            .map(|m| m.wf_id)
+            .or(rec.workflow)
+            .or(cur.workflow)
+        else {
+            return Ok(Relation::Other);
+        };
+        let done = moderated.is_some_and(|m| {
+            crate::workflow::next(&m.wf, &m.history, &crate::workflow::Jsonata::default())
+                .is_ok_and(|d| d.is_end())
+        });
+        return Ok(Relation::Ahead {
+            from: cur.head,
+            workflow,
+            done,
+        });
+    }
+    if continues(store, cur.head, rec.head)? {
+        return Ok(Relation::Behind);
+    }
+    Ok(Relation::Other)
 }
 
 /// Whether `id` is stored as a Workflow node (the rule `thread start` applies too).
