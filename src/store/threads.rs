@@ -45,7 +45,10 @@ impl Store {
         self.guard(|| self.read()?.registry())
     }
 
-    /// The registry: name → workflow id, in registration order ([`registration_order`]).
+    /// The registry: name → workflow id, in registration order, as the TypeScript tool lists
+    /// its registry object: integer-like names (JavaScript array indices) first in ascending
+    /// order, then each name at the place of its first registration (a new version or a
+    /// rollback keeps it; `workflow remove` then a registration puts it last).
     ///
     /// # Errors
     /// A store failure.

@@ -275,8 +275,8 @@ fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// `workflow list`: the local names [`locate`] finds from `from` (nearest directory first),
-/// then the registered names it resolves to the registry, in registration order. Every row is a name `thread start`
-/// resolves to that very workflow.
+/// then the registered names it resolves to the registry, in registration order. Every row is
+/// a name `thread start` resolves to that very workflow.
 ///
 /// # Errors
 /// A store failure.
