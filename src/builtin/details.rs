@@ -17,12 +17,13 @@ const COMMAND_DETAIL_SCHEMA: &str = r#"{"title":"CommandAgentDetail","type":"obj
 /// The scripted agent's detail: the reply it gave, as one assistant turn.
 const SCRIPTED_DETAIL_SCHEMA: &str = r#"{"title":"ScriptedAgentDetail","type":"object","properties":{"turnCount":{"type":"integer"},"turns":{"type":"array","items":{"type":"string","format":"ocas_ref"}}},"required":["turnCount","turns"]}"#;
 
-/// The TypeScript tool's hermes detail and turn schemas (bootstrap schemas of every store).
-const HERMES_DETAIL: NodeId = NodeId::from_crockford("6AT9BBJ2Y42ZV");
-const HERMES_TURN: NodeId = NodeId::from_crockford("9RWNKFTYS4W55");
+/// The TypeScript tool's hermes detail and turn schemas (well-known schemas a store gets on
+/// first use).
+const HERMES_DETAIL: &str = "uwf/hermes-detail";
+const HERMES_TURN: &str = "uwf/hermes-turn";
 /// The TypeScript tool's claude-code detail and turn schemas.
-const CLAUDE_DETAIL: NodeId = NodeId::from_crockford("AEBZKYF1831T8");
-const CLAUDE_TURN: NodeId = NodeId::from_crockford("CVBRDZTWJ0BGN");
+const CLAUDE_DETAIL: &str = "uwf/claude-code-detail";
+const CLAUDE_TURN: &str = "uwf/claude-code-turn";
 
 /// Which detail schema.
 #[derive(Debug, Clone, Copy)]
@@ -40,13 +41,25 @@ pub enum DetailKind {
     ClaudeCode,
 }
 
+/// The schemas this process knows are stored, by store. A schema once stored stays (a
+/// collection keeps every schema): each store is asked once a process, not once a step.
+type Seen = std::sync::Mutex<std::collections::HashSet<(String, NodeId)>>;
+static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
+
 fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
-    // A schema once stored stays (a collection keeps every schema): each store is asked once
-    // a process, not once a step.
-    type Seen = std::sync::Mutex<std::collections::HashSet<(String, NodeId)>>;
-    static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
     let v = Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))?;
-    let p = store.prepare_schema(&v)?;
+    schema_of(store, &v, now_ms)
+}
+
+/// The well-known schema called `name`, stored if it is not yet.
+fn well_known(store: &Store, name: &str, now_ms: u64) -> Result<NodeId, StoreError> {
+    let b = crate::cas::bootstrap::by_name(name).expect("a well-known schema");
+    schema_of(store, &b.payload, now_ms)
+}
+
+/// Stores the schema `v` unless it is stored; returns its id.
+fn schema_of(store: &Store, v: &Value, now_ms: u64) -> Result<NodeId, StoreError> {
+    let p = store.prepare_schema(v)?;
     let id = p.id;
     let key = (store.location(), id);
     let seen = SEEN.get_or_init(Default::default);
@@ -89,8 +102,14 @@ pub fn store_detail(
             schema_id(store, TURN_SCHEMA, now_ms)?,
             schema_id(store, SCRIPTED_DETAIL_SCHEMA, now_ms)?,
         ),
-        DetailKind::Hermes => (HERMES_TURN, HERMES_DETAIL),
-        DetailKind::ClaudeCode => (CLAUDE_TURN, CLAUDE_DETAIL),
+        DetailKind::Hermes => (
+            well_known(store, HERMES_TURN, now_ms)?,
+            well_known(store, HERMES_DETAIL, now_ms)?,
+        ),
+        DetailKind::ClaudeCode => (
+            well_known(store, CLAUDE_TURN, now_ms)?,
+            well_known(store, CLAUDE_DETAIL, now_ms)?,
+        ),
     };
     let mut nodes = Vec::with_capacity(turns.len() + 1);
     for (i, (role, content)) in turns.iter().enumerate() {

@@ -1,5 +1,7 @@
-//! The nodes every store starts with: the self-hashed meta-schema, the 7 primitive schemas,
-//! the `@ocas/output/*` schemas and uwf's own schemas, with the ids the TypeScript tool gives.
+//! The well-known schemas: the self-hashed meta-schema, the 7 primitive schemas, the
+//! `@ocas/output/*` schemas and uwf's own schemas, with the ids the TypeScript tool gives.
+//! Every store starts with them, save the schemas of the claude-code and hermes adapters,
+//! which are written when first needed, as that tool's adapters write them.
 
 use super::cbor;
 use super::hash;
@@ -33,9 +35,23 @@ pub struct BuiltinSchema {
     pub payload: Value,
     /// Its canonical CBOR.
     pub cbor: Vec<u8>,
+    /// Whether it is written when first needed rather than when a store is made.
+    pub on_first_use: bool,
 }
 
-/// All built-in schema nodes, the meta-schema first, in the order bootstrap writes them.
+/// The schemas of the claude-code and hermes adapters (detail, turn, raw output): a store gets
+/// them when an agent first writes such a node, or from an import.
+const ON_FIRST_USE: [&str; 6] = [
+    "uwf/claude-code-detail",
+    "uwf/claude-code-turn",
+    "uwf/claude-code-raw-output",
+    "uwf/hermes-turn",
+    "uwf/hermes-detail",
+    "uwf/hermes-raw-output",
+];
+
+/// All built-in schema nodes, the meta-schema first, in the order bootstrap writes them (those
+/// [`BuiltinSchema::on_first_use`] aside).
 pub fn builtins() -> &'static [BuiltinSchema] {
     static B: OnceLock<Vec<BuiltinSchema>> = OnceLock::new();
     B.get_or_init(|| {
@@ -60,6 +76,7 @@ pub fn builtins() -> &'static [BuiltinSchema] {
                     hash::node_id(META, &cbor)
                 };
                 BuiltinSchema {
+                    on_first_use: ON_FIRST_USE.contains(&name.as_str()),
                     name,
                     id,
                     payload,
@@ -92,6 +109,7 @@ mod tests {
             );
         }
         assert_eq!(builtins()[0].id, META);
+        assert_eq!(builtins().iter().filter(|b| b.on_first_use).count(), 6);
         assert_eq!(META.to_string(), "CTS5P6RD8HMCS");
         assert_eq!(builtins()[0].cbor.len(), 1602);
         assert_eq!(by_name("@ocas/string").unwrap().id.to_string(), ids::TEXT);

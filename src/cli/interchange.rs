@@ -21,6 +21,27 @@ struct CountsOut {
     skipped: u64,
 }
 
+/// What an import did with the threads.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadCountsOut {
+    imported: u64,
+    present: u64,
+    skipped: u64,
+    fast_forwarded: u64,
+}
+
+impl From<&Counts> for ThreadCountsOut {
+    fn from(c: &Counts) -> Self {
+        ThreadCountsOut {
+            imported: c.imported,
+            present: c.present,
+            skipped: c.skipped,
+            fast_forwarded: c.fast_forwarded,
+        }
+    }
+}
+
 impl From<&Counts> for CountsOut {
     fn from(c: &Counts) -> Self {
         CountsOut {
@@ -35,7 +56,7 @@ impl From<&Counts> for CountsOut {
 #[derive(Serialize)]
 struct Imported<'a> {
     nodes: CountsOut,
-    threads: CountsOut,
+    threads: ThreadCountsOut,
     registry: CountsOut,
     history: CountsOut,
     conflicts: &'a [String],

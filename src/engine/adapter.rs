@@ -36,6 +36,12 @@ pub(super) trait Adapter {
 
     /// Runs the agent's turn; returns the id of the StepNode it wrote and notes for stderr.
     fn run(&self, call: &AgentCall<'_>) -> Result<(NodeId, Vec<String>)>;
+
+    /// Whether `e`, an error of [`Adapter::run`], is a failed step that counts towards the
+    /// thread's `maxRetries` and leaves its last error.
+    fn counts_as_failure(&self, e: &StepError) -> bool {
+        e.counts_as_failure()
+    }
 }
 
 /// Fails with [`StepError::Interrupted`] once `i` is set.

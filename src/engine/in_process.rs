@@ -3,7 +3,7 @@
 use super::adapter::{Adapter, AgentCall, interrupted};
 use crate::builtin::{Agent, Turn};
 use crate::cas::NodeId;
-use crate::supervise::Result;
+use crate::supervise::{Result, StepError};
 
 /// A built-in agent (`uwf agent …` as the agent command), run in this process.
 pub(super) struct InProcess(pub Box<dyn Agent>);
@@ -45,5 +45,13 @@ impl Adapter for InProcess {
         let id = id?;
         interrupted(opts.interrupt)?;
         Ok((id, Vec::new()))
+    }
+
+    // Whatever a built-in agent fails with is its step's failure, as an agent program's exit
+    // status is (its script unreadable, its output refused, its model unreachable), save an
+    // interrupt and what a retry of the same step may get past without the agent (a busy
+    // thread, a store connection lost).
+    fn counts_as_failure(&self, e: &StepError) -> bool {
+        e.counts_as_failure() || !(matches!(e, StepError::Interrupted { .. }) || e.retryable())
     }
 }

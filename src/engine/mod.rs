@@ -46,15 +46,16 @@ use std::time::Duration;
 /// # Errors
 /// A [`StepError`]; the head is unchanged and the lease released.
 pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
-    let agent = std::cell::RefCell::new(String::new());
-    let e = match step_inner(opts, &agent) {
+    let attempt = std::cell::RefCell::new(Attempt::default());
+    let e = match step_inner(opts, &attempt) {
         Ok(r) => return Ok(r),
         Err(e) => e,
     };
-    if e.counts_as_failure() {
+    let attempt = attempt.into_inner();
+    if e.counts_as_failure() || attempt.agent_failed {
         let failure = crate::store::StepFailure {
             time_ms: (opts.now)(),
-            agent: agent.borrow().clone(),
+            agent: attempt.agent,
             message: e.to_string(),
         };
         tracing::warn!(
@@ -82,10 +83,15 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
     Err(e)
 }
 
-fn step_inner(
-    opts: &StepOptions<'_>,
-    agent_name: &std::cell::RefCell<String>,
-) -> Result<StepResult> {
+/// What a step's agent did, for the failure record: the agent's command line, and whether its
+/// run failed in a way that counts as a failed step ([`Adapter::counts_as_failure`]).
+#[derive(Default)]
+struct Attempt {
+    agent: String,
+    agent_failed: bool,
+}
+
+fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
     let (mut guard, head) = LeaseGuard::acquire(
@@ -163,7 +169,7 @@ fn step_inner(
             notes: Vec::new(),
         });
     }
-    let (id, notes) = run_agent(opts, &mut m, &decision, agent_name)?;
+    let (id, notes) = run_agent(opts, &mut m, &decision, attempt)?;
     let me = guard.lease().clone();
     let output = conclude(
         store,
@@ -184,13 +190,13 @@ fn run_agent(
     opts: &StepOptions<'_>,
     m: &mut Moderated,
     decision: &Decision,
-    agent_name: &std::cell::RefCell<String>,
+    attempt: &std::cell::RefCell<Attempt>,
 ) -> Result<(NodeId, Vec<String>)> {
     let agent = match &opts.agent {
         Some(a) => a.clone(),
         None => opts.config.agent_for(&m.wf.name, &decision.role)?,
     };
-    *agent_name.borrow_mut() = agent.display();
+    attempt.borrow_mut().agent = agent.display();
     let timeout = match opts.timeout {
         Some(t) => t,
         None => opts
@@ -224,7 +230,9 @@ fn run_agent(
         env,
         timeout,
     };
-    let (id, more) = adapter.run(&call)?;
+    let (id, more) = adapter.run(&call).inspect_err(|e| {
+        attempt.borrow_mut().agent_failed = adapter.counts_as_failure(e);
+    })?;
     notes.extend(more);
     Ok((id, notes))
 }

@@ -289,6 +289,13 @@ pub(crate) trait ReadTx {
     /// A store failure or a corrupt record.
     fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>>;
 
+    /// Each name with versions and the sequence number of its oldest version (versions of all
+    /// names are numbered in one sequence, in the order they were recorded).
+    ///
+    /// # Errors
+    /// A store failure.
+    fn registry_places(&self) -> Result<Vec<(String, u64)>>;
+
     /// Visits the finished threads in the order they finished.
     ///
     /// # Errors
@@ -369,6 +376,8 @@ pub(crate) trait WriteTx {
     fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()>;
     fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()>;
     fn has_registry_history(&mut self, name: &str) -> Result<bool>;
+    /// The versions of `name`, oldest first.
+    fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>>;
     fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool>;
     fn append_history(&mut self, e: &HistoryEntry) -> Result<()>;
     fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize>;

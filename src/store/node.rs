@@ -126,11 +126,13 @@ pub fn prepare_unchecked(type_id: NodeId, payload: &Value) -> Prepared {
     }
 }
 
-/// The bootstrap schemas as nodes: the meta-schema typed by itself, the others by it.
+/// The bootstrap schemas as nodes, those a new store starts with: the meta-schema typed by
+/// itself, the others by it (the adapters' schemas, written on first use, aside).
 pub(crate) fn bootstrap_nodes() -> Vec<Prepared> {
     bootstrap::builtins()
         .iter()
         .enumerate()
+        .filter(|(_, b)| !b.on_first_use)
         .map(|(i, b)| {
             let self_typed = i == 0;
             Prepared {

@@ -45,6 +45,36 @@ impl Store {
         self.guard(|| self.read()?.registry())
     }
 
+    /// The registry: name → workflow id, in registration order, as the TypeScript tool lists
+    /// its registry object: integer-like names (JavaScript array indices) first in ascending
+    /// order, then each name at the place of its first registration (a new version or a
+    /// rollback keeps it; `workflow remove` then a registration puts it last).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn registry_in_order(&self) -> Result<Vec<(String, NodeId)>> {
+        self.guard(|| {
+            let r = self.read()?;
+            let mut names = r.registry()?;
+            registration_order(&mut names, &r.registry_places()?);
+            Ok(names)
+        })
+    }
+
+    /// Every version of every registry name: (name, version), the names in registration order
+    /// ([`registration_order`]; names no longer registered among them), each oldest first.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn all_registry_history_in_order(&self) -> Result<Vec<(String, RegistryEntry)>> {
+        self.guard(|| {
+            let r = self.read()?;
+            let mut versions = r.all_registry_history()?;
+            registration_order(&mut versions, &r.registry_places()?);
+            Ok(versions)
+        })
+    }
+
     /// Every version of registry name `name`, oldest first.
     ///
     /// # Errors
@@ -157,4 +187,22 @@ impl Store {
         })?;
         Ok(out.expect("set by the committed closure"))
     }
+}
+
+/// Sorts `(name, _)` pairs into registration order: a
+/// JavaScript object's key order over the registry, as the TypeScript tool lists its own:
+/// integer-like names (array indices, [`crate::cas::value::array_index`]) first in ascending
+/// order, then each name at the place of its first registration, its oldest recorded version
+/// (`places`, from [`super::backend::ReadTx::registry_places`]; a rollback or a new version
+/// keeps it, and a name registered again after its removal is recorded again at the end, see
+/// [`Writer::registry_set`]). A name with no version recorded comes last. The sort is stable,
+/// so a name's pairs keep their order.
+fn registration_order<T>(pairs: &mut [(String, T)], places: &[(String, u64)]) {
+    let places: std::collections::HashMap<&str, u64> =
+        places.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+    let place = |name: &str| places.get(name).copied().unwrap_or(u64::MAX);
+    pairs.sort_by_cached_key(|(name, _)| match crate::cas::value::array_index(name) {
+        Some(i) => (0, u64::from(i), String::new()),
+        None => (1, place(name), name.clone()),
+    });
 }

@@ -125,6 +125,43 @@ impl Writer<'_> {
         }
     }
 
+    /// Moves thread `id`, which `rec` is, forward to `head`, a step that continues its head
+    /// (steps another tool took on it, brought by an import), as a step of its own would: at
+    /// the workflow's end (`done`) it is archived as completed; otherwise its record follows
+    /// the new head and the step ends its run of failures. A queued thread is ready (the other
+    /// tool ran it); a paused one stays paused.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn fast_forward_thread(
+        &mut self,
+        id: &ThreadId,
+        rec: &ThreadRecord,
+        head: NodeId,
+        workflow: NodeId,
+        done: bool,
+        updated_ms: u64,
+    ) -> Result<()> {
+        let moved = ThreadRecord {
+            head,
+            workflow: Some(rec.workflow.unwrap_or(workflow)),
+            updated_ms,
+        };
+        if done {
+            return self.archive_thread(id, &moved, workflow, FinishReason::Completed, updated_ms);
+        }
+        let mut state = self.tx.thread_state(id)?;
+        let before = state.clone();
+        state.failures = 0;
+        if state.phase == super::records::Phase::Queued {
+            state.phase = super::records::Phase::Ready;
+        }
+        if state != before {
+            self.tx.set_thread_state(id, &state)?;
+        }
+        self.tx.set_thread(id, &moved)
+    }
+
     /// The registered workflow of `name`.
     ///
     /// # Errors
@@ -138,6 +175,18 @@ impl Writer<'_> {
     /// # Errors
     /// A store failure.
     pub fn registry_set(&mut self, name: &str, workflow: NodeId, time_ms: u64) -> Result<()> {
+        // A name's place in the registry is its oldest version's. Registered again after a
+        // `workflow remove`, it goes last as a new name does: its versions are recorded again,
+        // in their order, after every other name's.
+        if self.tx.registry_get(name)?.is_none() {
+            let kept = self.tx.registry_versions(name)?;
+            if !kept.is_empty() {
+                self.tx.remove_registry_name(name, true)?;
+                for e in &kept {
+                    self.tx.append_registry_version(name, e)?;
+                }
+            }
+        }
         self.tx.set_registry_name(name, workflow)?;
         self.tx
             .append_registry_version(name, &RegistryEntry { workflow, time_ms })

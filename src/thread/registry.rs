@@ -275,8 +275,8 @@ fn names_in(dir: &Path) -> Vec<String> {
 }
 
 /// `workflow list`: the local names [`locate`] finds from `from` (nearest directory first),
-/// then the registered names it resolves to the registry. Every row is a name `thread start`
-/// resolves to that very workflow.
+/// then the registered names it resolves to the registry, in registration order. Every row is
+/// a name `thread start` resolves to that very workflow.
 ///
 /// # Errors
 /// A store failure.
@@ -295,7 +295,7 @@ pub(crate) fn list(store: &Store, from: &Path) -> Result<Vec<Listed>> {
             }
         }
     }
-    for (name, id) in store.registry()? {
+    for (name, id) in store.registry_in_order()? {
         if seen.contains(&name) {
             continue;
         }

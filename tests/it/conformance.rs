@@ -60,6 +60,7 @@ contract!(
     leases,
     thread_states,
     registry_and_history,
+    registry_order,
     limits_and_removals,
     pins_and_gc,
     gc_while_writers_run,
@@ -343,6 +344,41 @@ fn thread_states(s: &Store) {
     s.write(|w| w.set_thread_state(&t, &ThreadState::default()))
         .expect("reset");
     assert!(s.thread_states().expect("states").is_empty());
+}
+
+/// Registration order: each name at its first registration (a new version or a rollback keeps
+/// it), integer-like names first in ascending order, as a JavaScript object lists its keys.
+fn registry_order(s: &Store) {
+    let (w1, w2) = (text(s, "workflow one"), text(s, "workflow two"));
+    s.put(&[w1.clone(), w2.clone()], 1).expect("put");
+    for (name, w) in [
+        ("review-loop", w1.id),
+        ("debate", w1.id),
+        ("10", w1.id),
+        ("alpha", w2.id),
+        ("7", w2.id),
+        ("review-loop", w2.id),
+        ("007", w1.id),
+        ("debate", w2.id),
+        ("debate", w1.id),
+    ] {
+        s.write(|tx| tx.registry_set(name, w, 10)).expect("reg");
+    }
+    let names = |s: &Store| -> Vec<String> {
+        s.registry_in_order()
+            .expect("registry")
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    };
+    assert_eq!(
+        names(s),
+        ["7", "10", "review-loop", "debate", "alpha", "007"]
+    );
+    assert_eq!(
+        s.registry_in_order().expect("registry")[2],
+        ("review-loop".to_string(), w2.id)
+    );
 }
 
 fn registry_and_history(s: &Store) {

@@ -292,6 +292,39 @@ fn failures_up_to_max_retries_then_resume() {
 }
 
 #[test]
+fn a_failing_built_in_agent_is_recorded_as_an_agent_program_is() {
+    let l = Line::new("maxRetries: 2\n", "0");
+    let t = thread_of(&l.start(&[]));
+    let missing = p(&l.env.root().join("nonexistent.yaml"));
+    let scripted = format!("uwf agent scripted --script {missing}");
+    let r = l.env.run(&["thread", "step", &t, "--agent", &scripted]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot read script"), "{}", r.stderr);
+    let show = l.env.show(&t);
+    assert_eq!(show.get("status"), Some(&Value::str("idle")));
+    let err = show
+        .get("lastError")
+        .expect("lastError after a failed step");
+    assert_eq!(err.get("agent"), Some(&Value::str(scripted.as_str())));
+    let message = err.get("message").and_then(Value::as_str).unwrap();
+    assert!(message.starts_with("cannot read script"), "{message}");
+    // The second failure in a row is the thread's `maxRetries`-th: it fails, as with a program.
+    let r = l.env.run(&["thread", "step", &t, "--agent", &scripted]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("failed after 2 failed steps"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(l.status(&t), "failed");
+    // Resumed, it completes with a working agent.
+    let out = json(&l.env.ok(&["thread", "resume", &t]));
+    assert_eq!(out.get("status"), Some(&Value::str("idle")));
+    assert_eq!(l.run(&[]).code, 0);
+    assert_eq!(l.status(&t), "completed");
+}
+
+#[test]
 fn fork_from_a_role() {
     let l = Line::new("", "0");
     let t = thread_of(&l.start(&[]));

@@ -189,6 +189,12 @@ fn bootstrap_writes_the_reference_schemas() {
     let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
     let metas = s.list_by_type(META).unwrap();
     for b in bootstrap::builtins() {
+        // The adapters' schemas come when first needed.
+        if b.on_first_use {
+            assert!(!metas.contains(&b.id), "{} {}", b.name, b.id);
+            assert!(s.get(b.id).unwrap().is_none(), "{} {}", b.name, b.id);
+            continue;
+        }
         assert!(metas.contains(&b.id), "{} {}", b.name, b.id);
         let n = s.get(b.id).unwrap().unwrap();
         assert_eq!(

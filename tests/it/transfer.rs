@@ -168,6 +168,363 @@ fn ts_root_small_imports_and_exports_byte_identical() {
     );
 }
 
+/// The names of the node files under `root/cas`.
+fn node_files(root: &Path) -> std::collections::BTreeSet<String> {
+    fs::read_dir(root.join("cas"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".bin"))
+        .collect()
+}
+
+/// The schemas of the claude-code and hermes adapters (detail, turn, raw output).
+const ADAPTER_SCHEMAS: [&str; 6] = [
+    "AEBZKYF1831T8",
+    "CVBRDZTWJ0BGN",
+    "80B2AT85TMF1A",
+    "9RWNKFTYS4W55",
+    "6AT9BBJ2Y42ZV",
+    "DXN3VVEXFVX51",
+];
+
+#[test]
+fn a_root_imported_and_exported_again_holds_exactly_its_nodes() {
+    // The TypeScript tool's roots: one whose agents wrote the adapters' schemas, one without.
+    for fixture in ["ts-root-small", "ts-golden/root"] {
+        let src = crate::interchange::fixture(fixture);
+        let env = TestEnv::new();
+        env.ok(&["import", src.to_str().unwrap()]);
+        let out = env.root().join("export");
+        env.ok(&["export", out.to_str().unwrap()]);
+        assert_eq!(node_files(&out), node_files(&src), "{fixture}");
+    }
+    let golden = node_files(&crate::interchange::fixture("ts-golden/root"));
+    assert!(
+        ADAPTER_SCHEMAS
+            .iter()
+            .all(|id| !golden.contains(&format!("{id}.bin")))
+    );
+}
+
+#[test]
+fn the_adapters_schemas_are_written_on_first_use_and_kept() {
+    let env = TestEnv::new();
+    for id in ADAPTER_SCHEMAS {
+        let r = env.run(&["cas", "has", id]);
+        assert_eq!(
+            (r.code, r.stdout.as_str()),
+            (1, "{\"exists\":false}\n"),
+            "{id}"
+        );
+    }
+    // A store that has them (imported here, as from a store of an earlier uwf) keeps them.
+    env.ok(&["import", ts_root().to_str().unwrap()]);
+    env.ok(&["cas", "gc"]);
+    for id in ADAPTER_SCHEMAS {
+        assert_eq!(env.ok(&["cas", "has", id]), "{\"exists\":true}\n", "{id}");
+    }
+}
+
+/// The registered names `workflow list` prints, in its order.
+fn listed(env: &TestEnv) -> Vec<String> {
+    let out = json(&env.ok(&["workflow", "list"]));
+    out.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.get("name").unwrap().as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The keys of a YAML name map, in file order.
+fn yaml_keys(path: &Path) -> Vec<String> {
+    uwf::interchange::yaml::read_string_map(&fs::read_to_string(path).unwrap(), "map")
+        .unwrap()
+        .entries
+        .into_keys()
+        .collect()
+}
+
+#[test]
+fn registration_order_is_listed_and_survives_export_and_import() {
+    let env = TestEnv::new();
+    let dir = tempfile::tempdir().unwrap();
+    let put = |env: &TestEnv, file: &str, name: &str| {
+        let text = fs::read_to_string(crate::common::workflow_fixture(file)).unwrap();
+        let stem = file.trim_end_matches(".yaml");
+        let text = text.replacen(&format!("name: {stem}"), &format!("name: \"{name}\""), 1);
+        let path = dir.path().join(format!("{name}.yaml"));
+        fs::write(&path, text).unwrap();
+        env.ok(&["workflow", "put", path.to_str().unwrap()]);
+    };
+    put(&env, "review-loop.yaml", "review-loop");
+    put(&env, "debate.yaml", "debate");
+    // A transition-list workflow, which only `uwf.jsonl` names.
+    put(&env, "solve-issue.yaml", "solve-issue");
+    put(&env, "debate.yaml", "10");
+    put(&env, "debate.yaml", "zeta");
+    put(&env, "debate.yaml", "7");
+    assert_eq!(
+        listed(&env),
+        ["7", "10", "review-loop", "debate", "solve-issue", "zeta"]
+    );
+    // A new version and a rollback keep a name's place; removed and put again, it goes last.
+    let text = fs::read_to_string(crate::common::workflow_fixture("debate.yaml")).unwrap();
+    let changed = dir.path().join("debate.yaml");
+    fs::write(
+        &changed,
+        text.replace("description:", "description: changed"),
+    )
+    .unwrap();
+    env.ok(&["workflow", "put", changed.to_str().unwrap()]);
+    env.ok(&["workflow", "rollback", "debate"]);
+    env.ok(&["workflow", "remove", "review-loop"]);
+    put(&env, "review-loop.yaml", "review-loop");
+    let order = ["7", "10", "debate", "solve-issue", "zeta", "review-loop"];
+    assert_eq!(listed(&env), order);
+
+    let out = env.root().join("export");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let ts_order = ["7", "10", "debate", "zeta", "review-loop"];
+    assert_eq!(yaml_keys(&out.join("workflows.yaml")), ts_order);
+    assert_eq!(yaml_keys(&out.join("registry.yaml")), ts_order);
+    let mut in_extra: Vec<String> = Vec::new();
+    for l in fs::read_to_string(out.join("uwf.jsonl")).unwrap().lines() {
+        let v = json(l);
+        if v.get("kind").and_then(Value::as_str) == Some("registry") {
+            let name = v.get("name").unwrap().as_str().unwrap().to_string();
+            if in_extra.last() != Some(&name) {
+                in_extra.push(name);
+            }
+        }
+    }
+    assert_eq!(in_extra, order);
+    let back = TestEnv::new();
+    back.ok(&["import", out.to_str().unwrap()]);
+    assert_eq!(listed(&back), order);
+
+    // Where the files disagree, `workflows.yaml` wins; a name only `uwf.jsonl` has keeps its
+    // place before the next name both have.
+    let text = fs::read_to_string(out.join("workflows.yaml")).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.swap(2, 4);
+    fs::write(out.join("workflows.yaml"), lines.join("\n") + "\n").unwrap();
+    fs::remove_file(out.join("registry.yaml")).unwrap();
+    let again = TestEnv::new();
+    again.ok(&["import", out.to_str().unwrap()]);
+    assert_eq!(
+        listed(&again),
+        ["7", "10", "review-loop", "solve-issue", "zeta", "debate"]
+    );
+}
+
+/// Writes a node into a root as the TypeScript tool writes one: `cas/<ID>.bin`, the CBOR of
+/// `{type, payload, timestamp}`, and a line in its type's index; returns its id.
+fn ts_node(root: &Path, type_id: &str, payload: &str) -> String {
+    let bytes = cbor::encode(&Value::from_json_str(payload).unwrap());
+    let id = uwf::cas::hash::node_id(NodeId::parse(type_id).unwrap(), &bytes).to_wire();
+    fs::write(
+        root.join("cas").join(format!("{id}.bin")),
+        cbor::encode_node(type_id, &bytes, 1_767_300_000_000),
+    )
+    .unwrap();
+    let index = root.join("cas/_index").join(type_id);
+    let mut text = fs::read_to_string(&index).unwrap_or_default();
+    text.push_str(&format!("{id}\n"));
+    fs::write(index, text).unwrap();
+    id
+}
+
+/// A step of the thread of `start` after `prev` for `role`, with its output (of the role's
+/// schema `output.0`, payload `output.1`), written into a root as the TypeScript tool writes
+/// it; returns the StepNode's id.
+fn ts_step(root: &Path, start: &str, prev: &str, role: &str, output: (&str, &str)) -> String {
+    let out = ts_node(root, output.0, output.1);
+    ts_node(
+        root,
+        "108DB063KRQWW",
+        &format!(
+            r#"{{"start":"{start}","prev":"{prev}","role":"{role}","output":"{out}","detail":"{out}","agent":"uwf-hermes","startedAtMs":1767300000000,"completedAtMs":1767300001000,"cwd":"/tmp"}}"#
+        ),
+    )
+}
+
+/// Points `thread` at `head` in a root's `threads.yaml`.
+fn set_ts_head(root: &Path, thread: &str, head: &str) {
+    let path = root.join("threads.yaml");
+    let text: String = fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| match l.split_once(": ") {
+            Some((t, _)) if t == thread => format!("{t}: {head}\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    fs::write(path, text).unwrap();
+}
+
+/// An import's report with its exit code checked.
+fn import(env: &TestEnv, root: &Path) -> Value {
+    let r = env.run(&["import", root.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    json(&r.stdout)
+}
+
+/// `(imported, present, skipped, fastForwarded)` of an import's threads, and its conflicts.
+fn thread_counts(rep: &Value) -> ((f64, f64, f64, f64), Vec<String>) {
+    let t = rep.get("threads").unwrap();
+    let n = |k: &str| t.get(k).unwrap().as_f64().unwrap();
+    let conflicts = rep.get("conflicts").unwrap().as_array().unwrap();
+    (
+        (
+            n("imported"),
+            n("present"),
+            n("skipped"),
+            n("fastForwarded"),
+        ),
+        conflicts
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect(),
+    )
+}
+
+#[test]
+fn a_thread_continued_elsewhere_moves_forward_on_import() {
+    let env = TestEnv::new();
+    import(&env, &ts_root());
+    let (t, head) = fs::read_to_string(ts_root().join("threads.yaml"))
+        .unwrap()
+        .lines()
+        .next()
+        .and_then(|l| l.split_once(": "))
+        .map(|(t, h)| (t.to_string(), h.to_string()))
+        .unwrap();
+    let field = |id: &str, k: &str| -> String {
+        let node = json(&env.ok(&["cas", "get", id]));
+        let v = node.get("payload").unwrap().get(k).unwrap();
+        v.as_str().unwrap().to_string()
+    };
+    let type_of = |id: &str| -> String {
+        let node = json(&env.ok(&["cas", "get", id]));
+        node.get("type").unwrap().as_str().unwrap().to_string()
+    };
+    let start = field(&head, "start");
+    // The debate's two roles take turns; each step's output is of its role's schema.
+    let role = env
+        .show(&t)
+        .get("currentRole")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (this, that) = (
+        type_of(&field(&field(&head, "prev"), "output")),
+        type_of(&field(&head, "output")),
+    );
+    let go_on = r#"{"$status":"continue","argument":"One more turn."}"#;
+    // Exported, then stepped once by the TypeScript tool there, while paused here.
+    let out = env.root().join("export");
+    env.ok(&["export", out.to_str().unwrap()]);
+    let step = ts_step(&out, &start, &head, &role, (&this, go_on));
+    set_ts_head(&out, &t, &step);
+    env.ok(&["thread", "pause", &t]);
+    let r = env.run(&["import", out.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.is_empty(), "{}", r.stderr);
+    assert_eq!(
+        thread_counts(&json(&r.stdout)),
+        ((0.0, 2.0, 0.0, 1.0), vec![])
+    );
+    let shown = env.show(&t);
+    assert_eq!(shown.get("head").unwrap().as_str(), Some(step.as_str()));
+    assert_eq!(shown.get("status").unwrap().as_str(), Some("paused"));
+    assert_eq!(
+        shown.get("currentRole").unwrap().as_str(),
+        Some(if role == "for" { "against" } else { "for" })
+    );
+
+    // The other side behind (the fixture's head is an ancestor of the thread's): present, with
+    // no conflict.
+    let rep = import(&env, &ts_root());
+    assert_eq!(thread_counts(&rep), ((0.0, 3.0, 0.0, 0.0), vec![]));
+    assert_eq!(env.head(&t), step);
+
+    // Diverged (another step after the old head): a conflict, and the thread stays.
+    let other = tempfile::tempdir().unwrap();
+    copy_tree(&ts_root(), other.path());
+    let other_turn = r#"{"$status":"continue","argument":"Another turn."}"#;
+    let branch = ts_step(other.path(), &start, &head, &role, (&this, other_turn));
+    set_ts_head(other.path(), &t, &branch);
+    let (counts, conflicts) = thread_counts(&import(&env, other.path()));
+    assert_eq!(counts, (0.0, 2.0, 1.0, 0.0));
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert!(
+        conflicts[0].contains(&t) && conflicts[0].contains("exists with another head"),
+        "{conflicts:?}"
+    );
+    assert_eq!(env.head(&t), step);
+
+    // A thread with a live step lease is never moved: a conflict line.
+    let next = env
+        .show(&t)
+        .get("currentRole")
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_string();
+    let further = ts_step(&out, &start, &step, &next, (&that, go_on));
+    set_ts_head(&out, &t, &further);
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let key = ThreadId::parse(&t).unwrap();
+    env.store()
+        .write(|w| {
+            w.set_lease(
+                &key,
+                &uwf::store::Lease {
+                    pid: sleeper.id(),
+                    since_ms: 1,
+                    boot_id: uwf::engine::boot_id(),
+                    start_ticks: uwf::engine::start_ticks(sleeper.id()),
+                    unexpired: None,
+                },
+            )
+        })
+        .unwrap();
+    let (counts, conflicts) = thread_counts(&import(&env, &out));
+    assert_eq!(counts, (0.0, 2.0, 1.0, 0.0));
+    assert_eq!(conflicts.len(), 1, "{conflicts:?}");
+    assert!(
+        conflicts[0].contains(&t) && conflicts[0].contains("has a step running"),
+        "{conflicts:?}"
+    );
+    assert_eq!(env.head(&t), step);
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    // Once the step has ended, the same import moves it.
+    assert_eq!(
+        thread_counts(&import(&env, &out)),
+        ((0.0, 2.0, 0.0, 1.0), vec![])
+    );
+    assert_eq!(env.head(&t), further);
+    assert_eq!(env.show(&t).get("status").unwrap().as_str(), Some("paused"));
+
+    // A step that ends the workflow there: the thread completes here too.
+    let end = r#"{"$status":"conceded","argument":"Agreed."}"#;
+    let last = ts_step(&out, &start, &further, &role, (&this, end));
+    set_ts_head(&out, &t, &last);
+    assert_eq!(
+        thread_counts(&import(&env, &out)),
+        ((0.0, 2.0, 0.0, 1.0), vec![])
+    );
+    let shown = env.show(&t);
+    assert_eq!(shown.get("head").unwrap().as_str(), Some(last.as_str()));
+    assert_eq!(shown.get("status").unwrap().as_str(), Some("completed"));
+    assert!(!env.ok(&["thread", "list"]).contains(&t));
+}
+
 #[test]
 fn first_use_imports_the_layout_and_leaves_files_alone() {
     let env = TestEnv::new();

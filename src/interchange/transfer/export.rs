@@ -197,7 +197,7 @@ pub(crate) fn write_root_files(
     write_atomic(dir, THREADS_FILE, text.as_bytes())?;
 
     let mut reg: Vec<(String, String)> = Vec::new();
-    for (name, id) in store.registry()? {
+    for (name, id) in store.registry_in_order()? {
         report.registry += 1;
         if readable.check(&snap, Some(id))? {
             reg.push((name, id.to_wire()));
@@ -214,7 +214,7 @@ pub(crate) fn write_root_files(
     let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
     write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
-    for (name, v) in store.all_registry_history()? {
+    for (name, v) in store.all_registry_history_in_order()? {
         put_extra(
             Extra::Registry {
                 name,

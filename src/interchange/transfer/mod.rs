@@ -80,6 +80,8 @@ pub struct Counts {
     pub present: u64,
     /// Left out (see the problems).
     pub skipped: u64,
+    /// Threads moved forward to an incoming head that continues theirs.
+    pub fast_forwarded: u64,
 }
 
 /// What an import did.

@@ -248,6 +248,16 @@ pub(super) fn import_threads(
         };
         good.push((key, rec));
     }
+    drop(snap);
+    // Without `overwrite`, an active thread whose incoming head continues its own moves
+    // forward, and one whose incoming head is behind its own is left as it is.
+    let mut relations = Vec::with_capacity(good.len());
+    for (t, rec) in &good {
+        relations.push(match store.thread(t)? {
+            Some(cur) if !opts.overwrite && cur.head != rec.head => relation(store, &cur, rec)?,
+            _ => Relation::Other,
+        });
+    }
     let merged = store.write(|w| {
         // A garbage collection may have removed a head since the snapshot: refused, so that
         // no thread is set to a missing node (an import run again stores it again).
@@ -257,10 +267,54 @@ pub(super) fn import_threads(
             }
         }
         good.iter()
-            .map(|(t, rec)| w.merge_thread(t, rec, opts.overwrite))
+            .zip(&relations)
+            .map(|((t, rec), rel)| match rel {
+                Relation::Ahead {
+                    from,
+                    workflow,
+                    done,
+                } => {
+                    match w.thread(t)? {
+                        Some(now) if now.head == *from => {}
+                        _ => return Ok(Merged::Moved),
+                    }
+                    if let Some(l) = w.lease(t)?
+                        && l.is_live()
+                    {
+                        return Ok(Merged::Busy(l.pid));
+                    }
+                    let now = w.thread(t)?.expect("checked above");
+                    w.fast_forward_thread(t, &now, rec.head, *workflow, *done, rec.updated_ms)?;
+                    Ok(Merged::FastForwarded)
+                }
+                Relation::Behind => Ok(Merged::Merge(Merge::Same)),
+                Relation::Other => Ok(Merged::Merge(w.merge_thread(t, rec, opts.overwrite)?)),
+            })
             .collect::<Result<Vec<_>, _>>()
     })?;
-    for ((thread, _), m) in good.iter().zip(merged) {
+    for ((thread, rec), m) in good.iter().zip(merged) {
+        let m = match m {
+            Merged::Merge(m) => m,
+            Merged::FastForwarded => {
+                r.threads.fast_forwarded += 1;
+                continue;
+            }
+            Merged::Busy(pid) => {
+                r.threads.skipped += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} has a step running (pid {pid}); its head {} was not taken (import again when the step has ended)",
+                    rec.head
+                ));
+                continue;
+            }
+            Merged::Moved => {
+                r.threads.skipped += 1;
+                r.conflicts.push(format!(
+                    "thread {thread} moved while it was imported; left as it is"
+                ));
+                continue;
+            }
+        };
         match m {
             Merge::Inserted => r.threads.imported += 1,
             Merge::Same => r.threads.present += 1,
@@ -279,6 +333,58 @@ pub(super) fn import_threads(
         }
     }
     Ok(())
+}
+
+/// How an incoming head of an active thread stands to the thread's head.
+enum Relation {
+    /// It continues the head `from`: the thread moves forward to it; `done` when its workflow
+    /// ends there.
+    Ahead {
+        from: NodeId,
+        workflow: NodeId,
+        done: bool,
+    },
+    /// The thread's head continues it: the other side is behind.
+    Behind,
+    /// Neither (or the same head): merged by [`crate::store::Writer::merge_thread`].
+    Other,
+}
+
+/// What an import did with one thread of `threads.yaml`.
+enum Merged {
+    Merge(Merge),
+    FastForwarded,
+    /// A live step lease held by that pid: the thread is not moved.
+    Busy(u32),
+    /// The thread's head moved since it was read.
+    Moved,
+}
+
+fn relation(store: &Store, cur: &ThreadRecord, rec: &ThreadRecord) -> Result<Relation, StoreError> {
+    if continues(store, rec.head, cur.head)? {
+        let moderated = crate::thread::chain::load_moderated(store, rec.head).ok();
+        let Some(workflow) = moderated
+            .as_ref()
+            .map(|m| m.wf_id)
+            .or(rec.workflow)
+            .or(cur.workflow)
+        else {
+            return Ok(Relation::Other);
+        };
+        let done = moderated.is_some_and(|m| {
+            crate::workflow::next(&m.wf, &m.history, &crate::workflow::Jsonata::default())
+                .is_ok_and(|d| d.is_end())
+        });
+        return Ok(Relation::Ahead {
+            from: cur.head,
+            workflow,
+            done,
+        });
+    }
+    if continues(store, cur.head, rec.head)? {
+        return Ok(Relation::Behind);
+    }
+    Ok(Relation::Other)
 }
 
 /// Whether `id` is stored as a Workflow node (the rule `thread start` applies too).
@@ -300,9 +406,10 @@ pub(super) fn import_registry(
     extra: &ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
-    let mut merged: indexmap::IndexMap<String, String> = indexmap::IndexMap::new();
-    let mut add =
-        |r: &mut ImportReport, path: &Path, name: String, id: String| match merged.get(&name) {
+    type Merged = indexmap::IndexMap<String, String>;
+    let mut merged: Merged = indexmap::IndexMap::new();
+    let add = |merged: &mut Merged, r: &mut ImportReport, path: &Path, name: String, id: String| {
+        match merged.get(&name) {
             Some(other) if *other != id => {
                 r.registry.skipped += 1;
                 r.problems.push(format!(
@@ -314,7 +421,8 @@ pub(super) fn import_registry(
             None => {
                 merged.insert(name, id);
             }
-        };
+        }
+    };
     for file in [WORKFLOWS_FILE, REGISTRY_FILE] {
         let path = dir.join(file);
         let Some(map) = read_map(&path, r) else {
@@ -322,13 +430,16 @@ pub(super) fn import_registry(
         };
         r.registry.skipped += map.skipped.len() as u64;
         for (name, id) in map.entries {
-            add(r, &path, name, id);
+            add(&mut merged, r, &path, name, id);
         }
     }
+    let in_ts_files: Vec<String> = merged.keys().cloned().collect();
     let extra_path = dir.join(UWF_FILE);
     for (name, id) in &extra.names {
-        add(r, &extra_path, name.clone(), id.clone());
+        add(&mut merged, r, &extra_path, name.clone(), id.clone());
     }
+    let order = registration_order(&in_ts_files, extra);
+    merged.sort_by_cached_key(|name, _| order.get(name).copied());
     let mut good = Vec::new();
     for (name, id) in merged {
         let skip = |r: &mut ImportReport, why: String| {
@@ -365,25 +476,40 @@ pub(super) fn import_registry(
         }
         versions.push((name.clone(), ok));
     }
+    // Names are recorded in registration order, so that each new one takes its place.
+    versions.sort_by_cached_key(|(name, _)| order.get(name).copied());
     let results = store.write(|w| {
-        let mut restored = HashSet::new();
-        for (name, list) in &versions {
-            if !list.is_empty() && !w.has_registry_history(name)? {
-                for v in list {
-                    w.append_registry_version(name, v)?;
-                }
-                restored.insert(name.as_str());
+        let restore = |w: &mut crate::store::Writer<'_>, name: &str, list: &[RegistryEntry]| {
+            if list.is_empty() || w.has_registry_history(name)? {
+                return Ok(false);
             }
+            for v in list {
+                w.append_registry_version(name, v)?;
+            }
+            Ok::<_, StoreError>(true)
+        };
+        let mut results = Vec::with_capacity(good.len());
+        let mut kept = versions.iter().peekable();
+        for (name, wid) in &good {
+            // Versions of names no longer registered, recorded before this one.
+            while let Some((n, list)) = kept.next_if(|(n, _)| order.get(n) < order.get(name)) {
+                restore(w, n, list)?;
+            }
+            let restored = match kept.next_if(|(n, _)| n == name) {
+                Some((_, list)) => restore(w, name, list)?,
+                None => false,
+            };
+            results.push(if restored && w.registry_get(name)?.is_none() {
+                w.set_registry_name(name, *wid)?;
+                Merge::Inserted
+            } else {
+                w.merge_registry(name, *wid, opts.now_ms, opts.overwrite)?
+            });
         }
-        good.iter()
-            .map(|(name, wid)| {
-                if restored.contains(name.as_str()) && w.registry_get(name)?.is_none() {
-                    w.set_registry_name(name, *wid)?;
-                    return Ok(Merge::Inserted);
-                }
-                w.merge_registry(name, *wid, opts.now_ms, opts.overwrite)
-            })
-            .collect::<Result<Vec<_>, _>>()
+        for (n, list) in kept {
+            restore(w, n, list)?;
+        }
+        Ok(results)
     })?;
     for ((name, _), m) in good.iter().zip(results) {
         match m {
@@ -402,6 +528,50 @@ pub(super) fn import_registry(
         }
     }
     Ok(())
+}
+
+/// The place of each name of an import in registration order: the order of `workflows.yaml`
+/// and `registry.yaml` (`in_ts_files`), with the names only `uwf.jsonl` has (its registry
+/// versions, written in registration order, then its names) each put before the first name of
+/// both that follows it there. Where the files disagree, `workflows.yaml` wins.
+fn registration_order(
+    in_ts_files: &[String],
+    extra: &ExtraRead,
+) -> std::collections::HashMap<String, usize> {
+    let mut in_extra: indexmap::IndexSet<&str> =
+        extra.versions.keys().map(String::as_str).collect();
+    in_extra.extend(extra.names.iter().map(|(n, _)| n.as_str()));
+    let ts: HashSet<&str> = in_ts_files.iter().map(String::as_str).collect();
+    // Each name only `uwf.jsonl` has, by the first name of both after it (none: at the end).
+    let mut before: std::collections::HashMap<Option<&str>, Vec<&str>> = Default::default();
+    let mut anchor = None;
+    for n in in_extra.iter().rev() {
+        if ts.contains(n) {
+            anchor = Some(*n);
+        } else {
+            before.entry(anchor).or_default().push(n);
+        }
+    }
+    let mut order = std::collections::HashMap::new();
+    let mut place = |n: &str| {
+        let at = order.len();
+        order.entry(n.to_string()).or_insert(at);
+    };
+    for name in in_ts_files {
+        for n in before
+            .remove(&Some(name.as_str()))
+            .unwrap_or_default()
+            .iter()
+            .rev()
+        {
+            place(n);
+        }
+        place(name);
+    }
+    for n in before.remove(&None).unwrap_or_default().iter().rev() {
+        place(n);
+    }
+    order
 }
 
 pub(super) fn import_history(

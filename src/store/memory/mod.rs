@@ -535,6 +535,17 @@ impl ReadTx for MemRead {
         Ok(versions(&self.0, name).map(|(_, e)| e.clone()).collect())
     }
 
+    fn registry_places(&self) -> Result<Vec<(String, u64)>> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for (name, seq) in self.0.registry_history.keys() {
+            match out.last_mut() {
+                Some((n, first)) if n == name => *first = (*first).min(*seq),
+                _ => out.push((name.clone(), *seq)),
+            }
+        }
+        Ok(out)
+    }
+
     fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
         Ok(self
             .0
@@ -693,6 +704,10 @@ impl WriteTx for MemTx<'_> {
 
     fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         Ok(versions(self.0, name).next().is_some())
+    }
+
+    fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>> {
+        Ok(versions(self.0, name).map(|(_, e)| e.clone()).collect())
     }
 
     fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {

@@ -317,6 +317,10 @@ impl ReadTx for PgRead {
         self.pg.all_registry_history()
     }
 
+    fn registry_places(&self) -> Result<Vec<(String, u64)>> {
+        self.pg.registry_places()
+    }
+
     fn for_each_history(&self, f: Each<'_, HistoryEntry>) -> Result<()> {
         halted(self.pg.for_each_history(halting(f)))
     }
@@ -412,6 +416,10 @@ impl WriteTx for PgTx<'_> {
 
     fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         self.w.has_registry_history(name)
+    }
+
+    fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>> {
+        self.w.registry_versions(name)
     }
 
     fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {

@@ -68,6 +68,20 @@ impl Pg {
         rows.iter().map(|r| dec(r.get(0))).collect()
     }
 
+    pub(crate) fn registry_places(&self) -> Result<Vec<(String, u64)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query(
+                "SELECT name, min(seq) FROM uwf_registry_history GROUP BY name ORDER BY name",
+                &[],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, i64>(1) as u64))
+            .collect())
+    }
+
     pub(crate) fn all_registry_history(&self) -> Result<Vec<(String, RegistryEntry)>> {
         let mut c = self.conn()?;
         let rows = c

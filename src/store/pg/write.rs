@@ -641,6 +641,17 @@ impl<'c> PgWriter<'c> {
         Ok(())
     }
 
+    pub(crate) fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>> {
+        let rows = self
+            .s()?
+            .query(
+                "SELECT rec FROM uwf_registry_history WHERE name = $1 ORDER BY seq",
+                &[&name],
+            )
+            .map_err(self.e())?;
+        rows.iter().map(|r| dec(r.get(0))).collect()
+    }
+
     pub(crate) fn has_registry_history(&mut self, name: &str) -> Result<bool> {
         Ok(self
             .s()?

@@ -302,6 +302,10 @@ impl WriteTx for RedbTx<'_> {
         self.records().has_registry_history(name)
     }
 
+    fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>> {
+        self.records().registry_versions(name)
+    }
+
     fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
         self.records().remove_registry_name(name, purge)
     }

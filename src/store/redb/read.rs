@@ -338,6 +338,10 @@ impl ReadTx for RedbRead {
         read::all_registry_history(&self.tx)
     }
 
+    fn registry_places(&self) -> Result<Vec<(String, u64)>> {
+        read::registry_places(&self.tx)
+    }
+
     fn for_each_history(&self, f: Each<'_, HistoryEntry>) -> Result<()> {
         read::for_each_history(&self.tx, f)
     }

@@ -127,6 +127,20 @@ pub(crate) mod read {
         Ok(out)
     }
 
+    pub(crate) fn registry_places(tx: &ReadTransaction) -> Result<Vec<(String, u64)>> {
+        let t = tx.open_table(REGISTRY_HISTORY)?;
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for e in t.iter()? {
+            let (k, _) = e?;
+            let (name, seq) = k.value();
+            match out.last_mut() {
+                Some((n, first)) if n == name => *first = (*first).min(seq),
+                _ => out.push((name.to_string(), seq)),
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) fn all_registry_history(
         tx: &ReadTransaction,
     ) -> Result<Vec<(String, RegistryEntry)>> {
@@ -247,6 +261,15 @@ impl Tx<'_> {
             .open_table(REGISTRY_HISTORY)?
             .insert((name, seq), enc(e).as_slice())?;
         Ok(())
+    }
+
+    pub(crate) fn registry_versions(&self, name: &str) -> Result<Vec<RegistryEntry>> {
+        let t = self.0.open_table(REGISTRY_HISTORY)?;
+        let mut out = Vec::new();
+        for e in t.range((name, 0)..=(name, u64::MAX))? {
+            out.push(dec(e?.1.value())?);
+        }
+        Ok(out)
     }
 
     pub(crate) fn has_registry_history(&self, name: &str) -> Result<bool> {
