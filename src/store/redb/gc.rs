@@ -311,10 +311,7 @@ impl Redb {
             let mut fresh = Vec::new();
             for e in links.range(*seen_seq..)? {
                 let (k, v) = e?;
-                let l = Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
-                    what: "links",
-                    message: format!("the record at {} does not parse", k.value()),
-                })?;
+                let l = Link::at(k.value(), v.value())?;
                 fresh.push(l.id.0);
             }
             mark_from(&lk, &mut m.live, fresh)?;
@@ -377,10 +374,7 @@ impl Redb {
         for e in links.iter()? {
             let (k, v) = e?;
             let seq = k.value();
-            let l = Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
-                what: "links",
-                message: format!("the record at {seq} does not parse"),
-            })?;
+            let l = Link::at(seq, v.value())?;
             scanned += 1;
             if cutoff_ms.is_some_and(|c| l.timestamp >= c) {
                 roots.push(l.id.0);

@@ -74,6 +74,17 @@ impl Link<'_> {
         })
     }
 
+    /// Reads the `links` record stored under `seq`.
+    ///
+    /// # Errors
+    /// [`StoreError::CorruptRecord`] naming `seq` when it does not parse.
+    pub(crate) fn at(seq: u64, b: &[u8]) -> Result<Link<'_>> {
+        Link::read(b).ok_or_else(|| StoreError::CorruptRecord {
+            what: "links",
+            message: format!("the record at {seq} does not parse"),
+        })
+    }
+
     /// The references: each id with the sequence number its node had when this one was
     /// written ([`NO_SEQ`] when it was not stored then). The number is a hint: a node removed by
     /// a collection and put again has another.

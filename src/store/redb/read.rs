@@ -98,10 +98,7 @@ impl RedbRead {
             for e in records.by_ref().take(chunk) {
                 let (k, v) = e?;
                 let seq = k.value();
-                let l = Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
-                    what: "links",
-                    message: format!("the record at {seq} does not parse"),
-                })?;
+                let l = Link::at(seq, v.value())?;
                 window.push(Slot {
                     seq,
                     id: l.id,

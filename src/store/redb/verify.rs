@@ -105,11 +105,7 @@ impl Redb {
                         for e in records.by_ref().take(CHUNK) {
                             let (k, v) = e?;
                             let seq = k.value();
-                            let l =
-                                Link::read(v.value()).ok_or_else(|| StoreError::CorruptRecord {
-                                    what: "links",
-                                    message: format!("the record at {seq} does not parse"),
-                                })?;
+                            let l = Link::at(seq, v.value())?;
                             let refs_at = stored.len();
                             stored.extend(l.ref_ids().map(|r| r.0));
                             chunk.push(Entry {
