@@ -141,6 +141,7 @@ fn extraction(c: &mut Criterion) {
                             raw: &raw,
                             detail: None,
                             detail_id: None,
+                            detail_nodes: &[],
                             assembled_prompt: None,
                             fallback: fallback.then_some(&Canned as &dyn Fallback),
                             agent: "bench",

@@ -138,6 +138,7 @@ impl Bench {
                 raw: &format!("---\nnote: step {}\n---\nok\n", self.steps),
                 detail: None,
                 detail_id: None,
+                detail_nodes: &[],
                 assembled_prompt: None,
                 fallback: None,
                 agent: "bench",

@@ -85,6 +85,7 @@ fn long_thread(dir: &Path) -> (PathBuf, String) {
                 raw: &format!("---\nnote: step {i}\n---\nok\n"),
                 detail: None,
                 detail_id: None,
+                detail_nodes: &[],
                 assembled_prompt: None,
                 fallback: None,
                 agent: "bench",

@@ -55,6 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             raw: &raw,
             detail: None,
             detail_id: None,
+            detail_nodes: &[],
             assembled_prompt: None,
             fallback: None,
             agent: "library-example",

@@ -148,6 +148,7 @@ impl Turn<'_> {
         agent: &str,
         started_ms: u64,
         detail_id: Option<NodeId>,
+        detail_nodes: &[crate::store::Prepared],
         assembled_prompt: Option<&str>,
     ) -> Result<NodeId, StepError> {
         let fallback = self.models.extract();
@@ -157,6 +158,7 @@ impl Turn<'_> {
             raw,
             detail: None,
             detail_id,
+            detail_nodes,
             assembled_prompt,
             fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
             agent,

@@ -287,6 +287,7 @@ impl Agent for CommandAgent {
             &self.name(),
             started_ms,
             Some(detail),
+            &[],
             Some(&text),
         )
     }

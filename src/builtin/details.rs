@@ -85,10 +85,30 @@ fn schema_of(store: &Store, v: &Value, now_ms: u64) -> Result<NodeId, StoreError
 pub fn store_detail(
     store: &Store,
     kind: DetailKind,
-    mut fields: crate::cas::value::Map,
+    fields: crate::cas::value::Map,
     turns: &[(&str, &str)],
     now_ms: u64,
 ) -> Result<NodeId, StoreError> {
+    let (id, nodes) = prepare_detail(store, kind, fields, turns, now_ms)?;
+    // Through the store's group commit: under a runner, the details of many steps share
+    // commits.
+    store.write_grouped(move |w| w.put(&nodes, now_ms).map(drop))?;
+    Ok(id)
+}
+
+/// The turn nodes and the detail node of [`store_detail`], prepared and not written (the
+/// StepNode's transaction writes them); returns the detail's id and the nodes. The schemas they
+/// need are stored first, once a process.
+///
+/// # Errors
+/// Store failures.
+pub fn prepare_detail(
+    store: &Store,
+    kind: DetailKind,
+    mut fields: crate::cas::value::Map,
+    turns: &[(&str, &str)],
+    now_ms: u64,
+) -> Result<(NodeId, Vec<crate::store::Prepared>), StoreError> {
     let (turn_type, detail_type) = match kind {
         DetailKind::Llm => (
             schema_id(store, TURN_SCHEMA, now_ms)?,
@@ -129,8 +149,5 @@ pub fn store_detail(
     let detail = store.prepare(detail_type, &Value::Object(fields), true)?;
     let id = detail.id;
     nodes.push(detail);
-    // Through the store's group commit: under a runner, the details of many steps share the
-    // commits of their StepNodes instead of taking one each.
-    store.write_grouped(move |w| w.put(&nodes, now_ms).map(drop))?;
-    Ok(id)
+    Ok((id, nodes))
 }

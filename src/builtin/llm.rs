@@ -132,6 +132,6 @@ impl Agent for LlmAgent {
         let detail = store_detail(turn.store, DetailKind::Llm, fields, &turns, (turn.now)())
             .map_err(thread::ThreadError::from)?;
         let last = replies.last().map_or("", String::as_str);
-        turn.submit(last, &self.name(), started_ms, Some(detail), None)
+        turn.submit(last, &self.name(), started_ms, Some(detail), &[], None)
     }
 }

@@ -46,7 +46,8 @@ impl Agent for ScriptedAgent {
         // so `thread read` shows it.
         let mut fields = crate::cas::value::Map::new();
         fields.insert("turnCount".into(), crate::cas::Value::Number(1.0));
-        let detail = details::store_detail(
+        // Written with the StepNode, in its transaction.
+        let (detail, nodes) = details::prepare_detail(
             turn.store,
             details::DetailKind::Scripted,
             fields,
@@ -54,7 +55,7 @@ impl Agent for ScriptedAgent {
             (turn.now)(),
         )
         .map_err(thread::ThreadError::from)?;
-        turn.submit(&raw, &self.name(), started, Some(detail), None)
+        turn.submit(&raw, &self.name(), started, Some(detail), &nodes, None)
     }
 }
 

@@ -248,6 +248,7 @@ fn submit(
             raw,
             detail,
             detail_id: None,
+            detail_nodes: &[],
             assembled_prompt: None,
             fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
             agent: name,

@@ -285,6 +285,7 @@ fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
         raw: &req.raw,
         detail: req.detail.as_deref(),
         detail_id: None,
+        detail_nodes: &[],
         assembled_prompt: None,
         fallback: None,
         agent: &req.agent,

@@ -113,8 +113,12 @@ pub struct SubmitInput<'a> {
     pub raw: &'a str,
     /// The detail text (defaults to the raw output).
     pub detail: Option<&'a str>,
-    /// A detail node the agent has stored already (wins over `detail`).
+    /// A detail node the agent has stored already, or brings in `detail_nodes` (wins over
+    /// `detail`).
     pub detail_id: Option<NodeId>,
+    /// Nodes written with the StepNode, in its transaction: the detail `detail_id` names and
+    /// what it references, prepared by the agent.
+    pub detail_nodes: &'a [crate::store::Prepared],
     /// The prompt the agent was given, kept as a text node (`assembledPrompt`).
     pub assembled_prompt: Option<&'a str>,
     /// The second layer of extraction, tried when the frontmatter fast path fails.
@@ -271,6 +275,7 @@ fn submit_with(
     };
     let step = store.prepare(STEP_NODE, &node.to_value(), true)?;
     let id = step.id;
+    nodes.extend(input.detail_nodes.iter().cloned());
     nodes.push(step);
     let now = input.now_ms;
     store.write_grouped(move |w| w.put(&nodes, now).map(drop))?;
