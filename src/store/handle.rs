@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 /// An open store.
 pub struct Store {
     pub(super) backend: Box<dyn Backend>,
-    /// The file, the server without its password, or `memory`.
+    /// The file, the server without its password, or `memory:N`.
     path: PathBuf,
     types: Mutex<HashMap<NodeId, Arc<TypeInfo>>>,
     pub(super) group: Group,
@@ -64,7 +64,13 @@ impl Store {
     /// A new, empty store in memory, bootstrapped like a new file: for tests and for programs
     /// that embed uwf and keep nothing. It lives as long as this handle.
     pub fn memory() -> Store {
-        Store::with(Box::new(Memory::new()), PathBuf::from("memory"))
+        // Each store in memory is a store of its own, and is named so (`memory:N`).
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Store::with(
+            Box::new(Memory::new()),
+            PathBuf::from(format!("memory:{n}")),
+        )
     }
 
     /// Connects to the PostgreSQL server of `url` (`postgres://` or `postgresql://`), creating
