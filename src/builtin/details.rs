@@ -41,11 +41,6 @@ pub enum DetailKind {
     ClaudeCode,
 }
 
-/// The schemas this process knows are stored, by store. A schema once stored stays (a
-/// collection keeps every schema): each store is asked once a process, not once a step.
-type Seen = std::sync::Mutex<std::collections::HashSet<(String, NodeId)>>;
-static SEEN: std::sync::OnceLock<Seen> = std::sync::OnceLock::new();
-
 fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
     let v = Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))?;
     schema_of(store, &v, now_ms)
@@ -57,23 +52,14 @@ fn well_known(store: &Store, name: &str, now_ms: u64) -> Result<NodeId, StoreErr
     schema_of(store, &b.payload, now_ms)
 }
 
-/// Stores the schema `v` unless it is stored; returns its id.
+/// Stores the schema `v` unless it is stored; returns its id. The store's schema cache answers
+/// after the first look (a schema once stored stays), so a runner's steps ask it no query.
 fn schema_of(store: &Store, v: &Value, now_ms: u64) -> Result<NodeId, StoreError> {
     let p = store.prepare_schema(v)?;
     let id = p.id;
-    let key = (store.location(), id);
-    let seen = SEEN.get_or_init(Default::default);
-    if seen
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .contains(&key)
-    {
-        return Ok(id);
-    }
-    if !store.has(id)? {
+    if !store.is_schema(id)? {
         store.put(&[p], now_ms)?;
     }
-    seen.lock().unwrap_or_else(|e| e.into_inner()).insert(key);
     Ok(id)
 }
 

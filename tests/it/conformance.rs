@@ -482,13 +482,7 @@ fn limits_and_removals(s: &Store) {
 }
 
 fn owner() -> Lease {
-    Lease {
-        pid: std::process::id(),
-        since_ms: 0,
-        boot_id: String::new(),
-        start_ticks: 0,
-        unexpired: None,
-    }
+    Lease::of(std::process::id(), 0)
 }
 
 fn gc(s: &Store, now_ms: u64, dry_run: bool) -> uwf::store::GcReport {

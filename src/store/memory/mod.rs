@@ -153,13 +153,20 @@ impl Memory {
         locked(&self.state).clone()
     }
 
-    /// Runs `f` on a copy of the state and puts the copy in place when `f` succeeds.
-    fn change<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+    /// Runs `f` on a copy of the state and puts the copy in place when `f` succeeds; `f` also
+    /// sees the state it copies, unchanged.
+    fn change_from<T>(&self, f: impl FnOnce(&Arc<State>, &mut State) -> Result<T>) -> Result<T> {
         let _w = locked(&self.writer);
-        let mut s = State::clone(&self.now());
-        let out = f(&mut s)?;
+        let before = self.now();
+        let mut s = State::clone(&before);
+        let out = f(&before, &mut s)?;
         *locked(&self.state) = Arc::new(s);
         Ok(out)
+    }
+
+    /// Runs `f` on a copy of the state and puts the copy in place when `f` succeeds.
+    fn change<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        self.change_from(|_, s| f(s))
     }
 
     /// What the roots reach and the nodes they do not reach (in write order), over one state.
@@ -235,33 +242,38 @@ impl Backend for Memory {
     fn gc(&self, _types: &dyn Types, opts: &GcOptions<'_>) -> Result<GcReport> {
         // One write transaction: nothing is written while it marks and sweeps.
         let cutoff = opts.now_ms.saturating_sub(opts.grace_ms);
-        let sweep = |s: &mut State| {
-            let (live, garbage) =
-                Memory::mark(&Arc::new(s.clone()), Some(cutoff), Some(opts.owner_is_live))?;
+        // Marks over the state as it was when the writers' lock was taken; a dry run copies
+        // nothing.
+        let sweep = |before: &Arc<State>, after: Option<&mut State>| {
+            let (live, garbage) = Memory::mark(before, Some(cutoff), Some(opts.owner_is_live))?;
             let total = garbage.len() as u64;
             (opts.progress)(0, total);
-            let mut bytes = 0;
-            for id in &garbage {
-                let n = if opts.dry_run {
-                    s.nodes.get(id).cloned()
-                } else {
-                    s.remove_node(*id)
-                };
-                bytes += n.map_or(0, |n| n.payload.len() as u64);
+            let bytes = garbage
+                .iter()
+                .filter_map(|id| before.nodes.get(id))
+                .map(|n| n.payload.len() as u64)
+                .sum();
+            if let Some(s) = after {
+                for id in &garbage {
+                    s.remove_node(*id);
+                }
             }
             (opts.progress)(total, total);
             Ok(GcReport {
-                scanned: s.nodes.len() as u64 + if opts.dry_run { 0 } else { total },
-                reachable: live.iter().filter(|id| s.nodes.contains_key(id)).count() as u64,
+                scanned: before.nodes.len() as u64,
+                reachable: live
+                    .iter()
+                    .filter(|id| before.nodes.contains_key(id))
+                    .count() as u64,
                 garbage: total,
                 collected: total,
                 bytes,
             })
         };
         if opts.dry_run {
-            sweep(&mut State::clone(&self.now()))
+            sweep(&self.now(), None)
         } else {
-            self.change(sweep)
+            self.change_from(|before, s| sweep(before, Some(s)))
         }
     }
 
