@@ -191,7 +191,7 @@ fn collect(store: &Store) -> (GcReport, Duration) {
                 since_ms: NOW_MS,
                 boot_id: String::new(),
                 start_ticks: 0,
-                unexpired: None,
+                expires_ms: None,
             },
             owner_is_live: &|_| false,
             progress: &|_, _| {

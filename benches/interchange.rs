@@ -177,8 +177,8 @@ fn populate(s: &Store, n: u64) -> u64 {
         if t.is_multiple_of(4) {
             history.push(HistoryEntry {
                 thread,
-                workflow: wf.id.to_wire(),
-                head: head.to_wire(),
+                workflow: wf.id.into(),
+                head: head.into(),
                 completed_at: now + 999,
                 reason: if t.is_multiple_of(8) {
                     "completed"

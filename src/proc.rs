@@ -60,3 +60,10 @@ mod tests {
         }
     }
 }
+
+/// Milliseconds since the epoch, by the system clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}

@@ -41,9 +41,7 @@ pub(crate) struct Env {
 
 /// Milliseconds since the epoch from the system clock.
 pub(super) fn system_now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    crate::proc::now_ms()
 }
 
 impl Env {

@@ -197,7 +197,7 @@ pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             Ok(Some(rec)) => rec.head == new && new != expected,
             Ok(None) => store
                 .history_of(thread)
-                .is_ok_and(|h| h.is_some_and(|h| h.head == new.to_wire())),
+                .is_ok_and(|h| h.is_some_and(|h| h.head.id() == Some(new))),
             Err(_) => false,
         };
         if landed {

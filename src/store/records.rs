@@ -48,13 +48,20 @@ pub struct HistoryEntry {
     /// The thread id.
     pub thread: String,
     /// The workflow node id, as written.
-    pub workflow: String,
+    pub workflow: crate::model::IdText,
     /// The last node of the thread, as written.
-    pub head: String,
+    pub head: crate::model::IdText,
     /// When it finished, ms since the epoch.
     pub completed_at: u64,
     /// How it finished (stored as its string).
     pub reason: crate::model::FinishReason,
+}
+
+impl HistoryEntry {
+    /// The nodes the entry names (its head and workflow), which garbage collection keeps.
+    pub(crate) fn names(&self) -> impl Iterator<Item = NodeId> {
+        [self.head.names(), self.workflow.names()].into_iter().flatten()
+    }
 }
 
 /// What an import of a name did.
@@ -97,10 +104,10 @@ pub struct Lease {
     /// The owner's process start time in clock ticks since boot (0 when unknown): a reused pid
     /// has another start time.
     pub start_ticks: u64,
-    /// Whether the lease's expiry, which its holder renews while it runs, is still ahead:
-    /// known where the store keeps one (PostgreSQL, by the server's clock), `None` on redb.
-    /// A holder on another machine is judged by it.
-    pub unexpired: Option<bool>,
+    /// Until when (ms since the epoch, by this machine's clock) its holder has renewed it, for a
+    /// store that several machines share and that keeps renewals; `None` where the store keeps
+    /// none. A holder on another machine is judged by it.
+    pub expires_ms: Option<u64>,
 }
 
 impl Lease {
@@ -111,7 +118,7 @@ impl Lease {
             since_ms: now_ms,
             boot_id: crate::proc::boot_id(),
             start_ticks: crate::proc::start_ticks(pid),
-            unexpired: None,
+            expires_ms: None,
         }
     }
 
@@ -121,7 +128,7 @@ impl Lease {
     pub fn is_live(&self) -> bool {
         let boot = crate::proc::boot_id();
         if !self.boot_id.is_empty() && !boot.is_empty() && self.boot_id != boot {
-            return self.unexpired == Some(true);
+            return self.expires_ms.is_some_and(|e| e > crate::proc::now_ms());
         }
         if !crate::proc::pid_alive(self.pid) {
             return false;
@@ -285,8 +292,8 @@ impl Record for HistoryEntry {
     fn to_wire(&self) -> Self::Wire {
         (
             self.thread.clone(),
-            self.workflow.clone(),
-            self.head.clone(),
+            self.workflow.to_text(),
+            self.head.to_text(),
             self.completed_at,
             self.reason.as_str().to_string(),
         )
@@ -294,8 +301,8 @@ impl Record for HistoryEntry {
     fn from_wire((thread, workflow, head, completed_at, reason): Self::Wire) -> Self {
         HistoryEntry {
             thread,
-            workflow,
-            head,
+            workflow: crate::model::IdText::parse(workflow),
+            head: crate::model::IdText::parse(head),
             completed_at,
             reason: crate::model::FinishReason::parse(&reason),
         }
@@ -388,7 +395,7 @@ impl Record for Lease {
             since_ms,
             boot_id,
             start_ticks,
-            unexpired: None,
+            expires_ms: None,
         }
     }
 }
@@ -511,8 +518,8 @@ mod tests {
         let r = check(
             &HistoryEntry {
                 thread: "06ABC".into(),
-                workflow: "W".into(),
-                head: "H".into(),
+                workflow: crate::model::IdText::parse("W"),
+                head: crate::model::IdText::parse("H"),
                 completed_at: 70_000,
                 reason: crate::model::FinishReason::Completed,
             },
@@ -520,8 +527,8 @@ mod tests {
             "95a53036414243a157a148ce00011170a9636f6d706c65746564",
         );
         assert_eq!(r.thread, "06ABC");
-        assert_eq!(r.workflow, "W");
-        assert_eq!(r.head, "H");
+        assert_eq!(r.workflow.to_text(), "W");
+        assert_eq!(r.head.to_text(), "H");
         assert_eq!(r.completed_at, 70_000);
         assert_eq!(r.reason, crate::model::FinishReason::Completed);
     }
@@ -534,7 +541,7 @@ mod tests {
                 since_ms: 200,
                 boot_id: "b1".into(),
                 start_ticks: 0,
-                unexpired: None,
+                expires_ms: None,
             },
             // array(4), uint16 pid, uint8 since_ms, str "b1", fixint start_ticks
             "94cd1092ccc8a2623100",

@@ -6,7 +6,6 @@ use super::error::Result;
 use super::node::bootstrap_nodes;
 use super::records::Lease;
 use super::report::ids_in_text;
-use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 use std::ops::ControlFlow;
 
@@ -24,12 +23,7 @@ pub(crate) fn gc_roots(r: &dyn ReadTx) -> Result<Vec<u64>> {
         roots.extend(t.workflow.map(|w| w.0));
     }
     r.for_each_history(&mut |h| {
-        roots.extend(
-            [h.head.as_str(), h.workflow.as_str()]
-                .into_iter()
-                .filter_map(|s| NodeId::parse(s).ok())
-                .map(|id| id.0),
-        );
+        roots.extend(h.names().map(|id| id.0));
         ControlFlow::Continue(())
     })?;
     roots.extend(r.registry()?.into_iter().map(|(_, w)| w.0));

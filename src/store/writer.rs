@@ -271,8 +271,8 @@ impl Writer<'_> {
         }
         self.tx.append_history(&HistoryEntry {
             thread: id.to_string(),
-            workflow: rec.workflow.unwrap_or(workflow).to_wire(),
-            head: rec.head.to_wire(),
+            workflow: rec.workflow.unwrap_or(workflow).into(),
+            head: rec.head.into(),
             completed_at: now_ms,
             reason,
         })

@@ -136,9 +136,11 @@ pub fn resume(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
             Ok(())
         }
         Found::Finished(h) if h.reason == FinishReason::Failed => {
-            let head = NodeId::parse_strict(&h.head)
-                .ok_or_else(|| ThreadError::NodeNotFound(h.head.clone()))?;
-            let wf = NodeId::parse_strict(&h.workflow);
+            let head = h
+                .head
+                .id()
+                .ok_or_else(|| ThreadError::NodeNotFound(h.head.to_text()))?;
+            let wf = h.workflow.id();
             store.write(|w| {
                 w.set_thread(
                     thread,

@@ -313,7 +313,7 @@ pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r.head),
         Found::Finished(h) => {
-            NodeId::parse_strict(&h.head).ok_or_else(|| ThreadError::NodeNotFound(h.head.clone()))
+            h.head.id().ok_or_else(|| ThreadError::NodeNotFound(h.head.to_text()))
         }
     }
 }
@@ -442,9 +442,9 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             })
         }
         Found::Finished(h) => Ok(StepOutput {
-            workflow: h.workflow,
+            workflow: h.workflow.into_text(),
             thread: thread.clone(),
-            head: h.head,
+            head: h.head.into_text(),
             status: h.reason.status(),
             current_role: None,
             done: true,
@@ -552,9 +552,9 @@ pub(crate) fn list(store: &Store, f: &ListFilter) -> Result<Vec<Listed>> {
         for (t, h) in last {
             rows.push(Row {
                 time: time_of(&t),
-                workflow: Some(h.workflow),
-                head: NodeId::parse_strict(&h.head).unwrap_or(NodeId(0)),
-                head_text: h.head,
+                head: h.head.id().unwrap_or(NodeId(0)),
+                workflow: Some(h.workflow.into_text()),
+                head_text: h.head.into_text(),
                 status: h.reason.status(),
                 thread: t,
             });

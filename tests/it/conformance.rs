@@ -294,7 +294,7 @@ fn leases(s: &Store) {
         since_ms: 100,
         boot_id: "boot".into(),
         start_ticks: 42,
-        unexpired: None,
+        expires_ms: None,
     };
     s.write(|w| {
         w.set_lease(&a, &lease(10))?;
@@ -317,8 +317,9 @@ fn leases(s: &Store) {
             (b.clone(), 11, 100, "boot".to_string(), 42)
         ]
     );
-    // A held lease whose holder renews it is unexpired where the store keeps an expiry.
-    assert!(held.iter().all(|(_, l)| l.unexpired != Some(false)));
+    // A held lease whose holder renews it expires ahead where the store keeps an expiry.
+    let now = now_ms();
+    assert!(held.iter().all(|(_, l)| l.expires_ms.is_none_or(|e| e > now)));
     s.write(|w| w.set_lease(&a, &lease(12))).expect("take over");
     assert_eq!(s.leases().expect("leases")[0].1.pid, 12);
     assert_eq!(s.counts().expect("counts").leases, 2);
@@ -404,8 +405,8 @@ fn registry_and_history(s: &Store) {
     );
     let entry = |t: &ThreadId, at: u64| HistoryEntry {
         thread: t.as_str().to_string(),
-        workflow: w1.id.to_wire(),
-        head: w2.id.to_wire(),
+        workflow: w1.id.into(),
+        head: w2.id.into(),
         completed_at: at,
         reason: FinishReason::Completed,
     };
@@ -649,4 +650,11 @@ fn write_order_and_marks(s: &Store) {
     .expect("walk");
     assert!(by_id.windows(2).all(|w| w[0] < w[1]), "in id order");
     assert_eq!(by_id.len() as u64, s.node_count().expect("count"));
+}
+
+/// Milliseconds since the epoch, by the system clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

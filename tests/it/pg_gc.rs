@@ -193,7 +193,7 @@ fn owner() -> Lease {
         since_ms: 0,
         boot_id: String::new(),
         start_ticks: 0,
-        unexpired: None,
+        expires_ms: None,
     }
 }
 

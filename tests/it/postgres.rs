@@ -285,7 +285,7 @@ fn chains(url: &str) -> (HashMap<String, Vec<String>>, HashMap<String, usize>) {
     store
         .for_each_history::<uwf::store::StoreError>(|h| {
             let mut chain = Vec::new();
-            let mut at = Some(NodeId::parse(&h.head).unwrap());
+            let mut at = Some(h.head.id().unwrap());
             while let Some(id) = at {
                 let n = store.get(id).unwrap().unwrap();
                 let v = n.payload().unwrap();
@@ -592,7 +592,7 @@ fn another_machines_lease_lives_until_its_expiry() {
                     since_ms: 1,
                     boot_id: "a-boot-of-another-machine".into(),
                     start_ticks: 7,
-                    unexpired: None,
+                    expires_ms: None,
                 },
             )
         })
@@ -605,7 +605,9 @@ fn another_machines_lease_lives_until_its_expiry() {
             .find(|(t, _)| *t == id)
             .map(|(_, l)| l)
     };
-    assert_eq!(lease().unwrap().unexpired, Some(true));
+    let ahead = lease().unwrap().expires_ms.unwrap();
+    assert!(ahead > now_ms(), "the expiry is ahead");
+    assert!(lease().unwrap().is_live());
     let r = env.run(&["thread", "step", &t, "--agent", &script]);
     assert_eq!(
         r.code, 75,
@@ -616,7 +618,8 @@ fn another_machines_lease_lives_until_its_expiry() {
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     c.batch_execute("UPDATE uwf_leases SET expires_at = now() - interval '1 second'")
         .unwrap();
-    assert_eq!(lease().unwrap().unexpired, Some(false));
+    assert!(lease().unwrap().expires_ms.unwrap() <= now_ms(), "expired");
+    assert!(!lease().unwrap().is_live());
     env.ok(&["thread", "step", &t, "--agent", &script]);
     assert_eq!(env.roles(&t).len(), 1);
     assert!(lease().is_none(), "released after the step");
@@ -857,4 +860,11 @@ fn a_chain_whose_stored_references_loop_reads_the_same() {
         r.stdout,
         r.stderr
     );
+}
+
+/// Milliseconds since the epoch, by the system clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }

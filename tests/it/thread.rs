@@ -507,7 +507,7 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
         since_ms: 1,
         boot_id: String::new(),
         start_ticks: 0,
-        unexpired: None,
+        expires_ms: None,
     });
     assert_eq!(env.show(&t).get("status"), Some(&Value::str("idle")));
     env.ok(&["thread", "step", &t, "--agent", &debate_script(&env)]);
@@ -518,7 +518,7 @@ fn dead_lease_is_taken_over_and_live_one_makes_busy() {
         since_ms: 1,
         boot_id: uwf::engine::boot_id(),
         start_ticks: uwf::engine::start_ticks(sleeper.id()),
-        unexpired: None,
+        expires_ms: None,
     });
     assert_eq!(env.show(&t).get("status"), Some(&Value::str("running")));
     let listed = json(&env.ok(&["thread", "list", "--status", "running"]));

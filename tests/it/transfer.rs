@@ -488,7 +488,7 @@ fn a_thread_continued_elsewhere_moves_forward_on_import() {
                     since_ms: 1,
                     boot_id: uwf::engine::boot_id(),
                     start_ticks: uwf::engine::start_ticks(sleeper.id()),
-                    unexpired: None,
+                    expires_ms: None,
                 },
             )
         })
@@ -748,8 +748,8 @@ pub(crate) fn populate(s: &Store, n: usize) -> (Vec<String>, usize) {
             if t.is_multiple_of(4) {
                 w.append_history(&HistoryEntry {
                     thread: id.clone(),
-                    workflow: wf.id.to_wire(),
-                    head: head.to_wire(),
+                    workflow: wf.id.into(),
+                    head: head.into(),
                     completed_at: 5 + t,
                     reason: "completed".into(),
                 })

@@ -235,13 +235,13 @@ pub(crate) fn write_root_files(
             FinishReason::Completed | FinishReason::Cancelled => Some(e.reason.clone()),
             _ => None,
         };
-        let wf = NodeId::parse_strict(&e.workflow);
+        let wf = e.workflow.id();
         match reason {
             Some(reason) if wf.is_some() && readable.check(&snap, wf)? => {
                 let rec = HistoryRecord {
                     thread: e.thread,
-                    workflow: e.workflow,
-                    head: e.head,
+                    workflow: e.workflow.into_text(),
+                    head: e.head.into_text(),
                     completed_at: e.completed_at,
                     reason,
                 };
@@ -251,8 +251,8 @@ pub(crate) fn write_root_files(
             _ => put_extra(
                 Extra::History {
                     thread: e.thread,
-                    workflow: e.workflow,
-                    head: e.head,
+                    workflow: e.workflow.into_text(),
+                    head: e.head.into_text(),
                     completed_at: e.completed_at,
                     reason: e.reason.to_string(),
                 },

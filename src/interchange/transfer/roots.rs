@@ -7,6 +7,7 @@ use crate::interchange::extra::{Extra, UWF_FILE};
 use crate::interchange::history::{HistoryLine, HistoryReader};
 use crate::interchange::layout::{HISTORY_FILE, REGISTRY_FILE, THREADS_FILE, WORKFLOWS_FILE};
 use crate::interchange::yaml;
+use crate::model::IdText;
 use crate::store::{HistoryEntry, Merge, RegistryEntry, Store, StoreError, ThreadRecord};
 use crate::thread::workflow_of;
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode};
@@ -146,8 +147,8 @@ pub(super) fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, 
                 reason,
             }) => out.history.push(HistoryEntry {
                 thread,
-                workflow,
-                head,
+                workflow: IdText::parse(workflow),
+                head: IdText::parse(head),
                 completed_at,
                 reason: FinishReason::parse(&reason),
             }),
@@ -610,8 +611,8 @@ pub(super) fn import_history(
                 HistoryLine::Record { record, .. } => h.take(
                     HistoryEntry {
                         thread: record.thread,
-                        workflow: record.workflow,
-                        head: record.head,
+                        workflow: IdText::parse(record.workflow),
+                        head: IdText::parse(record.head),
                         completed_at: record.completed_at,
                         reason: record.reason,
                     },
@@ -652,7 +653,7 @@ impl HistoryImport<'_> {
         self.append(r)?;
         // The thread was finished elsewhere (the TypeScript tool, after an export): the line
         // finishes it here too when its head is the thread's head or continues it.
-        let head = NodeId::parse_strict(&e.head);
+        let head = e.head.id();
         if !head.is_some_and(|h| continues(self.store, h, rec.head).unwrap_or(false)) {
             r.history.skipped += 1;
             r.conflicts.push(format!(

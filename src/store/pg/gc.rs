@@ -200,12 +200,7 @@ fn table_roots(pg: &Pg, c: &mut Client, history_from: i64) -> Result<Vec<i64>> {
             }
             1 => {
                 let h: HistoryEntry = dec(r.get(1))?;
-                roots.extend(
-                    [h.head.as_str(), h.workflow.as_str()]
-                        .into_iter()
-                        .filter_map(|s| NodeId::parse(s).ok())
-                        .map(key),
-                );
+                roots.extend(h.names().map(key));
             }
             2 => roots.push(key(dec::<RegistryEntry>(r.get(1))?.workflow)),
             3 => {
@@ -253,11 +248,13 @@ fn mark(
         let mut cutoff = cutoff_ms;
         if let (Some(cut), Some(is_live)) = (cutoff.as_mut(), live_lease) {
             for r in c
-                .query("SELECT rec, expires_at > now() FROM uwf_leases", &[])
+                .query(
+                    "SELECT rec, (extract(epoch FROM expires_at - now()) * 1000)::int8 FROM uwf_leases",
+                    &[],
+                )
                 .map_err(e)?
             {
-                let mut l: Lease = dec(r.get(0))?;
-                l.unexpired = Some(r.get(1));
+                let l = super::lease_expiring(r.get(0), r.get(1))?;
                 if is_live(&l) {
                     *cut = (*cut).min(l.since_ms);
                 }

@@ -249,11 +249,11 @@ impl Session {
             .collect()
     }
 
-    /// The lease of thread `id`, with whether its expiry is ahead.
+    /// The lease of thread `id`, with its expiry.
     fn lease(&mut self, pg: &Pg, id: &ThreadId) -> Result<Option<Lease>> {
         let r = self
             .opt(
-                "SELECT rec, expires_at > now() FROM uwf_leases WHERE thread = $1",
+                "SELECT rec, (extract(epoch FROM expires_at - now()) * 1000)::int8 FROM uwf_leases WHERE thread = $1",
                 &[&id.as_str()],
             )
             .map_err(|e| pg.err(&e))?;
@@ -662,8 +662,16 @@ fn node_of(id: NodeId, r: &postgres::Row) -> Result<StoredNode> {
     })
 }
 
+/// A lease whose column `at` holds its record and `at + 1` the ms left until its expiry by the
+/// server's clock (`(extract(epoch FROM expires_at - now()) * 1000)::int8`).
 fn lease_of_row(r: &postgres::Row, at: usize) -> Result<Lease> {
-    let mut l: Lease = dec(r.get(at))?;
-    l.unexpired = Some(r.get(at + 1));
+    lease_expiring(r.get(at), r.get(at + 1))
+}
+
+/// Lease record `rec`, whose expiry is `left_ms` away by the server's clock: the expiry is kept
+/// by this machine's clock, so that hosts whose clocks differ judge it alike.
+pub(crate) fn lease_expiring(rec: &[u8], left_ms: i64) -> Result<Lease> {
+    let mut l: Lease = dec(rec)?;
+    l.expires_ms = Some(crate::proc::now_ms().saturating_add_signed(left_ms));
     Ok(l)
 }

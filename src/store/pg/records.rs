@@ -30,7 +30,7 @@ impl Pg {
         let mut c = self.conn()?;
         let rows = c
             .query(
-                "SELECT rec, expires_at > now(), thread FROM uwf_leases ORDER BY thread",
+                "SELECT rec, (extract(epoch FROM expires_at - now()) * 1000)::int8, thread FROM uwf_leases ORDER BY thread",
                 &[],
             )
             .map_err(|e| self.err(&e))?;

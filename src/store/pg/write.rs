@@ -7,7 +7,7 @@ use super::*;
 struct Pre {
     thread: Option<Vec<u8>>,
     /// With whether its expiry is ahead.
-    lease: Option<(Vec<u8>, bool)>,
+    lease: Option<(Vec<u8>, i64)>,
     state: Option<Vec<u8>>,
 }
 
@@ -17,7 +17,7 @@ fn thread_rows(id: &str) -> String {
     let q = id.replace('\'', "''");
     format!(
         "SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
-                l.rec, l.expires_at > now(),
+                l.rec, (extract(epoch FROM l.expires_at - now()) * 1000)::int8,
                 (SELECT rec FROM uwf_thread_state WHERE thread = '{q}')
          FROM (SELECT 1) s LEFT JOIN uwf_leases l ON l.thread = '{q}'"
     )
@@ -29,7 +29,10 @@ fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
     let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
     Some(Pre {
         thread: bytes(0)?,
-        lease: bytes(1)?.map(|rec| (rec, r.get(2) == Some("t"))),
+        lease: match bytes(1)? {
+            Some(rec) => Some((rec, r.get(2)?.parse().ok()?)),
+            None => None,
+        },
         state: bytes(3)?,
     })
 }
@@ -561,11 +564,7 @@ impl<'c> PgWriter<'c> {
             return p
                 .lease
                 .as_ref()
-                .map(|(rec, unexpired)| {
-                    let mut l: Lease = dec(rec)?;
-                    l.unexpired = Some(*unexpired);
-                    Ok(l)
-                })
+                .map(|(rec, left_ms)| super::lease_expiring(rec, *left_ms))
                 .transpose();
         }
         let pg = self.pg;
@@ -597,7 +596,8 @@ impl<'c> PgWriter<'c> {
         let r = self
             .s()?
             .opt(
-                "DELETE FROM uwf_leases WHERE thread = $1 RETURNING rec, expires_at > now()",
+                "DELETE FROM uwf_leases WHERE thread = $1
+                 RETURNING rec, (extract(epoch FROM expires_at - now()) * 1000)::int8",
                 &[&id.as_str()],
             )
             .map_err(self.e())?;

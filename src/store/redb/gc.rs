@@ -125,12 +125,7 @@ where
     for e in history.range(history_from..)? {
         let (k, v) = e?;
         let h: HistoryEntry = dec(v.value())?;
-        roots.extend(
-            [h.head.as_str(), h.workflow.as_str()]
-                .into_iter()
-                .filter_map(|s| NodeId::parse(s).ok())
-                .map(|id| id.0),
-        );
+        roots.extend(h.names().map(|id| id.0));
         next = k.value() + 1;
     }
     for e in registry.iter()? {

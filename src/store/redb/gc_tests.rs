@@ -34,7 +34,7 @@ fn owner() -> Lease {
         since_ms: 0,
         boot_id: String::new(),
         start_ticks: 0,
-        unexpired: None,
+        expires_ms: None,
     }
 }
 
@@ -217,7 +217,7 @@ fn a_live_collection_refuses_another_and_a_dead_one_is_taken_over() {
         since_ms: 0,
         boot_id: String::new(),
         start_ticks: 0,
-        unexpired: None,
+        expires_ms: None,
     };
     of(&s).gc_begin(&other, &|_| false).expect("begin");
     let e = s
