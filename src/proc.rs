@@ -48,6 +48,13 @@ fn read_start_ticks(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// Milliseconds since the epoch, by the system clock.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,11 +66,4 @@ mod tests {
             assert!(start_ticks(std::process::id()) > 0);
         }
     }
-}
-
-/// Milliseconds since the epoch, by the system clock.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

@@ -137,7 +137,7 @@ pub struct Turn<'a> {
     /// Variables added to a program's environment.
     pub env: &'a [(String, String)],
     /// The thread as the step that runs the agent has read it (at the head it leases).
-    pub moderated: Option<&'a crate::thread::chain::Moderated>,
+    pub moderated: Option<&'a thread::chain::Moderated>,
 }
 
 impl Turn<'_> {

@@ -106,7 +106,7 @@ impl Agent for LlmAgent {
         let mut fields = Map::new();
         fields.insert(
             "sessionId".into(),
-            Value::str(crate::thread::ThreadId::generate(started_ms).as_str()),
+            Value::str(thread::ThreadId::generate(started_ms).as_str()),
         );
         fields.insert("model".into(), Value::str(served_by));
         fields.insert(

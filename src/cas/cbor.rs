@@ -474,7 +474,7 @@ impl<'a> Canon<'a> {
                 // Integral safe values are written as integers, everything else as float64.
                 27 => {
                     let f = f64::from_be_bytes(self.take(8)?.try_into().ok()?);
-                    (!super::value::is_safe_integer(f)).then_some(())
+                    (!is_safe_integer(f)).then_some(())
                 }
                 _ => None,
             },

@@ -205,7 +205,7 @@ fn completions(shell: clap_complete::Shell) -> CliResult {
 
 /// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
 /// into `dir`.
-fn man(dir: Option<&std::path::Path>) -> CliResult {
+fn man(dir: Option<&Path>) -> CliResult {
     let mut cmd = command();
     cmd.build();
     let Some(dir) = dir else {

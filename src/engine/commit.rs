@@ -241,8 +241,8 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
                     STEP_NODE,
                     START_NODE,
                     crate::cas::bootstrap::META,
-                    crate::workflow::nodes::WORKFLOW,
-                    crate::workflow::nodes::WORKFLOW_EXT,
+                    workflow::nodes::WORKFLOW,
+                    workflow::nodes::WORKFLOW_EXT,
                 ],
             )?
         {

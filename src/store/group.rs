@@ -47,6 +47,8 @@ impl Store {
                 };
                 self.run_group(batch);
             }
+            #[allow(clippy::mem_forget)]
+            // The guard resigns only on a panic; here the leader left in order.
             std::mem::forget(resign);
         }
         let out = rx

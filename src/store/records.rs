@@ -60,7 +60,9 @@ pub struct HistoryEntry {
 impl HistoryEntry {
     /// The nodes the entry names (its head and workflow), which garbage collection keeps.
     pub(crate) fn names(&self) -> impl Iterator<Item = NodeId> {
-        [self.head.names(), self.workflow.names()].into_iter().flatten()
+        [self.head.names(), self.workflow.names()]
+            .into_iter()
+            .flatten()
     }
 }
 

@@ -50,7 +50,7 @@ impl Interrupt {
     /// Sets the latch as if `signal` had arrived.
     pub(crate) fn trigger(&self, signal: i32) {
         self.signal.store(signal as usize, Ordering::SeqCst);
-        let _ = std::io::Write::write(&mut &self.wake_tx, &[1]);
+        let _ = io::Write::write(&mut &self.wake_tx, &[1]);
     }
 
     /// The signal that set the latch, if it is set.

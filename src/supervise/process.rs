@@ -303,6 +303,7 @@ pub fn guard_main() -> ! {
             let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
         }
     }
+    #[allow(clippy::exit)] // `uwf __guard-agents` is a process of its own: its work ends here.
     std::process::exit(0);
 }
 
@@ -360,6 +361,7 @@ impl Pipe {
 
     /// Reads what is available into `tail`; false at end of file or on an error.
     fn drain(&mut self, tail: &mut Tail) -> bool {
+        #[allow(clippy::large_stack_arrays)] // 64 KiB a read of an agent's pipe; stacks are 2 MiB.
         let mut buf = [0u8; 64 << 10];
         loop {
             match self.0.read(&mut buf) {

@@ -312,9 +312,10 @@ pub(crate) fn active(store: &Store, thread: &ThreadId) -> Result<ThreadRecord> {
 pub(crate) fn head_of(store: &Store, thread: &ThreadId) -> Result<NodeId> {
     match find(store, thread)? {
         Found::Active(r) => Ok(r.head),
-        Found::Finished(h) => {
-            h.head.id().ok_or_else(|| ThreadError::NodeNotFound(h.head.to_text()))
-        }
+        Found::Finished(h) => h
+            .head
+            .id()
+            .ok_or_else(|| ThreadError::NodeNotFound(h.head.to_text())),
     }
 }
 
@@ -360,7 +361,7 @@ pub(crate) fn current_role(snap: &Snapshot, chain: &Chain) -> Option<String> {
 fn current_role_cached(
     snap: &Snapshot,
     chain: &Chain,
-    workflows: &mut HashMap<NodeId, Option<std::rc::Rc<crate::workflow::StoredWorkflow>>>,
+    workflows: &mut HashMap<NodeId, Option<std::rc::Rc<workflow::StoredWorkflow>>>,
     evaluator: &Jsonata,
 ) -> Option<String> {
     let id = chain.workflow_id().ok()?;
@@ -449,7 +450,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             current_role: None,
             done: true,
             running: None,
-            last_error: if h.reason == crate::workflow::FinishReason::Failed {
+            last_error: if h.reason == FinishReason::Failed {
                 store.thread_state(thread)?.last_error
             } else {
                 None

@@ -344,7 +344,7 @@ mod tests {
         assert_eq!(at("nope"), None);
         assert_eq!(
             at("AZF3FA1TN3D4A"),
-            Some(Located::Id(crate::workflow::nodes::WORKFLOW))
+            Some(Located::Id(workflow::nodes::WORKFLOW))
         );
         assert!(matches!(
             locate(&store, "missing.yaml", &here),

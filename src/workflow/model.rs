@@ -69,7 +69,7 @@ pub enum Brief {
 impl Brief {
     /// Adds the brief's fields to `m` under their YAML names (`goal`, `capabilities`,
     /// `procedure`, `output`, or `systemPrompt`).
-    pub(crate) fn insert_into(&self, m: &mut crate::cas::value::Map) {
+    pub(crate) fn insert_into(&self, m: &mut Map) {
         match self {
             Brief::Charter {
                 goal,

@@ -319,7 +319,10 @@ fn leases(s: &Store) {
     );
     // A held lease whose holder renews it expires ahead where the store keeps an expiry.
     let now = now_ms();
-    assert!(held.iter().all(|(_, l)| l.expires_ms.is_none_or(|e| e > now)));
+    assert!(
+        held.iter()
+            .all(|(_, l)| l.expires_ms.is_none_or(|e| e > now))
+    );
     s.write(|w| w.set_lease(&a, &lease(12))).expect("take over");
     assert_eq!(s.leases().expect("leases")[0].1.pid, 12);
     assert_eq!(s.counts().expect("counts").leases, 2);

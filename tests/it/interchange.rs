@@ -13,7 +13,7 @@ pub(crate) fn fixture(rel: &str) -> PathBuf {
 /// and our reader gives back the same strings.
 #[test]
 fn yaml_quoting_matches_npm_yaml() {
-    let text = std::fs::read_to_string(fixture("interchange/yaml_quoting.json")).unwrap();
+    let text = fs::read_to_string(fixture("interchange/yaml_quoting.json")).unwrap();
     let cases: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cases = cases.as_array().unwrap();
     assert!(cases.len() > 1000);
@@ -532,11 +532,11 @@ fn exported_files_decode_with_ciborium() {
 /// `stringify` writes them; the table was produced by that package.
 #[test]
 fn yaml_values_match_npm_yaml() {
-    let text = std::fs::read_to_string(fixture("interchange/yaml_values.json")).unwrap();
+    let text = fs::read_to_string(fixture("interchange/yaml_values.json")).unwrap();
     let cases: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut failures = Vec::new();
     for case in cases.as_array().unwrap() {
-        let value = uwf::cas::Value::from_json_str(case["value"].as_str().unwrap()).unwrap();
+        let value = Value::from_json_str(case["value"].as_str().unwrap()).unwrap();
         let want = case["yaml"].as_str().unwrap();
         let got = yaml::stringify_value(&value);
         if got != want {
@@ -590,13 +590,13 @@ defaultModel: default
 database: { password: hunter2-pass, user: me }
 timeoutSeconds: 900
 ";
-    std::fs::write(env.root().join("config.yaml"), config).unwrap();
-    std::fs::write(env.root().join(".env"), "OPENAI_API_KEY=sk-env-secret\n").unwrap();
+    fs::write(env.root().join("config.yaml"), config).unwrap();
+    fs::write(env.root().join(".env"), "OPENAI_API_KEY=sk-env-secret\n").unwrap();
     let out_dir = env.root().join("out");
     let out = env.ok(&["export", out_dir.to_str().unwrap(), "--with-config"]);
     assert!(out.contains("\"config\":true"), "{out}");
     assert!(!out_dir.join(".env").exists(), ".env was exported");
-    let text = std::fs::read_to_string(out_dir.join("config.yaml")).unwrap();
+    let text = fs::read_to_string(out_dir.join("config.yaml")).unwrap();
     for secret in [
         "sk-live-0123456789abcdef",
         "ghp_secret_value_42",

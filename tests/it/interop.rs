@@ -471,7 +471,7 @@ fn a_root_whose_cas_is_in_json_cas_imports_whole() {
     let root = home.path().join(".uncaged/workflow");
     copy_tree(&ts_root(), &root);
     let json_cas = home.path().join(".uncaged/json-cas");
-    std::fs::rename(root.join("cas"), &json_cas).unwrap();
+    fs::rename(root.join("cas"), &json_cas).unwrap();
     let r = ts_way(home.path(), &root, &[], &["thread", "list", "--all"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let threads = json(&r.stdout);
@@ -489,7 +489,7 @@ fn a_root_whose_cas_is_in_json_cas_imports_whole() {
     let root2 = home2.path().join("root");
     copy_tree(&ts_root(), &root2);
     let elsewhere = home2.path().join("elsewhere");
-    std::fs::rename(root2.join("cas"), &elsewhere).unwrap();
+    fs::rename(root2.join("cas"), &elsewhere).unwrap();
     let r = ts_way(
         home2.path(),
         &root2,
@@ -504,7 +504,7 @@ fn a_root_whose_cas_is_in_json_cas_imports_whole() {
     let src = tempfile::tempdir().unwrap();
     copy_tree(&ts_root(), src.path());
     let cas = home.path().join("cas-copy");
-    std::fs::rename(src.path().join("cas"), &cas).unwrap();
+    fs::rename(src.path().join("cas"), &cas).unwrap();
     let out = env.ok(&[
         "import",
         &src.path().display().to_string(),

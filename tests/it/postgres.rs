@@ -54,7 +54,7 @@ fn closed_port() -> (std::os::fd::OwnedFd, u16) {
         let mut a: libc::sockaddr_in = std::mem::zeroed();
         a.sin_family = libc::AF_INET as libc::sa_family_t;
         a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
-        let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
         let sa = (&raw mut a).cast::<libc::sockaddr>();
         assert_eq!(
             libc::bind(fd, sa, len),

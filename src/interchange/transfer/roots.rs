@@ -264,7 +264,7 @@ pub(super) fn import_threads(
         // no thread is set to a missing node (an import run again stores it again).
         for (_, rec) in &good {
             if !w.has(rec.head)? {
-                return Err(crate::store::StoreError::NotFound(rec.head));
+                return Err(StoreError::NotFound(rec.head));
             }
         }
         good.iter()

@@ -564,7 +564,7 @@ impl<'c> PgWriter<'c> {
             return p
                 .lease
                 .as_ref()
-                .map(|(rec, left_ms)| super::lease_expiring(rec, *left_ms))
+                .map(|(rec, left_ms)| lease_expiring(rec, *left_ms))
                 .transpose();
         }
         let pg = self.pg;
