@@ -62,8 +62,31 @@ impl Env {
     /// A new thread id for the time of the command: random bits from the system, or from the
     /// fixed seed in tests (each id of a process from the next number).
     pub(crate) fn new_thread_id(&self) -> ThreadId {
+        ThreadId::new(self.now_ms, self.random_bits())
+    }
+
+    /// `n` new thread ids for the time of the command that sort in the order they are made:
+    /// the random bits of the first, counted up.
+    pub(crate) fn new_thread_ids(&self, n: usize) -> Vec<ThreadId> {
+        let mut first = [0u8; 16];
+        first[6..].copy_from_slice(&self.random_bits());
+        // The top random bit clear leaves room to count.
+        first[6] &= 0x7F;
+        let first = u128::from_be_bytes(first);
+        (0..n as u128)
+            .map(|i| {
+                let mut r = [0u8; 10];
+                r.copy_from_slice(&(first + i).to_be_bytes()[6..]);
+                ThreadId::new(self.now_ms, r)
+            })
+            .collect()
+    }
+
+    /// 80 random bits: from the system, or from the fixed seed in tests (each draw of a process
+    /// from the next number).
+    fn random_bits(&self) -> [u8; 10] {
         match &self.seed {
-            None => ThreadId::generate(self.now_ms),
+            None => crate::thread::random_bytes(),
             Some((seed, n)) => {
                 let i = n.get();
                 n.set(i + 1);
@@ -72,7 +95,7 @@ impl Env {
                 let mut r = [0u8; 10];
                 r[..8].copy_from_slice(&a);
                 r[8..].copy_from_slice(&b[..2]);
-                ThreadId::new(self.now_ms, r)
+                r
             }
         }
     }

@@ -13,6 +13,7 @@ mod run;
 mod serve;
 mod setup;
 mod skill;
+mod start;
 mod store_cmd;
 pub(crate) mod thread;
 pub(crate) mod workflow;

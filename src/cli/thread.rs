@@ -16,21 +16,7 @@ use std::time::Duration;
 #[derive(Subcommand, Debug)]
 pub(crate) enum ThreadCommand {
     /// Start a thread of a workflow (id, file, .workflow/ name or registered name).
-    Start {
-        /// The workflow.
-        workflow: String,
-        #[command(flatten)]
-        prompt: PromptArgs,
-        /// The thread's working directory (absolute; default: the current directory).
-        #[arg(long)]
-        cwd: Option<String>,
-        /// Print only the new thread's id.
-        #[arg(short = 'q', long)]
-        quiet: bool,
-        /// The most steps the thread may take; it fails before step N+1.
-        #[arg(long, value_name = "N")]
-        max_rounds: Option<u32>,
-    },
+    Start(super::start::StartArgs),
     /// Run one or more steps: moderator, agent, head move (stops early at the end).
     #[command(visible_alias = "exec")]
     Step(StepArgs),
@@ -39,7 +25,7 @@ pub(crate) enum ThreadCommand {
         /// The workflow.
         workflow: String,
         #[command(flatten)]
-        prompt: PromptArgs,
+        prompt: super::start::PromptArgs,
         /// The thread's working directory (absolute; default: the current directory).
         #[arg(long)]
         cwd: Option<String>,
@@ -151,48 +137,6 @@ pub(crate) enum ThreadCommand {
     },
 }
 
-/// The task of a new thread: `-p TEXT`, `-p -` (standard input) or `--prompt-file FILE`.
-#[derive(clap::Args, Debug)]
-pub(crate) struct PromptArgs {
-    /// The task; - reads it from standard input.
-    #[arg(
-        short = 'p',
-        long,
-        required_unless_present = "prompt_file",
-        conflicts_with = "prompt_file",
-        allow_hyphen_values = true
-    )]
-    prompt: Option<String>,
-    /// Read the task from this file.
-    #[arg(long, value_name = "FILE")]
-    prompt_file: Option<std::path::PathBuf>,
-}
-
-impl PromptArgs {
-    /// The task's text; trailing line ends of stdin or a file are dropped, as the shell's
-    /// `$(cat FILE)` drops them.
-    fn text(self) -> CliResult<String> {
-        let trim = |t: String| t.trim_end_matches(['\n', '\r']).to_string();
-        match (self.prompt, self.prompt_file) {
-            (Some(p), _) if p == "-" => {
-                let mut t = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
-                    .map_err(|e| CliError::new(format!("cannot read the prompt on stdin: {e}")))?;
-                Ok(trim(t))
-            }
-            (Some(p), _) => Ok(p),
-            (None, Some(f)) => std::fs::read_to_string(&f).map(trim).map_err(|e| {
-                CliError::new(format!("cannot read prompt file {}: {e}", f.display()))
-            }),
-            // clap requires one of them.
-            (None, None) => Err(CliError::of(
-                crate::ErrorKind::Usage,
-                "a prompt is required",
-            )),
-        }
-    }
-}
-
 /// Arguments of `thread step`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct StepArgs {
@@ -283,15 +227,6 @@ pub(crate) enum StepCommand {
     },
 }
 
-/// `thread start` (`status` only for a thread its workflow's limit held back).
-#[derive(Serialize)]
-struct Started<'a> {
-    workflow: NodeIdStr,
-    thread: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<&'static str>,
-}
-
 /// `thread kill`.
 #[derive(Serialize)]
 struct Cancelled<'a> {
@@ -346,13 +281,7 @@ pub(crate) fn thread_id(env: &Env, s: &str) -> CliResult<ThreadId> {
 
 pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
     match c {
-        ThreadCommand::Start {
-            workflow,
-            prompt,
-            cwd,
-            quiet,
-            max_rounds,
-        } => cmd_start(env, &workflow, prompt, cwd, quiet, max_rounds),
+        ThreadCommand::Start(a) => super::start::cmd_start(env, a),
         ThreadCommand::Step(a) => step(env, a),
         ThreadCommand::Run {
             workflow,
@@ -363,7 +292,7 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
             max_steps,
             timeout,
         } => {
-            let (_, t, _) = start_thread(env, &workflow, &prompt.text()?, cwd, None)?;
+            let (_, t, _) = super::start::start_thread(env, &workflow, &prompt.text()?, cwd, None)?;
             eprintln!("started thread {}", t.as_str());
             let args = StepArgs {
                 thread: t.as_str().to_string(),
@@ -428,31 +357,6 @@ pub(crate) fn run(c: ThreadCommand, env: &Env) -> CliResult {
         ThreadCommand::Kill { thread } => cmd_kill(env, &thread),
         ThreadCommand::Stop { thread } => stop(env, &thread),
     }
-}
-
-/// `thread start WORKFLOW -p PROMPT`.
-fn cmd_start(
-    env: &Env,
-    workflow: &str,
-    prompt: PromptArgs,
-    cwd: Option<String>,
-    quiet: bool,
-    max_rounds: Option<u32>,
-) -> CliResult {
-    let (wf, t, admission) = start_thread(env, workflow, &prompt.text()?, cwd, max_rounds)?;
-    if quiet {
-        return write_stdout(format!("{}\n", t.as_str()).as_bytes());
-    }
-    let out = Started {
-        workflow: NodeIdStr(wf),
-        thread: t.as_str(),
-        status: match admission {
-            thread::Admission::Started => None,
-            thread::Admission::Queued => Some("queued"),
-            thread::Admission::Dropped => Some("dropped"),
-        },
-    };
-    print_as(env.format, &out)
 }
 
 /// `thread show THREAD`.
@@ -687,34 +591,6 @@ fn fork(env: &Env, step: &str, from_role: Option<&str>, quiet: bool) -> CliResul
         },
     };
     print_as(env.format, &out)
-}
-
-fn start_thread(
-    env: &Env,
-    workflow: &str,
-    prompt: &str,
-    cwd: Option<String>,
-    max_rounds: Option<u32>,
-) -> CliResult<(crate::cas::NodeId, ThreadId, thread::Admission)> {
-    let here = std::env::current_dir()?;
-    let cwd = cwd.unwrap_or_else(|| here.display().to_string());
-    let config = Config::load(&env.root)?;
-    let s = env.open_rw()?;
-    let t = env.new_thread_id();
-    let (wf, admission) = thread::start_with(
-        &s,
-        &thread::StartInput {
-            workflow,
-            prompt,
-            cwd: &cwd,
-            search_from: &here,
-            thread: t.clone(),
-            now_ms: env.now_ms,
-        },
-        &config,
-        max_rounds,
-    )?;
-    Ok((wf, t, admission))
 }
 
 /// `Number(s)` in JavaScript: white space around, `""` is 0, `0x`/`0o`/`0b` integers,

@@ -155,28 +155,93 @@ pub(super) fn archive(
     w.archive_thread(thread, rec, wf, reason, now_ms)
 }
 
-/// Admits the new thread `thread` (with `rec`, not yet stored) under `limits`: stores it as
-/// ready or queued, or archives it as dropped; a queue over `max_queue` drops its oldest.
-/// Written in `w`, so the count and the insert are one transaction.
-///
-/// # Errors
-/// Store failures.
-pub(crate) fn admit(
-    w: &mut Writer<'_>,
-    thread: &ThreadId,
-    rec: &ThreadRecord,
-    state: ThreadState,
-    limits: Option<(Limits, &HashSet<NodeId>)>,
-    now_ms: u64,
-) -> std::result::Result<Admission, StoreError> {
-    let wf = rec.workflow.unwrap_or(rec.head);
-    let Some((limits, ids)) = limits else {
+/// Admits new threads under a workflow's limits, in one write: counts the threads in progress
+/// and queued once, at the first admission, then keeps the count as it admits.
+pub(crate) struct Admitter<'l> {
+    limits: Option<(Limits, &'l HashSet<NodeId>)>,
+    /// Threads in progress, and the queued ones oldest first; read at the first admission.
+    seen: Option<(u32, Vec<ThreadId>)>,
+}
+
+impl<'l> Admitter<'l> {
+    /// An admitter under `limits` (`None`: every thread starts).
+    pub(crate) fn new(limits: Option<(Limits, &'l HashSet<NodeId>)>) -> Admitter<'l> {
+        Admitter { limits, seen: None }
+    }
+
+    /// Admits the new thread `thread` (with `rec`, not yet stored): stores it as ready or
+    /// queued, or archives it as dropped; a queue over `max_queue` drops its oldest. Written in
+    /// `w`, so the count and the insert are one transaction.
+    ///
+    /// # Errors
+    /// Store failures.
+    pub(crate) fn admit(
+        &mut self,
+        w: &mut Writer<'_>,
+        thread: &ThreadId,
+        rec: &ThreadRecord,
+        state: ThreadState,
+        now_ms: u64,
+    ) -> std::result::Result<Admission, StoreError> {
+        let wf = rec.workflow.unwrap_or(rec.head);
+        let Some((limits, ids)) = self.limits else {
+            w.set_thread(thread, rec)?;
+            w.set_thread_state(thread, &state)?;
+            return Ok(Admission::Started);
+        };
+        let (in_progress, queued) = match &mut self.seen {
+            Some((n, q)) => (n, q),
+            None => {
+                let (n, q) = count(w, ids)?;
+                let (n, q) = self.seen.insert((n, q));
+                (n, q)
+            }
+        };
+        if *in_progress < limits.concurrency && queued.is_empty() {
+            w.set_thread(thread, rec)?;
+            w.set_thread_state(thread, &state)?;
+            *in_progress += 1;
+            return Ok(Admission::Started);
+        }
+        if limits.overflow == Overflow::Drop {
+            w.set_thread(thread, rec)?;
+            archive(w, thread, rec, wf, FinishReason::Dropped, now_ms)?;
+            return Ok(Admission::Dropped);
+        }
         w.set_thread(thread, rec)?;
-        w.set_thread_state(thread, &state)?;
-        return Ok(Admission::Started);
-    };
-    // Admissions of one workflow count and start one at a time, whichever process or machine
-    // makes them.
+        w.set_thread_state(
+            thread,
+            &ThreadState {
+                phase: Phase::Queued,
+                ..state
+            },
+        )?;
+        // Thread ids grow with time: the smallest waited longest.
+        let at = queued.partition_point(|t| t < thread);
+        queued.insert(at, thread.clone());
+        let mut admission = Admission::Queued;
+        if let Some(max) = limits.max_queue {
+            let over = queued.len().saturating_sub(max as usize);
+            for t in queued.drain(..over) {
+                if let Some(r) = w.thread(&t)? {
+                    archive(w, &t, &r, wf, FinishReason::Dropped, now_ms)?;
+                }
+                if t == *thread {
+                    admission = Admission::Dropped;
+                }
+            }
+        }
+        Ok(admission)
+    }
+}
+
+/// The threads of workflow versions `ids` in progress, and the queued ones oldest first, as `w`
+/// has them; the workflow's admissions are locked first, so they count one at a time whichever
+/// process or machine makes them.
+fn count(
+    w: &mut Writer<'_>,
+    ids: &HashSet<NodeId>,
+) -> std::result::Result<(u32, Vec<ThreadId>), StoreError> {
     if let Some(first) = ids.iter().min() {
         w.lock_workflow(&first.to_string())?;
     }
@@ -192,43 +257,11 @@ pub(crate) fn admit(
             _ => in_progress += 1,
         }
     }
-    if in_progress < limits.concurrency && queued.is_empty() {
-        w.set_thread(thread, rec)?;
-        w.set_thread_state(thread, &state)?;
-        return Ok(Admission::Started);
-    }
-    if limits.overflow == Overflow::Drop {
-        w.set_thread(thread, rec)?;
-        archive(w, thread, rec, wf, FinishReason::Dropped, now_ms)?;
-        return Ok(Admission::Dropped);
-    }
-    w.set_thread(thread, rec)?;
-    w.set_thread_state(
-        thread,
-        &ThreadState {
-            phase: Phase::Queued,
-            ..state
-        },
-    )?;
-    queued.push(thread.clone());
-    // Thread ids grow with time: the smallest waited longest.
     queued.sort();
-    let mut admission = Admission::Queued;
-    if let Some(max) = limits.max_queue {
-        let over = queued.len().saturating_sub(max as usize);
-        for t in queued.iter().take(over) {
-            if let Some(r) = w.thread(t)? {
-                archive(w, t, &r, wf, FinishReason::Dropped, now_ms)?;
-            }
-            if t == thread {
-                admission = Admission::Dropped;
-            }
-        }
-    }
-    Ok(admission)
+    Ok((in_progress, queued))
 }
 
-/// The limits and the versions of the workflow of a new thread, for [`admit`].
+/// The limits and the versions of the workflow of a new thread, for an [`Admitter`].
 ///
 /// # Errors
 /// A malformed limit, store failures.

@@ -11,7 +11,8 @@ impl ThreadId {
     }
 }
 
-fn random_bytes() -> [u8; 10] {
+/// 80 random bits from the operating system.
+pub(crate) fn random_bytes() -> [u8; 10] {
     use std::io::Read;
     let mut b = [0u8; 10];
     if std::fs::File::open("/dev/urandom")

@@ -29,12 +29,13 @@ pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub(crate) use error::Result;
 pub use error::ThreadError;
 pub use id::ThreadId;
+pub(crate) use id::random_bytes;
 pub use kit::{Fallback, SubmitInput, scripted_reply, submit};
 pub(crate) use kit::{RoleBrief, agent_context, role_brief, submit_unless_fallback};
 pub(crate) use lifecycle::{pause, promote, record_failure, remove, resume};
 pub(crate) use ops::{
-    ListFilter, Listed, Steps, fork, kill, latest_step_of_role, list, resolve_step, resolve_thread,
-    running_role, start_with, step_details, steps,
+    ListFilter, Listed, StartLine, Steps, fork, kill, latest_step_of_role, list, resolve_step,
+    resolve_thread, running_role, start_many, start_with, step_details, steps,
 };
 pub use ops::{StartInput, Status, StepOutput, show, start};
 pub(crate) use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};

@@ -109,56 +109,115 @@ pub fn start_with(
     config: &Config,
     max_rounds: Option<u32>,
 ) -> Result<(NodeId, Admission)> {
-    if !Path::new(input.cwd).is_absolute() {
-        return Err(ThreadError::Invalid(format!(
-            "cwd must be an absolute path, got: {}",
-            input.cwd
-        )));
-    }
-    let wf =
-        super::registry::resolve_workflow(store, input.workflow, input.search_from, input.now_ms)?;
-    let limits = super::admission::limits_for(store, config, wf)?;
-    let start = StartNode {
-        workflow: Some(wf),
+    let line = StartLine {
+        thread: input.thread.clone(),
         prompt: input.prompt.to_string(),
         cwd: input.cwd.to_string(),
+        max_rounds,
     };
-    let node = store.prepare(START_NODE, &start.to_value(), true)?;
-    let head = node.id;
-    let thread = &input.thread;
-    let admission = store.write(|w| {
-        if w.thread(thread)?.is_some() {
-            return Err(crate::store::StoreError::ThreadExists(thread.to_string()));
+    let (wf, admitted) = start_many(
+        store,
+        input.workflow,
+        input.search_from,
+        input.now_ms,
+        config,
+        std::slice::from_ref(&line),
+    )?;
+    Ok((wf, admitted[0]))
+}
+
+/// One thread of [`start_many`].
+#[derive(Debug, Clone)]
+pub(crate) struct StartLine {
+    /// The new thread's id.
+    pub(crate) thread: ThreadId,
+    /// The task.
+    pub(crate) prompt: String,
+    /// The thread's working directory (absolute).
+    pub(crate) cwd: String,
+    /// The most steps the thread may take.
+    pub(crate) max_rounds: Option<u32>,
+}
+
+/// Starts the threads `lines` of one workflow (resolved once from `search_from` at `now_ms`)
+/// in one write, each admitted under the limits of `config` as [`start_with`] admits one, in
+/// their order; returns the workflow id and what admission did with each. Nothing is written
+/// if one fails.
+///
+/// # Errors
+/// As [`start_with`], for the first line that fails.
+pub(crate) fn start_many(
+    store: &Store,
+    workflow: &str,
+    search_from: &Path,
+    now_ms: u64,
+    config: &Config,
+    lines: &[StartLine],
+) -> Result<(NodeId, Vec<Admission>)> {
+    if let Some(l) = lines.iter().find(|l| !Path::new(&l.cwd).is_absolute()) {
+        return Err(ThreadError::Invalid(format!(
+            "cwd must be an absolute path, got: {}",
+            l.cwd
+        )));
+    }
+    let wf = super::registry::resolve_workflow(store, workflow, search_from, now_ms)?;
+    let limits = super::admission::limits_for(store, config, wf)?;
+    let nodes = lines
+        .iter()
+        .map(|l| {
+            let start = StartNode {
+                workflow: Some(wf),
+                prompt: l.prompt.clone(),
+                cwd: l.cwd.clone(),
+            };
+            store.prepare(START_NODE, &start.to_value(), true)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    let heads: Vec<NodeId> = nodes.iter().map(|n| n.id).collect();
+    let admitted = store.write(|w| {
+        for l in lines {
+            if w.thread(&l.thread)?.is_some() {
+                return Err(crate::store::StoreError::ThreadExists(l.thread.to_string()));
+            }
         }
-        w.put(&[node], input.now_ms)?;
+        w.put(&nodes, now_ms)?;
         // A garbage collection may have removed the workflow since it was resolved.
         if !w.has(wf)? {
             return Err(crate::store::StoreError::NotFound(wf));
         }
-        super::admission::admit(
-            w,
-            thread,
-            &ThreadRecord {
-                head,
-                workflow: Some(wf),
-                updated_ms: input.now_ms,
-            },
-            ThreadState {
-                max_rounds,
-                ..ThreadState::default()
-            },
-            limits.as_ref().map(|(l, ids)| (*l, ids)),
-            input.now_ms,
-        )
+        let mut admitter =
+            super::admission::Admitter::new(limits.as_ref().map(|(l, ids)| (*l, ids)));
+        lines
+            .iter()
+            .zip(&heads)
+            .map(|(l, &head)| {
+                admitter.admit(
+                    w,
+                    &l.thread,
+                    &ThreadRecord {
+                        head,
+                        workflow: Some(wf),
+                        updated_ms: now_ms,
+                    },
+                    ThreadState {
+                        max_rounds: l.max_rounds,
+                        ..ThreadState::default()
+                    },
+                    now_ms,
+                )
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
     })?;
-    tracing::info!(
-        tag = "S9B8YM57",
-        thread = %thread,
-        workflow = %wf,
-        admission = ?admission,
-        "thread started"
-    );
-    Ok((wf, admission))
+    for (l, admission) in lines.iter().zip(&admitted) {
+        tracing::info!(
+            tag = "S9B8YM57",
+            thread = %l.thread,
+            workflow = %wf,
+            admission = ?admission,
+            "thread started"
+        );
+    }
+    Ok((wf, admitted))
 }
 
 /// Resolves a node id or unique prefix given on the command line.

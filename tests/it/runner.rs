@@ -48,6 +48,15 @@ impl Line {
         json(&self.env.ok(&args))
     }
 
+    /// `thread start --batch -` of `lines` (JSON Lines); the start objects printed.
+    fn start_batch(&self, lines: &str, extra: &[&str]) -> Vec<Value> {
+        let mut args = vec!["thread", "start", self.wf.to_str().unwrap(), "--batch", "-"];
+        args.extend(extra);
+        let r = self.env.run_stdin(&args, lines);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout.lines().map(json).collect()
+    }
+
     fn run(&self, extra: &[&str]) -> Run {
         let agent = self.agent();
         let mut args = vec!["run", "--until-idle", "--agent", &agent];
@@ -193,6 +202,140 @@ fn a_full_queue_drops_its_oldest_and_drop_drops_at_once() {
     assert!(listed.contains(&thread_of(&second)), "{listed}");
     assert_eq!(l.run(&[]).code, 0);
     assert_eq!(l.status(&first), "completed");
+}
+
+#[test]
+fn a_batch_start_overflowing_a_queue_behaves_like_single_starts() {
+    let config = "workflows:\n  line: {concurrency: 1, overflow: queue, max_queue: 2}\n";
+    let single = Line::new(config, "0");
+    let batch = Line::new(config, "0");
+    // Two threads already there, then five more: singly, and in one batch.
+    let before: Vec<Value> = (0..2).map(|_| single.start(&[])).collect();
+    let after: Vec<Value> = (0..5).map(|_| single.start(&[])).collect();
+    let b_before = batch.start_batch("{\"prompt\":\"go\"}\n{\"prompt\":\"go\"}\n", &[]);
+    let b_after = batch.start_batch(&"{\"prompt\":\"go\"}\n".repeat(5), &[]);
+    let status = |v: &Value| v.get("status").and_then(Value::as_str).map(str::to_string);
+    let states = |l: &Line, vs: &[Value]| -> Vec<String> {
+        vs.iter().map(|v| l.status(&thread_of(v))).collect()
+    };
+    for (s, b) in [(&before, &b_before), (&after, &b_after)] {
+        assert_eq!(
+            s.iter().map(status).collect::<Vec<_>>(),
+            b.iter().map(status).collect::<Vec<_>>()
+        );
+    }
+    assert_eq!(states(&single, &before), states(&batch, &b_before));
+    assert_eq!(states(&single, &after), states(&batch, &b_after));
+    assert_eq!(
+        states(&batch, &b_after),
+        ["dropped", "dropped", "dropped", "queued", "queued"]
+    );
+    // The batch's ids sort in its order, as single starts' do, so the queue keeps it.
+    let ids: Vec<String> = b_after.iter().map(thread_of).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    for l in [&single, &batch] {
+        let r = l.run(&[]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(json(&r.stdout).get("completed"), Some(&Value::Number(3.0)));
+    }
+
+    // `overflow: drop` drops what the limit has no room for, line by line.
+    let l = Line::new(
+        "workflows:\n  line: {concurrency: 2, overflow: drop}\n",
+        "0",
+    );
+    let out = l.start_batch(&"{\"prompt\":\"go\"}\n".repeat(4), &[]);
+    let got: Vec<Option<String>> = out.iter().map(status).collect();
+    assert_eq!(
+        got,
+        [None, None, Some("dropped".into()), Some("dropped".into())]
+    );
+    assert_eq!(
+        json(&l.run(&[]).stdout).get("completed"),
+        Some(&Value::Number(2.0))
+    );
+}
+
+#[test]
+fn a_batch_start_writes_every_line_or_none() {
+    let l = Line::new("", "0");
+    let lines = "{\"prompt\":\"first task\"}\n\n{\"prompt\":\"second task\",\"cwd\":\"/tmp\",\"maxRounds\":1}\n";
+    let out = l.start_batch(lines, &["--cwd", "/"]);
+    assert_eq!(out.len(), 2);
+    let ts: Vec<String> = out.iter().map(thread_of).collect();
+    for (t, (task, cwd)) in ts
+        .iter()
+        .zip([("first task", "/"), ("second task", "/tmp")])
+    {
+        let head = l.env.head(t);
+        let start = json(&l.env.ok(&["cas", "get", &head]));
+        let payload = start.get("payload").unwrap_or(&start);
+        assert_eq!(payload.get("prompt"), Some(&Value::str(task)), "{start}");
+        assert_eq!(payload.get("cwd"), Some(&Value::str(cwd)), "{start}");
+    }
+    // `maxRounds` of a line holds like `--max-rounds`.
+    let r = l.run(&[]);
+    assert_eq!(
+        json(&r.stdout).get("failed"),
+        Some(&Value::Number(1.0)),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(l.status(&ts[0]), "completed");
+    assert_eq!(l.status(&ts[1]), "failed");
+    // `-q`: the ids, one a line.
+    let r = l.env.run_stdin(
+        &["thread", "start", &p(&l.wf), "--batch", "-", "-q"],
+        "{\"prompt\":\"a\"}\n{\"prompt\":\"b\"}\n",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ids: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.iter().all(|t| t.len() == 26), "{ids:?}");
+    let listed = l.env.ok(&["thread", "list"]);
+    assert!(ids.iter().all(|t| listed.contains(t)), "{listed}");
+    // A bad line, a relative cwd, an unknown workflow: one line of error, nothing written.
+    for (lines, wf, want) in [
+        (
+            "{\"prompt\":\"a\"}\n{\"prompt\":\"b\"}\n{\"prompt\":3}\n",
+            p(&l.wf),
+            "batch line 3: invalid type",
+        ),
+        (
+            "{\"prompt\":\"a\",\"cwd\":\"rel\"}\n",
+            p(&l.wf),
+            "batch line 1: cwd must be an absolute path",
+        ),
+        (
+            "{\"prompt\":\"a\"}\n{\"prompt\":\"a\",\"x\":1}\n",
+            p(&l.wf),
+            "batch line 2: unknown field `x`",
+        ),
+        (
+            "{\"prompt\":\"a\"}\n",
+            "no-such-workflow".to_string(),
+            "no-such-workflow",
+        ),
+        ("", p(&l.wf), "the batch has no thread"),
+    ] {
+        let r = l
+            .env
+            .run_stdin(&["thread", "start", &wf, "--batch", "-"], lines);
+        assert_ne!(r.code, 0, "{lines:?}");
+        assert_eq!(r.stderr.trim_end().lines().count(), 1, "{}", r.stderr);
+        assert!(r.stderr.contains(want), "{lines:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+    }
+    assert_eq!(l.env.ok(&["thread", "list"]), listed, "nothing written");
+    // A file works as standard input does; `-p` and `--batch` exclude each other.
+    let f = l.env.root().join("batch.jsonl");
+    std::fs::write(&f, "{\"prompt\":\"from a file\"}\n").unwrap();
+    let out = l.env.ok(&["thread", "start", &p(&l.wf), "--batch", &p(&f)]);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    let r = l
+        .env
+        .run(&["thread", "start", &p(&l.wf), "-p", "x", "--batch", &p(&f)]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
 }
 
 #[test]
