@@ -5,6 +5,8 @@
 //!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;
 //! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace);
 //! - the file log's cost per step: `uwf run` and `uwf thread step` with it on and off;
+//! - `thread start --batch` of 10,000 threads (100,000 with `UWF_BENCH_FULL`) in one process,
+//!   beside 100 `thread start` processes;
 //! - opt-in (`UWF_BENCH_SLEEP=1`): 10,000 threads whose agent sleeps 1 s, `uwf run -j 500`,
 //!   steps per second and peak RSS.
 //!
@@ -85,14 +87,20 @@ impl Home {
         Home { _dir: dir, home }
     }
 
+    /// `n` threads started in one `thread start --batch` process.
     fn start(&self, n: usize, extra: &[&str]) -> Vec<String> {
+        let batch = self.home.join("batch.jsonl");
+        std::fs::write(&batch, "{\"prompt\":\"go\",\"cwd\":\"/tmp\"}\n".repeat(n)).unwrap();
         let mut args = vec![
-            "thread", "start", "count", "-p", "go", "--cwd", "/tmp", "-q",
+            "thread",
+            "start",
+            "count",
+            "--batch",
+            batch.to_str().unwrap(),
+            "-q",
         ];
         args.extend(extra);
-        (0..n)
-            .map(|_| uwf(&self.home, &args).trim().to_string())
-            .collect()
+        uwf(&self.home, &args).lines().map(str::to_string).collect()
     }
 
     fn scripted(&self) -> String {
@@ -106,6 +114,73 @@ impl Home {
     fn trivial(&self) -> String {
         self.home.join("agent.sh").display().to_string()
     }
+}
+
+/// `thread start --batch` of 100,000 threads (10,000 without `UWF_BENCH_FULL`) into a fresh
+/// root, one process, beside 100 `thread start` processes (one thread each) into another.
+fn start_batch(c: &mut Criterion) {
+    let n = if std::env::var_os("UWF_BENCH_FULL").is_some() {
+        100_000
+    } else {
+        10_000
+    };
+    let mut g = c.benchmark_group("thread_start");
+    g.sample_size(10);
+    g.sampling_mode(criterion::SamplingMode::Flat);
+    g.bench_function(format!("batch_{n}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                let batch = h.home.join("batch.jsonl");
+                std::fs::write(&batch, "{\"prompt\":\"go\",\"cwd\":\"/tmp\"}\n".repeat(n)).unwrap();
+                let t = Instant::now();
+                let out = uwf(
+                    &h.home,
+                    &[
+                        "thread",
+                        "start",
+                        "count",
+                        "--batch",
+                        batch.to_str().unwrap(),
+                        "-q",
+                    ],
+                );
+                let took = t.elapsed();
+                assert_eq!(out.lines().count(), n);
+                eprintln!(
+                    "thread start --batch: {n} threads in {took:.2?}: {:.0} threads/s",
+                    n as f64 / took.as_secs_f64()
+                );
+                total += took;
+            }
+            total
+        })
+    });
+    let m = 100;
+    g.bench_function(format!("processes_{m}"), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let h = Home::new();
+                let args = [
+                    "thread", "start", "count", "-p", "go", "--cwd", "/tmp", "-q",
+                ];
+                let t = Instant::now();
+                for _ in 0..m {
+                    uwf(&h.home, &args);
+                }
+                let took = t.elapsed();
+                eprintln!(
+                    "thread start processes: {m} threads in {took:.2?}: {:.0} threads/s",
+                    m as f64 / took.as_secs_f64()
+                );
+                total += took;
+            }
+            total
+        })
+    });
+    g.finish();
 }
 
 fn threads() -> usize {
@@ -466,5 +541,12 @@ fn sleeping(_c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, in_process, external, logging, sleeping);
+criterion_group!(
+    benches,
+    in_process,
+    external,
+    logging,
+    sleeping,
+    start_batch
+);
 criterion_main!(benches);

@@ -371,6 +371,18 @@ pub(crate) trait WriteTx {
     fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
     fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>>;
     fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()>;
+    /// Stores new threads with their states; [`StoreError::ThreadExists`] if one is there
+    /// already (the caller's write then rolls back).
+    fn insert_threads(&mut self, threads: &[(ThreadId, ThreadRecord, ThreadState)]) -> Result<()> {
+        for (id, rec, state) in threads {
+            if self.thread(id)?.is_some() {
+                return Err(crate::store::StoreError::ThreadExists(id.to_string()));
+            }
+            self.set_thread(id, rec)?;
+            self.set_thread_state(id, state)?;
+        }
+        Ok(())
+    }
     fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
     fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>>;
     fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()>;

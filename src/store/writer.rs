@@ -92,6 +92,17 @@ impl Writer<'_> {
         self.tx.set_thread(id, rec)
     }
 
+    /// Stores new threads with their states, in one go where the backend can.
+    ///
+    /// # Errors
+    /// [`StoreError::ThreadExists`] if one is there already; a store failure.
+    pub fn insert_threads(
+        &mut self,
+        threads: &[(ThreadId, ThreadRecord, ThreadState)],
+    ) -> Result<()> {
+        self.tx.insert_threads(threads)
+    }
+
     /// Removes thread `id` from the active threads; returns its record.
     ///
     /// # Errors

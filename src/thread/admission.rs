@@ -156,22 +156,38 @@ pub(super) fn archive(
 }
 
 /// Admits new threads under a workflow's limits, in one write: counts the threads in progress
-/// and queued once, at the first admission, then keeps the count as it admits.
+/// and queued once, at the first admission, then keeps the count as it admits; the threads it
+/// admits are stored together ([`Admitter::finish`]).
 pub(crate) struct Admitter<'l> {
     limits: Option<(Limits, &'l HashSet<NodeId>)>,
     /// Threads in progress, and the queued ones oldest first; read at the first admission.
     seen: Option<(u32, Vec<ThreadId>)>,
+    /// Admitted threads not stored yet.
+    pending: Vec<(ThreadId, ThreadRecord, ThreadState)>,
 }
 
 impl<'l> Admitter<'l> {
     /// An admitter under `limits` (`None`: every thread starts).
     pub(crate) fn new(limits: Option<(Limits, &'l HashSet<NodeId>)>) -> Admitter<'l> {
-        Admitter { limits, seen: None }
+        Admitter {
+            limits,
+            seen: None,
+            pending: Vec::new(),
+        }
     }
 
-    /// Admits the new thread `thread` (with `rec`, not yet stored): stores it as ready or
-    /// queued, or archives it as dropped; a queue over `max_queue` drops its oldest. Written in
-    /// `w`, so the count and the insert are one transaction.
+    /// Stores the threads admitted so far.
+    ///
+    /// # Errors
+    /// [`StoreError::ThreadExists`] if one of their ids is taken; store failures.
+    pub(crate) fn finish(&mut self, w: &mut Writer<'_>) -> std::result::Result<(), StoreError> {
+        store(w, &mut self.pending)
+    }
+
+    /// Admits the new thread `thread` (with `rec`, not yet stored): stores it (by
+    /// [`Admitter::finish`], at the latest) as ready or queued, or archives it as dropped; a queue
+    /// over `max_queue` drops its oldest. Written in `w`, so the count and the insert are one
+    /// transaction.
     ///
     /// # Errors
     /// Store failures.
@@ -185,8 +201,7 @@ impl<'l> Admitter<'l> {
     ) -> std::result::Result<Admission, StoreError> {
         let wf = rec.workflow.unwrap_or(rec.head);
         let Some((limits, ids)) = self.limits else {
-            w.set_thread(thread, rec)?;
-            w.set_thread_state(thread, &state)?;
+            self.pending.push((thread.clone(), rec.clone(), state));
             return Ok(Admission::Started);
         };
         let (in_progress, queued) = match &mut self.seen {
@@ -198,30 +213,30 @@ impl<'l> Admitter<'l> {
             }
         };
         if *in_progress < limits.concurrency && queued.is_empty() {
-            w.set_thread(thread, rec)?;
-            w.set_thread_state(thread, &state)?;
             *in_progress += 1;
+            self.pending.push((thread.clone(), rec.clone(), state));
             return Ok(Admission::Started);
         }
         if limits.overflow == Overflow::Drop {
-            w.set_thread(thread, rec)?;
+            self.pending.push((thread.clone(), rec.clone(), state));
+            self.finish(w)?;
             archive(w, thread, rec, wf, FinishReason::Dropped, now_ms)?;
             return Ok(Admission::Dropped);
         }
-        w.set_thread(thread, rec)?;
-        w.set_thread_state(
-            thread,
-            &ThreadState {
-                phase: Phase::Queued,
-                ..state
-            },
-        )?;
+        let state = ThreadState {
+            phase: Phase::Queued,
+            ..state
+        };
+        self.pending.push((thread.clone(), rec.clone(), state));
         // Thread ids grow with time: the smallest waited longest.
         let at = queued.partition_point(|t| t < thread);
         queued.insert(at, thread.clone());
         let mut admission = Admission::Queued;
         if let Some(max) = limits.max_queue {
             let over = queued.len().saturating_sub(max as usize);
+            if over > 0 {
+                store(w, &mut self.pending)?;
+            }
             for t in queued.drain(..over) {
                 if let Some(r) = w.thread(&t)? {
                     archive(w, &t, &r, wf, FinishReason::Dropped, now_ms)?;
@@ -233,6 +248,18 @@ impl<'l> Admitter<'l> {
         }
         Ok(admission)
     }
+}
+
+/// Stores the threads `pending` holds, and forgets them.
+fn store(
+    w: &mut Writer<'_>,
+    pending: &mut Vec<(ThreadId, ThreadRecord, ThreadState)>,
+) -> std::result::Result<(), StoreError> {
+    if !pending.is_empty() {
+        w.insert_threads(pending)?;
+        pending.clear();
+    }
+    Ok(())
 }
 
 /// The threads of workflow versions `ids` in progress, and the queued ones oldest first, as `w`

@@ -175,11 +175,6 @@ pub(crate) fn start_many(
         .collect::<std::result::Result<Vec<_>, _>>()?;
     let heads: Vec<NodeId> = nodes.iter().map(|n| n.id).collect();
     let admitted = store.write(|w| {
-        for l in lines {
-            if w.thread(&l.thread)?.is_some() {
-                return Err(crate::store::StoreError::ThreadExists(l.thread.to_string()));
-            }
-        }
         w.put(&nodes, now_ms)?;
         // A garbage collection may have removed the workflow since it was resolved.
         if !w.has(wf)? {
@@ -187,7 +182,7 @@ pub(crate) fn start_many(
         }
         let mut admitter =
             super::admission::Admitter::new(limits.as_ref().map(|(l, ids)| (*l, ids)));
-        lines
+        let admitted = lines
             .iter()
             .zip(&heads)
             .map(|(l, &head)| {
@@ -206,7 +201,9 @@ pub(crate) fn start_many(
                     now_ms,
                 )
             })
-            .collect::<std::result::Result<Vec<_>, _>>()
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        admitter.finish(w)?;
+        Ok(admitted)
     })?;
     for (l, admission) in lines.iter().zip(&admitted) {
         tracing::info!(

@@ -59,6 +59,7 @@ contract!(
     head_compare_and_swap,
     leases,
     thread_states,
+    new_threads_at_once,
     registry_and_history,
     registry_order,
     limits_and_removals,
@@ -348,6 +349,50 @@ fn thread_states(s: &Store) {
     s.write(|w| w.set_thread_state(&t, &ThreadState::default()))
         .expect("reset");
     assert!(s.thread_states().expect("states").is_empty());
+}
+
+/// Many new threads in one write: stored with their states; one whose id is taken refuses the
+/// whole write.
+fn new_threads_at_once(s: &Store) {
+    let nodes = chain(s, "n", 1);
+    s.put(&nodes, 7).expect("put");
+    let rec = |ms: u64| ThreadRecord {
+        head: nodes[1].id,
+        workflow: None,
+        updated_ms: ms,
+    };
+    let queued = ThreadState {
+        phase: Phase::Queued,
+        max_rounds: Some(3),
+        ..ThreadState::default()
+    };
+    let many: Vec<(ThreadId, ThreadRecord, ThreadState)> = (10..40)
+        .map(|i| {
+            let st = if i % 3 == 0 {
+                queued.clone()
+            } else {
+                ThreadState::default()
+            };
+            (tid(i), rec(u64::from(i)), st)
+        })
+        .collect();
+    s.write(|w| w.insert_threads(&many)).expect("insert");
+    assert_eq!(s.threads().expect("threads").len(), many.len());
+    for (t, r, st) in &many {
+        assert_eq!(s.thread(t).expect("thread").as_ref(), Some(r));
+        assert_eq!(&s.thread_state(t).expect("state"), st);
+    }
+    let states = s.thread_states().expect("states");
+    assert_eq!(states.len(), 10, "only the queued keep a state row");
+    // One id already there: nothing of the write stays.
+    let again = vec![
+        (tid(50), rec(1), ThreadState::default()),
+        (tid(20), rec(2), ThreadState::default()),
+    ];
+    let e = s.write(|w| w.insert_threads(&again)).expect_err("taken");
+    assert!(e.to_string().contains(tid(20).as_str()), "{e}");
+    assert_eq!(s.thread(&tid(50)).expect("thread"), None);
+    assert_eq!(s.thread(&tid(20)).expect("thread"), Some(rec(20)));
 }
 
 /// Registration order: each name at its first registration (a new version or a rollback keeps

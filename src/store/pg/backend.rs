@@ -398,6 +398,10 @@ impl WriteTx for PgTx<'_> {
         self.w.set_thread(id, rec)
     }
 
+    fn insert_threads(&mut self, threads: &[(ThreadId, ThreadRecord, ThreadState)]) -> Result<()> {
+        self.w.insert_threads(threads)
+    }
+
     fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.w.remove_thread(id)
     }

@@ -142,6 +142,8 @@ params!(
     Vec<i32> => INT4_ARRAY,
     Vec<i64> => INT8_ARRAY,
     Vec<&[u8]> => BYTEA_ARRAY,
+    Vec<Vec<u8>> => BYTEA_ARRAY,
+    Vec<&str> => TEXT_ARRAY,
 );
 
 /// A connection to the server with its statements: prepared ones, and `None` for those run
@@ -603,10 +605,15 @@ impl Pg {
                 loop {
                     std::thread::sleep(HEARTBEAT);
                     let Some(pg) = pg.upgrade() else { return };
+                    // Rows a write of this process holds are skipped, not waited for: that write
+                    // sets or removes them, and the renewal never takes row locks in an order of
+                    // its own against it (no deadlock); a row skipped is renewed next time, well
+                    // within the expiry.
                     if let Ok(mut c) = pg.conn() {
                         let _ = c.execute(
                             "UPDATE uwf_leases SET expires_at = now() + $2::text::interval
-                             WHERE holder = $1",
+                             WHERE thread IN (SELECT thread FROM uwf_leases WHERE holder = $1
+                                              FOR UPDATE SKIP LOCKED)",
                             &[&holder, &LEASE_TTL],
                         );
                     }

@@ -499,6 +499,51 @@ impl<'c> PgWriter<'c> {
         Ok(())
     }
 
+    /// Stores new threads and their states, 10,000 rows a statement. No lock a thread: the ids
+    /// are new, and a row already there is refused by its key.
+    pub(crate) fn insert_threads(
+        &mut self,
+        threads: &[(ThreadId, ThreadRecord, ThreadState)],
+    ) -> Result<()> {
+        for chunk in threads.chunks(10_000) {
+            for (id, _, _) in chunk {
+                self.forget_pre(id);
+            }
+            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| id.as_str()).collect();
+            let recs: Vec<Vec<u8>> = chunk.iter().map(|(_, r, _)| enc(r)).collect();
+            let inserted = self
+                .s()?
+                .query(
+                    "INSERT INTO uwf_threads (id, rec) SELECT * FROM unnest($1::text[], $2::bytea[])
+                     ON CONFLICT (id) DO NOTHING RETURNING id",
+                    &[&ids, &recs],
+                )
+                .map_err(self.e())?;
+            if inserted.len() != chunk.len() {
+                let new: HashSet<&str> = inserted.iter().map(|r| r.get(0)).collect();
+                let there = ids.iter().find(|t| !new.contains(*t)).unwrap_or(&"");
+                return Err(StoreError::ThreadExists((*there).to_string()));
+            }
+            let (ids, recs): (Vec<&str>, Vec<Vec<u8>>) = chunk
+                .iter()
+                .filter(|(_, _, st)| !st.is_default())
+                .map(|(id, _, st)| (id.as_str(), enc(st)))
+                .unzip();
+            if !ids.is_empty() {
+                self.s()?
+                    .execute(
+                        "INSERT INTO uwf_thread_state (thread, rec)
+                         SELECT * FROM unnest($1::text[], $2::bytea[])
+                         ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                        &[&ids, &recs],
+                    )
+                    .map_err(self.e())?;
+            }
+        }
+        self.notify = true;
+        Ok(())
+    }
+
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
         self.forget_pre(id);
