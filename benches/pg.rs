@@ -15,11 +15,13 @@
 //!   CPU time of the runners and of the server;
 //! - `round trips`: what bounds the per-process figures: the time of one round trip and of one
 //!   connection, and the round trips (`sendto` calls, by strace) of one `cas get` and one
-//!   `thread step` process.
+//!   `thread step` process;
+//! - `start`: `thread start --batch` of 100,000 threads (`UWF_BENCH_PG_START`) in one process, into
+//!   a fresh store, timed three times.
 //!
 //! With `UWF_BENCH_PG_STATS=1` the server loads `pg_stat_statements` and the statements of one
 //! `thread step`, one `cas get` and the runners are printed (calls and mean time each).
-//! `UWF_BENCH_ONLY=put,get,walk,step,runners,rtt` picks groups. With `UWF_BENCH_PG_POOLER=1`
+//! `UWF_BENCH_ONLY=put,get,walk,step,runners,start,rtt` picks groups. With `UWF_BENCH_PG_POOLER=1`
 //! (and `pgbouncer` installed), `cas get` and `thread step` processes are also timed through
 //! PgBouncer in session mode, beside the same processes connecting directly.
 //!
@@ -646,14 +648,50 @@ fn workflow_place(b: &Bench, backend: Backend) -> (Place, String) {
     (p, agent)
 }
 
+/// `n` threads of `ten`, started in one `thread start --batch` process.
 fn start_threads(p: &Place, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            p.uwf(&["thread", "start", "ten", "-p", &format!("task {i}"), "-q"])
-                .trim()
-                .to_string()
-        })
-        .collect()
+    let batch = p.home.join("batch.jsonl");
+    let lines: String = (0..n)
+        .map(|i| format!("{{\"prompt\":\"task {i}\"}}\n"))
+        .collect();
+    std::fs::write(&batch, lines).unwrap();
+    p.uwf(&[
+        "thread",
+        "start",
+        "ten",
+        "--batch",
+        batch.to_str().unwrap(),
+        "-q",
+    ])
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// 6. `thread start --batch` of 100,000 threads (`UWF_BENCH_PG_START`) in one process, into a
+/// fresh store of each backend; plain timed runs.
+fn bench_start(b: &Bench) {
+    let n = env_num("UWF_BENCH_PG_START", 100_000);
+    let runs = env_num("UWF_BENCH_PG_RUNS", 3);
+    for backend in Backend::BOTH {
+        let mut took = Vec::new();
+        for _ in 0..runs {
+            let (p, _) = workflow_place(b, backend);
+            let t = Instant::now();
+            let ids = start_threads(&p, n);
+            took.push(t.elapsed());
+            assert_eq!(ids.len(), n);
+            b.remove(p);
+        }
+        took.sort();
+        let median = took[took.len() / 2];
+        eprintln!(
+            "start/{}: thread start --batch of {n} threads: median {median:.2?} over {runs} runs \
+             ({:.0} threads/s; all: {took:.2?})",
+            backend.name(),
+            n as f64 / median.as_secs_f64()
+        );
+    }
 }
 
 /// 5. One `uwf thread step` process with the in-process scripted agent.
@@ -925,6 +963,9 @@ fn benches(c: &mut Criterion) {
     }
     if want("runners") {
         bench_runners(&b);
+    }
+    if want("start") {
+        bench_start(&b);
     }
 }
 

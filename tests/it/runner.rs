@@ -604,14 +604,11 @@ fn a_killed_runner_loses_and_doubles_nothing() {
 #[test]
 fn two_runners_share_the_work_and_ps_sees_both() {
     let l = Line::new("", "0.1");
-    let wf = p(&l.wf);
-    let threads: Vec<String> = (0..200)
-        .map(|_| {
-            l.env
-                .ok(&["thread", "start", &wf, "-p", "go", "-q"])
-                .trim()
-                .to_string()
-        })
+    // Started in one batch, as a fleet's threads are.
+    let threads: Vec<String> = l
+        .start_batch(&"{\"prompt\":\"go\"}\n".repeat(200), &[])
+        .iter()
+        .map(thread_of)
         .collect();
     let a = spawn_run(&l, &["-j", "8", "--until-idle"]);
     let b = spawn_run(&l, &["-j", "8", "--until-idle"]);
