@@ -668,8 +668,8 @@ fn start_threads(p: &Place, n: usize) -> Vec<String> {
     .collect()
 }
 
-/// 6. `thread start --batch` of 100,000 threads (`UWF_BENCH_PG_START`) in one process, into a
-/// fresh store of each backend; plain timed runs.
+/// `thread start --batch` of 100,000 threads (`UWF_BENCH_PG_START`) in one process, into a
+/// fresh store of each backend; plain timed runs (group 6).
 fn bench_start(b: &Bench) {
     let n = env_num("UWF_BENCH_PG_START", 100_000);
     let runs = env_num("UWF_BENCH_PG_RUNS", 3);
