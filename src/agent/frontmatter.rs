@@ -339,6 +339,21 @@ pub fn fast_path<'a>(
     schema: &Value,
     schema_id: &str,
 ) -> Result<FastPath<'a>, FastPathError> {
+    let validator = Validator::new(schema).map_err(FastPathError::Schema)?;
+    fast_path_with(raw, schema, schema_id, &validator)
+}
+
+/// [`fast_path`] with the schema's validator compiled beforehand (a process that checks many
+/// outputs of one schema compiles it once).
+///
+/// # Errors
+/// As [`fast_path`].
+pub fn fast_path_with<'a>(
+    raw: &'a str,
+    schema: &Value,
+    schema_id: &str,
+    validator: &Validator,
+) -> Result<FastPath<'a>, FastPathError> {
     let parts = split(raw);
     let Some(yaml) = parts.yaml else {
         return Err(FastPathError::NoFrontmatter);
@@ -348,7 +363,6 @@ pub fn fast_path<'a>(
         return Err(FastPathError::Standard(errors));
     }
     let output = candidate(yaml, schema);
-    let validator = Validator::new(schema).map_err(FastPathError::Schema)?;
     if let Err(e) = validator.validate(&output, schema_id) {
         let message = match e {
             SchemaError::Invalid { message, .. } => message,

@@ -11,5 +11,5 @@ pub(crate) mod prompt;
 pub(crate) mod script;
 
 pub(crate) use context::agent_context;
-pub use frontmatter::{FastPath, FastPathError, fast_path};
+pub use frontmatter::{FastPath, FastPathError, fast_path, fast_path_with};
 pub use script::{Reply, Script, ScriptError};

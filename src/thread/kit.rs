@@ -203,7 +203,14 @@ fn submit_with(
     defer: bool,
 ) -> Result<Option<NodeId>> {
     let text = TEXT;
-    let out = match agent::fast_path(input.raw, &c.schema, &c.role.schema.to_wire()) {
+    // The store compiles a schema's validator once per process.
+    let info = store.type_info(c.role.schema)?;
+    let schema_id = c.role.schema.to_wire();
+    let fast = match info.validator() {
+        Ok(v) => agent::fast_path_with(input.raw, &c.schema, &schema_id, v),
+        Err(_) => agent::fast_path(input.raw, &c.schema, &schema_id),
+    };
+    let out = match fast {
         Ok(o) => o.output,
         Err(_) if defer => return Ok(None),
         Err(e) => {
