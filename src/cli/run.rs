@@ -118,6 +118,8 @@ fn socket_parent() -> std::path::PathBuf {
 }
 
 /// `uwf run`.
+// Long: set-up in the order its parts need each other (store, socket, guardian, signals), then the
+// run and its summary.
 pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let config = Config::load(&env.root)?;
     let store = Arc::new(env.open_rw()?);

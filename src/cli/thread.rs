@@ -650,6 +650,7 @@ fn parse_count(s: &str) -> CliResult<u64> {
     }
 }
 
+// Long: the checks `thread step` makes in the TypeScript tool's order, then each step printed.
 fn step(env: &Env, a: StepArgs) -> CliResult {
     // The count is checked before the thread is looked at.
     let count = parse_count(&a.count)?;

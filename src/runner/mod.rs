@@ -161,6 +161,7 @@ struct Tracked {
 ///
 /// # Errors
 /// Store failures and config errors that concern the whole run.
+// Long: the run's one event loop (stop, look, start, wait, record), whose state its parts share.
 pub fn run(
     store: Arc<Store>,
     config: Arc<Config>,
@@ -331,69 +332,92 @@ pub fn run(
             let done = joined
                 .map_err(|e| thread::ThreadError::Invalid(format!("a step panicked: {e}")))?;
             in_flight.remove(&done.thread);
-            let tr = tracked.entry(done.thread.clone()).or_default();
-            let counts = summary.workflows.entry(tr.workflow.clone()).or_default();
-            match done.result {
-                Ok(r) => {
-                    tr.steps += 1;
-                    counts.steps += 1;
-                    summary.total.steps += 1;
-                    tr.not_before = None;
-                    if r.output.done {
-                        counts.completed += 1;
-                        summary.total.completed += 1;
-                        events(Event::Finished {
-                            thread: done.thread.clone(),
-                            workflow: tr.workflow.clone(),
-                            status: ThreadStatus::Completed.as_str().into(),
-                            steps: tr.steps,
-                            error: None,
-                        });
-                    } else if queued.insert(done.thread.clone()) {
-                        queue.push_back(done.thread);
-                    }
-                }
-                Err(e) => match e {
-                    StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
-                        counts.failed += 1;
-                        summary.total.failed += 1;
-                        events(Event::Finished {
-                            thread: done.thread.clone(),
-                            workflow: tr.workflow.clone(),
-                            status: ThreadStatus::Failed.as_str().into(),
-                            steps: tr.steps,
-                            error: Some(e.to_string()),
-                        });
-                    }
-                    StepError::Interrupted { .. } => {}
-                    StepError::Queued { .. } | StepError::Paused { .. } => {}
-                    StepError::Thread(thread::ThreadError::NotActive { .. })
-                    | StepError::Archived { .. } => {}
-                    e if e.retryable() || e.counts_as_failure() => {
-                        summary.errors += 1;
-                        // Busy elsewhere, moved on, or failed below `maxRetries`: again shortly.
-                        let wait = if e.counts_as_failure() { 100 } else { 50 };
-                        tr.not_before = Some(Instant::now() + Duration::from_millis(wait));
-                        if queued.insert(done.thread.clone()) {
-                            queue.push_back(done.thread);
-                        }
-                    }
-                    e => {
-                        summary.errors += 1;
-                        events(Event::Finished {
-                            thread: done.thread.clone(),
-                            workflow: tr.workflow.clone(),
-                            status: "stuck".into(),
-                            steps: tr.steps,
-                            error: Some(e.to_string()),
-                        });
-                        stuck.insert(done.thread);
-                    }
-                },
-            }
+            record(
+                done,
+                &mut tracked,
+                &mut summary,
+                &mut queue,
+                &mut queued,
+                &mut stuck,
+                &mut events,
+            );
         }
         Ok(summary)
     })
+}
+
+/// Counts the step that ended (`done`) and says what becomes of its thread: queued again,
+/// finished, retried shortly or set aside for the rest of the run.
+#[allow(clippy::too_many_arguments)] // The run's bookkeeping, each part on its own.
+fn record(
+    done: Done,
+    tracked: &mut HashMap<ThreadId, Tracked>,
+    summary: &mut Summary,
+    queue: &mut VecDeque<ThreadId>,
+    queued: &mut HashSet<ThreadId>,
+    stuck: &mut HashSet<ThreadId>,
+    events: &mut impl FnMut(Event),
+) {
+    let tr = tracked.entry(done.thread.clone()).or_default();
+    let counts = summary.workflows.entry(tr.workflow.clone()).or_default();
+    match done.result {
+        Ok(r) => {
+            tr.steps += 1;
+            counts.steps += 1;
+            summary.total.steps += 1;
+            tr.not_before = None;
+            if r.output.done {
+                counts.completed += 1;
+                summary.total.completed += 1;
+                events(Event::Finished {
+                    thread: done.thread.clone(),
+                    workflow: tr.workflow.clone(),
+                    status: ThreadStatus::Completed.as_str().into(),
+                    steps: tr.steps,
+                    error: None,
+                });
+            } else if queued.insert(done.thread.clone()) {
+                queue.push_back(done.thread);
+            }
+        }
+        Err(e) => match e {
+            StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
+                counts.failed += 1;
+                summary.total.failed += 1;
+                events(Event::Finished {
+                    thread: done.thread.clone(),
+                    workflow: tr.workflow.clone(),
+                    status: ThreadStatus::Failed.as_str().into(),
+                    steps: tr.steps,
+                    error: Some(e.to_string()),
+                });
+            }
+            StepError::Interrupted { .. } => {}
+            StepError::Queued { .. } | StepError::Paused { .. } => {}
+            StepError::Thread(thread::ThreadError::NotActive { .. })
+            | StepError::Archived { .. } => {}
+            e if e.retryable() || e.counts_as_failure() => {
+                summary.errors += 1;
+                // Busy elsewhere, moved on, or failed below `maxRetries`: again shortly.
+                let wait = if e.counts_as_failure() { 100 } else { 50 };
+                tr.not_before = Some(Instant::now() + Duration::from_millis(wait));
+                if queued.insert(done.thread.clone()) {
+                    queue.push_back(done.thread);
+                }
+            }
+            e => {
+                summary.errors += 1;
+                events(Event::Finished {
+                    thread: done.thread.clone(),
+                    workflow: tr.workflow.clone(),
+                    status: "stuck".into(),
+                    steps: tr.steps,
+                    error: Some(e.to_string()),
+                });
+                stuck.insert(done.thread);
+            }
+        },
+    }
 }
 
 /// The active, ready threads to drive (with their workflow names), in this process's own
