@@ -89,6 +89,11 @@ impl Home {
 
     /// `n` threads started in one `thread start --batch` process.
     fn start(&self, n: usize, extra: &[&str]) -> Vec<String> {
+        self.start_timed(n, extra).0
+    }
+
+    /// [`Home::start`], with the time of the process.
+    fn start_timed(&self, n: usize, extra: &[&str]) -> (Vec<String>, Duration) {
         let batch = self.home.join("batch.jsonl");
         std::fs::write(&batch, "{\"prompt\":\"go\",\"cwd\":\"/tmp\"}\n".repeat(n)).unwrap();
         let mut args = vec![
@@ -100,7 +105,10 @@ impl Home {
             "-q",
         ];
         args.extend(extra);
-        uwf(&self.home, &args).lines().map(str::to_string).collect()
+        let t = Instant::now();
+        let out = uwf(&self.home, &args);
+        let took = t.elapsed();
+        (out.lines().map(str::to_string).collect(), took)
     }
 
     fn scripted(&self) -> String {
@@ -132,22 +140,8 @@ fn start_batch(c: &mut Criterion) {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let h = Home::new();
-                let batch = h.home.join("batch.jsonl");
-                std::fs::write(&batch, "{\"prompt\":\"go\",\"cwd\":\"/tmp\"}\n".repeat(n)).unwrap();
-                let t = Instant::now();
-                let out = uwf(
-                    &h.home,
-                    &[
-                        "thread",
-                        "start",
-                        "count",
-                        "--batch",
-                        batch.to_str().unwrap(),
-                        "-q",
-                    ],
-                );
-                let took = t.elapsed();
-                assert_eq!(out.lines().count(), n);
+                let (ids, took) = h.start_timed(n, &[]);
+                assert_eq!(ids.len(), n);
                 eprintln!(
                     "thread start --batch: {n} threads in {took:.2?}: {:.0} threads/s",
                     n as f64 / took.as_secs_f64()

@@ -369,13 +369,12 @@ fn record(
             if r.output.done {
                 counts.completed += 1;
                 summary.total.completed += 1;
-                events(Event::Finished {
-                    thread: done.thread.clone(),
-                    workflow: tr.workflow.clone(),
-                    status: ThreadStatus::Completed.as_str().into(),
-                    steps: tr.steps,
-                    error: None,
-                });
+                events(finished(
+                    &done.thread,
+                    tr,
+                    ThreadStatus::Completed.as_str(),
+                    None,
+                ));
             } else if queued.insert(done.thread.clone()) {
                 queue.push_back(done.thread);
             }
@@ -384,13 +383,12 @@ fn record(
             StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
                 counts.failed += 1;
                 summary.total.failed += 1;
-                events(Event::Finished {
-                    thread: done.thread.clone(),
-                    workflow: tr.workflow.clone(),
-                    status: ThreadStatus::Failed.as_str().into(),
-                    steps: tr.steps,
-                    error: Some(e.to_string()),
-                });
+                events(finished(
+                    &done.thread,
+                    tr,
+                    ThreadStatus::Failed.as_str(),
+                    Some(e.to_string()),
+                ));
             }
             StepError::Interrupted { .. } => {}
             StepError::Queued { .. } | StepError::Paused { .. } => {}
@@ -407,16 +405,21 @@ fn record(
             }
             e => {
                 summary.errors += 1;
-                events(Event::Finished {
-                    thread: done.thread.clone(),
-                    workflow: tr.workflow.clone(),
-                    status: "stuck".into(),
-                    steps: tr.steps,
-                    error: Some(e.to_string()),
-                });
+                events(finished(&done.thread, tr, "stuck", Some(e.to_string())));
                 stuck.insert(done.thread);
             }
         },
+    }
+}
+
+/// The event of thread `t` (tracked as `tr`) ending with `status`.
+fn finished(t: &ThreadId, tr: &Tracked, status: &str, error: Option<String>) -> Event {
+    Event::Finished {
+        thread: t.clone(),
+        workflow: tr.workflow.clone(),
+        status: status.into(),
+        steps: tr.steps,
+        error,
     }
 }
 

@@ -95,7 +95,7 @@ impl Writer<'_> {
     /// Stores new threads with their states, in one go where the backend can.
     ///
     /// # Errors
-    /// [`StoreError::ThreadExists`] if one is there already; a store failure.
+    /// [`crate::store::StoreError::ThreadExists`] if one is there already; a store failure.
     pub fn insert_threads(
         &mut self,
         threads: &[(ThreadId, ThreadRecord, ThreadState)],
