@@ -4,6 +4,8 @@
 //! `claude-code` (`claude -p` with JSON output) and `cursor` (`cursor-agent -p` with JSON
 //! output); they resume a role's earlier session on its next turn.
 
+use std::time::Duration;
+
 use super::agent::{Agent, Turn};
 use super::details::{DetailKind, store_detail};
 use super::sessions;
@@ -102,46 +104,7 @@ impl Agent for CommandAgent {
             session.is_some(),
         )
         .text();
-        let (program, mut args, on_stdin) = match preset {
-            Some(Preset::Hermes) => {
-                let mut a = vec!["chat".to_string()];
-                if let Some(s) = &session {
-                    a.extend(["--resume".to_string(), s.clone()]);
-                }
-                a.extend(["-Q".to_string(), "-q".to_string(), "{prompt}".to_string()]);
-                ("hermes".to_string(), a, false)
-            }
-            Some(p @ (Preset::ClaudeCode | Preset::Cursor)) => {
-                let mut a: Vec<String> = ["-p", "--output-format", "json"]
-                    .map(str::to_string)
-                    .to_vec();
-                if let Some(s) = &session {
-                    a.extend(["--resume".to_string(), s.clone()]);
-                }
-                if p == Preset::ClaudeCode
-                    && let Some((_, m)) = turn.env.iter().find(|(k, _)| k == "CLAUDE_MODEL")
-                {
-                    a.extend(["--model".to_string(), m.clone()]);
-                }
-                let program = if p == Preset::ClaudeCode {
-                    "claude"
-                } else {
-                    "cursor-agent"
-                };
-                (program.to_string(), a, true)
-            }
-            None => {
-                let mut it = self.args.program.iter().cloned();
-                let program = it.next().ok_or_else(|| {
-                    thread::ThreadError::Invalid(
-                        "uwf agent command needs a program after -- (or --preset)".into(),
-                    )
-                })?;
-                let a: Vec<String> = it.collect();
-                let on_stdin = !a.iter().any(|x| x.contains("{prompt}"));
-                (program, a, on_stdin)
-            }
-        };
+        let (program, mut args, on_stdin) = self.invocation(session.as_deref(), turn.env)?;
         if preset.is_some() {
             args.extend(self.args.program.iter().cloned());
         }
@@ -167,113 +130,14 @@ impl Agent for CommandAgent {
             e
         })?;
         let stderr = one_line(&run.stderr.text());
-        match run.ending {
-            Ending::Exited(0) => {}
-            Ending::Interrupted(signal) => return Err(StepError::Interrupted { signal }),
-            Ending::TimedOut => {
-                return Err(StepError::Timeout {
-                    command: display,
-                    secs: turn.timeout.as_secs_f64(),
-                });
-            }
-            Ending::Exited(c) => {
-                return Err(StepError::Failed {
-                    command: display,
-                    status: format!("exit code {c}"),
-                    stderr,
-                });
-            }
-            Ending::Signaled(s) => {
-                return Err(StepError::Failed {
-                    command: display,
-                    status: format!("killed by signal {s}"),
-                    stderr,
-                });
-            }
-        }
+        check_ending(run.ending, &display, stderr, turn.timeout)?;
         let stdout = run.stdout.text();
-        let reading = match preset {
-            Some(Preset::ClaudeCode | Preset::Cursor) => {
-                read_json_result(&stdout).map_err(|message| StepError::BadOutput {
-                    command: display.clone(),
-                    message,
-                })?
-            }
-            Some(Preset::Hermes) => read_hermes(&stdout),
-            None => Reading {
-                raw: stdout.clone(),
-                session: None,
-                fields: Map::new(),
-            },
-        };
+        let reading = read_output(preset, &stdout, &display)?;
         if let (Some(p), Some(s)) = (preset, &reading.session) {
             sessions::set(turn.root, p.name(), turn.thread, turn.role, s);
         }
         let elapsed_ms = Value::Number(run.elapsed.as_millis() as f64);
-        let (kind, fields) = match preset {
-            // The TypeScript tool's detail of each CLI, so its `step read` shows them too.
-            Some(Preset::Hermes) => {
-                let mut f = Map::new();
-                f.insert(
-                    "sessionId".into(),
-                    Value::str(reading.session.clone().unwrap_or_default()),
-                );
-                f.insert("model".into(), Value::str("hermes"));
-                f.insert("duration".into(), elapsed_ms);
-                f.insert("turnCount".into(), Value::Number(1.0));
-                (DetailKind::Hermes, f)
-            }
-            Some(Preset::ClaudeCode) => {
-                let text = |k: &str, d: &str| {
-                    Value::str(
-                        reading
-                            .fields
-                            .get(k)
-                            .and_then(Value::as_str)
-                            .unwrap_or(d)
-                            .to_string(),
-                    )
-                };
-                let num = |k: &str| match reading.fields.get(k) {
-                    Some(Value::Number(n)) => Value::Number(*n),
-                    _ => Value::Number(0.0),
-                };
-                let mut f = Map::new();
-                f.insert(
-                    "sessionId".into(),
-                    Value::str(reading.session.clone().unwrap_or_default()),
-                );
-                f.insert("model".into(), text("model", "claude"));
-                f.insert("subtype".into(), text("subtype", ""));
-                f.insert("durationMs".into(), elapsed_ms);
-                f.insert("numTurns".into(), num("numTurns"));
-                f.insert("totalCostUsd".into(), num("totalCostUsd"));
-                f.insert("stopReason".into(), text("stopReason", ""));
-                let usage = reading
-                    .fields
-                    .get("usage")
-                    .cloned()
-                    .filter(|u| u.as_object().is_some());
-                f.insert(
-                    "usage".into(),
-                    usage.unwrap_or_else(|| {
-                        Value::from_json_str(r#"{"inputTokens":0,"outputTokens":0,"cacheReadInputTokens":0,"cacheCreationInputTokens":0}"#)
-                            .unwrap_or_default()
-                    }),
-                );
-                (DetailKind::ClaudeCode, f)
-            }
-            _ => {
-                let mut f = reading.fields.clone();
-                f.insert("program".into(), Value::str(&display));
-                f.insert(
-                    "sessionId".into(),
-                    reading.session.as_deref().map_or(Value::Null, Value::str),
-                );
-                f.insert("durationMs".into(), elapsed_ms);
-                (DetailKind::Command, f)
-            }
-        };
+        let (kind, fields) = detail_fields(preset, &reading, &display, elapsed_ms);
         let detail = store_detail(
             turn.store,
             kind,
@@ -291,6 +155,178 @@ impl Agent for CommandAgent {
             Some(&text),
         )
     }
+}
+
+impl CommandAgent {
+    /// The program, its arguments before the user's own (`{prompt}` unreplaced), and whether
+    /// the prompt goes to stdin.
+    fn invocation(
+        &self,
+        session: Option<&str>,
+        env: &[(String, String)],
+    ) -> Result<(String, Vec<String>, bool), thread::ThreadError> {
+        Ok(match self.args.preset {
+            Some(Preset::Hermes) => {
+                let mut a = vec!["chat".to_string()];
+                if let Some(s) = session {
+                    a.extend(["--resume".to_string(), s.to_string()]);
+                }
+                a.extend(["-Q".to_string(), "-q".to_string(), "{prompt}".to_string()]);
+                ("hermes".to_string(), a, false)
+            }
+            Some(p @ (Preset::ClaudeCode | Preset::Cursor)) => {
+                let mut a: Vec<String> = ["-p", "--output-format", "json"]
+                    .map(str::to_string)
+                    .to_vec();
+                if let Some(s) = session {
+                    a.extend(["--resume".to_string(), s.to_string()]);
+                }
+                if p == Preset::ClaudeCode
+                    && let Some((_, m)) = env.iter().find(|(k, _)| k == "CLAUDE_MODEL")
+                {
+                    a.extend(["--model".to_string(), m.clone()]);
+                }
+                let program = if p == Preset::ClaudeCode {
+                    "claude"
+                } else {
+                    "cursor-agent"
+                };
+                (program.to_string(), a, true)
+            }
+            None => {
+                let mut it = self.args.program.iter().cloned();
+                let program = it.next().ok_or_else(|| {
+                    thread::ThreadError::Invalid(
+                        "uwf agent command needs a program after -- (or --preset)".into(),
+                    )
+                })?;
+                let a: Vec<String> = it.collect();
+                let on_stdin = !a.iter().any(|x| x.contains("{prompt}"));
+                (program, a, on_stdin)
+            }
+        })
+    }
+}
+
+/// The step's error when the program `display` did not exit with 0.
+fn check_ending(
+    ending: Ending,
+    display: &str,
+    stderr: String,
+    timeout: Duration,
+) -> Result<(), StepError> {
+    match ending {
+        Ending::Exited(0) => Ok(()),
+        Ending::Interrupted(signal) => Err(StepError::Interrupted { signal }),
+        Ending::TimedOut => Err(StepError::Timeout {
+            command: display.to_string(),
+            secs: timeout.as_secs_f64(),
+        }),
+        Ending::Exited(c) => Err(StepError::Failed {
+            command: display.to_string(),
+            status: format!("exit code {c}"),
+            stderr,
+        }),
+        Ending::Signaled(s) => Err(StepError::Failed {
+            command: display.to_string(),
+            status: format!("killed by signal {s}"),
+            stderr,
+        }),
+    }
+}
+
+/// The program's stdout read as the preset's CLI writes it (the whole of it without one).
+fn read_output(preset: Option<Preset>, stdout: &str, display: &str) -> Result<Reading, StepError> {
+    Ok(match preset {
+        Some(Preset::ClaudeCode | Preset::Cursor) => {
+            read_json_result(stdout).map_err(|message| StepError::BadOutput {
+                command: display.to_string(),
+                message,
+            })?
+        }
+        Some(Preset::Hermes) => read_hermes(stdout),
+        None => Reading {
+            raw: stdout.to_string(),
+            session: None,
+            fields: Map::new(),
+        },
+    })
+}
+
+/// The kind and fields of the step's detail node.
+fn detail_fields(
+    preset: Option<Preset>,
+    reading: &Reading,
+    display: &str,
+    elapsed_ms: Value,
+) -> (DetailKind, Map) {
+    match preset {
+        // The TypeScript tool's detail of each CLI, so its `step read` shows them too.
+        Some(Preset::Hermes) => {
+            let mut f = Map::new();
+            f.insert(
+                "sessionId".into(),
+                Value::str(reading.session.clone().unwrap_or_default()),
+            );
+            f.insert("model".into(), Value::str("hermes"));
+            f.insert("duration".into(), elapsed_ms);
+            f.insert("turnCount".into(), Value::Number(1.0));
+            (DetailKind::Hermes, f)
+        }
+        Some(Preset::ClaudeCode) => (DetailKind::ClaudeCode, claude_fields(reading, elapsed_ms)),
+        _ => {
+            let mut f = reading.fields.clone();
+            f.insert("program".into(), Value::str(display));
+            f.insert(
+                "sessionId".into(),
+                reading.session.as_deref().map_or(Value::Null, Value::str),
+            );
+            f.insert("durationMs".into(), elapsed_ms);
+            (DetailKind::Command, f)
+        }
+    }
+}
+
+/// The detail fields of a `claude` turn, with defaults for those its output lacks.
+fn claude_fields(reading: &Reading, elapsed_ms: Value) -> Map {
+    let text = |k: &str, d: &str| {
+        Value::str(
+            reading
+                .fields
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or(d)
+                .to_string(),
+        )
+    };
+    let num = |k: &str| match reading.fields.get(k) {
+        Some(Value::Number(n)) => Value::Number(*n),
+        _ => Value::Number(0.0),
+    };
+    let mut f = Map::new();
+    f.insert(
+        "sessionId".into(),
+        Value::str(reading.session.clone().unwrap_or_default()),
+    );
+    f.insert("model".into(), text("model", "claude"));
+    f.insert("subtype".into(), text("subtype", ""));
+    f.insert("durationMs".into(), elapsed_ms);
+    f.insert("numTurns".into(), num("numTurns"));
+    f.insert("totalCostUsd".into(), num("totalCostUsd"));
+    f.insert("stopReason".into(), text("stopReason", ""));
+    let usage = reading
+        .fields
+        .get("usage")
+        .cloned()
+        .filter(|u| u.as_object().is_some());
+    f.insert(
+        "usage".into(),
+        usage.unwrap_or_else(|| {
+            Value::from_json_str(r#"{"inputTokens":0,"outputTokens":0,"cacheReadInputTokens":0,"cacheCreationInputTokens":0}"#)
+                .unwrap_or_default()
+        }),
+    );
+    f
 }
 
 /// `claude -p --output-format json` (and `cursor-agent`): one JSON object with `result`,

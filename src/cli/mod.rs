@@ -271,6 +271,45 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    let cli = match parse(args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let env = env_for(&cli);
+    let logged = !matches!(
+        cli.command,
+        Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
+    );
+    start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
+    // The store catches the database engine's panics in its own operations; this catches
+    // those of the few reads that run outside them (a table a command iterates itself).
+    let r = store::catching_damage(&env.db_path(), || {
+        dispatch(cli.command, &env).map_err(|e| match did_you_mean(&env, &e) {
+            Some(h) => e.hint(h),
+            None => e,
+        })
+    });
+    let code = match r {
+        Ok(()) => 0,
+        Err(e) => {
+            if !e.quiet {
+                tracing::warn!(
+                    tag = "K7RW2QX4",
+                    code = e.code(),
+                    "command failed: {}",
+                    e.message
+                );
+            }
+            report(&e, cli.format == Some(Format::Json));
+            e.code()
+        }
+    };
+    crate::logs::close();
+    code
+}
+
+/// The command line `args` parsed; else clap's message printed and the exit code.
+fn parse(args: Vec<std::ffi::OsString>) -> Result<Cli, i32> {
     // Colour only where the stream is a terminal (clap checks that) and never with NO_COLOR.
     let color = if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) {
         clap::ColorChoice::Never
@@ -281,18 +320,20 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         .color(color)
         .try_get_matches_from(args)
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
-    let cli = match parsed {
-        Ok(c) => c,
-        Err(e) => {
-            // clap's whole message: usage errors name what is wrong and how to get help.
-            let _ = e.print();
-            return if e.use_stderr() {
-                ErrorKind::Usage.exit_code()
-            } else {
-                0
-            };
+    parsed.map_err(|e| {
+        // clap's whole message: usage errors name what is wrong and how to get help.
+        let _ = e.print();
+        if e.use_stderr() {
+            ErrorKind::Usage.exit_code()
+        } else {
+            0
         }
-    };
+    })
+}
+
+/// The environment of the command `cli`, from its options and the process's variables; sets
+/// the store's page cache size.
+fn env_for(cli: &Cli) -> Env {
     // Hidden settings for reproducible tests: a fixed clock and a fixed random seed.
     let number = |k: &str| {
         std::env::var(k)
@@ -318,7 +359,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     ts_cas.retain(|c| *c != root.join(crate::interchange::layout::CAS_DIR));
     ts_cas.dedup();
     let root_for_config = root.clone();
-    let env = Env {
+    Env {
         root,
         ts_cas,
         format: cli.format.unwrap_or(Format::Json),
@@ -336,73 +377,47 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
             .filter(|s| !s.is_empty())
             .or_else(|| var("UWF_STORE"))
             .or_else(|| configured_store(&root_for_config)),
-    };
-    let logged = !matches!(
-        cli.command,
-        Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
-    );
-    start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
-    // The store catches the database engine's panics in its own operations; this catches
-    // those of the few reads that run outside them (a table a command iterates itself).
-    let r = store::catching_damage(&env.db_path(), || {
-        let r = match cli.command {
-            Command::Cas(c) => cas::run(c, &env),
-            Command::Workflow(c) => workflow::run(c, &env),
-            Command::Export {
-                dir,
+    }
+}
+
+/// Runs `command` in `env`.
+fn dispatch(command: Command, env: &Env) -> CliResult {
+    match command {
+        Command::Cas(c) => cas::run(c, env),
+        Command::Workflow(c) => workflow::run(c, env),
+        Command::Export {
+            dir,
+            with_config,
+            archive,
+            since,
+        } => match (archive, dir) {
+            (Some(a), _) => interchange::export_archive(env, &a, since.as_deref()),
+            (None, dir) => interchange::export(
+                env,
+                &dir.expect("clap requires DIR without --archive"),
                 with_config,
-                archive,
-                since,
-            } => match (archive, dir) {
-                (Some(a), _) => interchange::export_archive(&env, &a, since.as_deref()),
-                (None, dir) => interchange::export(
-                    &env,
-                    &dir.expect("clap requires DIR without --archive"),
-                    with_config,
-                ),
-            },
-            Command::Import {
-                dir,
-                overwrite,
-                cas,
-            } => interchange::import(&env, &dir, overwrite, &cas),
-            Command::Thread(c) => thread::run(c, &env),
-            Command::Step(c) => thread::run_step(c, &env),
-            Command::Agent(c) => agent::run(c, &env),
-            Command::Setup(a) => setup::setup(&env, a),
-            Command::Run(a) => run::run(&env, a),
-            Command::Ps => run::ps(&env),
-            Command::Serve(a) => serve::serve(&env, a),
-            Command::Config(c) => setup::config(&env, c),
-            Command::Completions { shell } => completions(shell),
-            Command::Man { dir } => man(dir.as_deref()),
-            Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
-            Command::Log(c) => log::run(c, &env),
-            Command::Store(c) => store_cmd::run(c, &env),
-            Command::Limits(c) => store_cmd::limits(c, &env),
-        };
-        r.map_err(|e| match did_you_mean(&env, &e) {
-            Some(h) => e.hint(h),
-            None => e,
-        })
-    });
-    let code = match r {
-        Ok(()) => 0,
-        Err(e) => {
-            if !e.quiet {
-                tracing::warn!(
-                    tag = "K7RW2QX4",
-                    code = e.code(),
-                    "command failed: {}",
-                    e.message
-                );
-            }
-            report(&e, cli.format == Some(Format::Json));
-            e.code()
-        }
-    };
-    crate::logs::close();
-    code
+            ),
+        },
+        Command::Import {
+            dir,
+            overwrite,
+            cas,
+        } => interchange::import(env, &dir, overwrite, &cas),
+        Command::Thread(c) => thread::run(c, env),
+        Command::Step(c) => thread::run_step(c, env),
+        Command::Agent(c) => agent::run(c, env),
+        Command::Setup(a) => setup::setup(env, a),
+        Command::Run(a) => run::run(env, a),
+        Command::Ps => run::ps(env),
+        Command::Serve(a) => serve::serve(env, a),
+        Command::Config(c) => setup::config(env, c),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
+        Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
+        Command::Log(c) => log::run(c, env),
+        Command::Store(c) => store_cmd::run(c, env),
+        Command::Limits(c) => store_cmd::limits(c, env),
+    }
 }
 
 /// `store:` in `<root>/config.yaml`, if set (a config that does not parse sets nothing here;

@@ -291,21 +291,7 @@ impl Extra {
                 if !matches!(phase.as_str(), "ready" | "queued" | "paused") {
                     return Err(format!("thread phase \"{phase}\" is not known to this uwf"));
                 }
-                let last_error = match v.get("lastError") {
-                    None | Some(Value::Null) => None,
-                    Some(e @ Value::Object(_)) => {
-                        let t = e.get("time").and_then(Value::as_f64).filter(|n| {
-                            n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(n)
-                        });
-                        match (t, e.get("agent"), e.get("message")) {
-                            (Some(t), Some(Value::String(a)), Some(Value::String(m))) => {
-                                Some((t as u64, a.clone(), m.clone()))
-                            }
-                            _ => return Err("\"lastError\" needs time, agent and message".into()),
-                        }
-                    }
-                    Some(_) => return Err("\"lastError\" is not an object or null".into()),
-                };
+                let last_error = last_error(v.get("lastError"))?;
                 Extra::State {
                     thread: text("thread")?,
                     phase,
@@ -320,6 +306,26 @@ impl Extra {
             other => return Err(format!("kind \"{other}\" is not known to this uwf")),
         })
     }
+}
+
+/// The `lastError` of a `state` line (`None` when absent or null): time, agent and message.
+fn last_error(v: Option<&Value>) -> Result<Option<(u64, String, String)>, String> {
+    Ok(match v {
+        None | Some(Value::Null) => None,
+        Some(e @ Value::Object(_)) => {
+            let t = e
+                .get("time")
+                .and_then(Value::as_f64)
+                .filter(|n| n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(n));
+            match (t, e.get("agent"), e.get("message")) {
+                (Some(t), Some(Value::String(a)), Some(Value::String(m))) => {
+                    Some((t as u64, a.clone(), m.clone()))
+                }
+                _ => return Err("\"lastError\" needs time, agent and message".into()),
+            }
+        }
+        Some(_) => return Err("\"lastError\" is not an object or null".into()),
+    })
 }
 
 #[cfg(test)]

@@ -50,6 +50,9 @@ pub(crate) enum Order {
 /// A visitor of nodes: `Break` stops the walk (the caller keeps its reason).
 pub(crate) type Each<'a, T> = &'a mut dyn FnMut(T) -> ControlFlow<()>;
 
+/// A visitor of a walk: each event with the node that referenced it; an error stops the walk.
+pub(crate) type Visit<'a> = &'a mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>;
+
 /// A store's data, kept somewhere.
 pub(crate) trait Backend: Send + Sync {
     /// The backend's name (`redb`, `postgresql`, `memory`).
@@ -217,11 +220,7 @@ pub(crate) trait ReadTx {
     ///
     /// # Errors
     /// A store failure, or the first error `visit` returns.
-    fn walk(
-        &self,
-        root: NodeId,
-        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
-    ) -> Result<WalkStats>;
+    fn walk(&self, root: NodeId, visit: Visit<'_>) -> Result<WalkStats>;
 
     /// Ids of type `type_id`, in write order.
     ///

@@ -433,56 +433,21 @@ impl Supervision {
             if status.is_none() && self.pidfd.is_none() {
                 wait = wait.min(EXIT_POLL);
             }
-            let running = status.is_none().then_some(());
-            let wanted = [
-                self.out.as_ref().map(Pipe::fd),
-                self.err.as_ref().map(Pipe::fd),
-                running.and(self.pidfd.as_ref().map(|f| f.as_fd())),
-                // Only wakes the poll: the signal itself is read at the top of the loop.
-                running.and(interrupt.map(Interrupt::fd)),
-            ];
-            let mut fds = Vec::with_capacity(wanted.len());
-            let mut at = [None; 4];
-            for (k, fd) in wanted.into_iter().enumerate() {
-                if let Some(fd) = fd {
-                    at[k] = Some(fds.len());
-                    fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-                }
-            }
-            let [i_out, i_err, i_exit, _] = at;
-            let ms = wait.as_millis().min(i32::MAX as u128) as i64;
-            // Round up, so a wait of less than a millisecond does not spin.
-            let ms = if wait > Duration::ZERO && ms == 0 {
-                1
-            } else {
-                ms
-            };
-            let timeout = Timespec {
-                tv_sec: ms / 1000,
-                tv_nsec: ms % 1000 * 1_000_000,
-            };
-            if let Err(e) = rustix::event::poll(&mut fds, Some(&timeout))
-                && e != rustix::io::Errno::INTR
-            {
-                // Cannot wait on the descriptors: fall back to the exit check below.
-                std::thread::sleep(EXIT_POLL);
-            }
-            let revents: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
-            let ready = |i: Option<usize>| i.is_some_and(|i| revents[i]);
-            if ready(i_out)
+            let (out_ready, err_ready, exit_ready) = self.poll(wait, status.is_none(), interrupt);
+            if out_ready
                 && let Some(p) = &mut self.out
                 && !p.drain(&mut self.stdout)
             {
                 self.out = None;
             }
-            if ready(i_err)
+            if err_ready
                 && let Some(p) = &mut self.err
                 && !p.drain(&mut self.stderr)
             {
                 self.err = None;
             }
             if status.is_none()
-                && (ready(i_exit) || self.pidfd.is_none())
+                && (exit_ready || self.pidfd.is_none())
                 && let Ok(Some(s)) = child.try_wait()
             {
                 status = Some(s);
@@ -495,17 +460,66 @@ impl Supervision {
             kill_tree(self.pid);
             status = child.wait().ok();
         }
-        if let Some(f) = forced {
-            return f;
+        forced.unwrap_or_else(|| ending(status))
+    }
+
+    /// Waits up to `wait` for output on the pipes, the child's exit (while `running`) or an
+    /// `interrupt`; returns whether stdout, stderr and the exit are ready.
+    fn poll(
+        &self,
+        wait: Duration,
+        running: bool,
+        interrupt: Option<&Interrupt>,
+    ) -> (bool, bool, bool) {
+        let running = running.then_some(());
+        let wanted = [
+            self.out.as_ref().map(Pipe::fd),
+            self.err.as_ref().map(Pipe::fd),
+            running.and(self.pidfd.as_ref().map(|f| f.as_fd())),
+            // Only wakes the poll: the signal itself is read at the top of the caller's loop.
+            running.and(interrupt.map(Interrupt::fd)),
+        ];
+        let mut fds = Vec::with_capacity(wanted.len());
+        let mut at = [None; 4];
+        for (k, fd) in wanted.into_iter().enumerate() {
+            if let Some(fd) = fd {
+                at[k] = Some(fds.len());
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            }
         }
-        match status {
-            Some(s) => match (s.code(), s.signal()) {
-                (Some(c), _) => Ending::Exited(c),
-                (None, Some(sig)) => Ending::Signaled(sig),
-                (None, None) => Ending::Exited(-1),
-            },
-            None => Ending::Exited(-1),
+        let [i_out, i_err, i_exit, _] = at;
+        let ms = wait.as_millis().min(i32::MAX as u128) as i64;
+        // Round up, so a wait of less than a millisecond does not spin.
+        let ms = if wait > Duration::ZERO && ms == 0 {
+            1
+        } else {
+            ms
+        };
+        let timeout = Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: ms % 1000 * 1_000_000,
+        };
+        if let Err(e) = rustix::event::poll(&mut fds, Some(&timeout))
+            && e != rustix::io::Errno::INTR
+        {
+            // Cannot wait on the descriptors: the caller falls back to its exit check.
+            std::thread::sleep(EXIT_POLL);
         }
+        let revents: Vec<bool> = fds.iter().map(|f| !f.revents().is_empty()).collect();
+        let ready = |i: Option<usize>| i.is_some_and(|i| revents[i]);
+        (ready(i_out), ready(i_err), ready(i_exit))
+    }
+}
+
+/// The ending of a child that exited with `status` (`None`: it could not be waited for).
+fn ending(status: Option<ExitStatus>) -> Ending {
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => Ending::Exited(c),
+            (None, Some(sig)) => Ending::Signaled(sig),
+            (None, None) => Ending::Exited(-1),
+        },
+        None => Ending::Exited(-1),
     }
 }
 

@@ -18,6 +18,7 @@ mod error;
 mod id;
 pub(crate) mod kit;
 pub(crate) mod lifecycle;
+mod list;
 pub(crate) mod ops;
 mod read;
 pub(crate) mod registry;
@@ -33,11 +34,12 @@ pub(crate) use id::random_bytes;
 pub use kit::{Fallback, SubmitInput, scripted_reply, submit};
 pub(crate) use kit::{RoleBrief, agent_context, role_brief, submit_unless_fallback};
 pub(crate) use lifecycle::{pause, promote, record_failure, remove, resume};
-pub(crate) use ops::{
-    ListFilter, Listed, StartLine, Steps, fork, kill, latest_step_of_role, list, resolve_step,
-    resolve_thread, running_role, start_many, start_with, step_details, steps,
-};
+pub(crate) use list::{ListFilter, Listed, list};
 pub use ops::{StartInput, Status, StepOutput, show, start};
+pub(crate) use ops::{
+    StartLine, Steps, fork, kill, latest_step_of_role, resolve_step, resolve_thread, running_role,
+    start_many, start_with, step_details, steps,
+};
 pub(crate) use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
 pub(crate) use registry::register_def;
 pub use registry::register_workflow;

@@ -75,6 +75,7 @@ fn is_ws(c: char) -> bool {
     c.is_whitespace() || c == '\u{feff}'
 }
 
+// Long: one scan of the template, whose delimiters and open sections change as it goes.
 fn parse(template: &str) -> Result<Vec<Node>, TemplateError> {
     let mut open_tag = "{{".to_string();
     let mut close_tag = "}}".to_string();

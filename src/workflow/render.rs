@@ -2,6 +2,7 @@
 
 use super::model::{ANY_STATUS, END, START, Workflow};
 use indexmap::IndexSet;
+use std::collections::HashMap;
 use std::fmt::Write;
 
 /// An output format for [`render_graph`].
@@ -48,7 +49,7 @@ fn parts<S>(wf: &Workflow<S>) -> (IndexSet<&str>, Vec<Edge<'_>>) {
         nodes.insert(END);
     }
     let transitions = matches!(wf.graph, super::model::Graph::Transitions(_));
-    let mut pos_by_node: std::collections::HashMap<&str, usize> = Default::default();
+    let mut pos_by_node: HashMap<&str, usize> = Default::default();
     let edges = edges
         .into_iter()
         .map(|(from, label, to)| {
@@ -157,86 +158,30 @@ const NODE_GAP: f64 = 36.0;
 /// Margin around the drawing.
 const MARGIN: f64 = 20.0;
 
+/// Edges merged by their ends, in first-seen order, with their labels.
+type Merged<'a> = indexmap::IndexMap<(&'a str, &'a str), Vec<String>>;
+
+/// Where [`render_svg`] puts the nodes, and the drawing's size.
+struct Layout<'a> {
+    /// Each node's rank, from 0 at the top.
+    rank: HashMap<&'a str, usize>,
+    /// Each node's box: left, top, width.
+    boxes: HashMap<&'a str, (f64, f64, f64)>,
+    /// The drawing's width.
+    width: f64,
+    /// The drawing's height.
+    height: f64,
+}
+
 /// Draws the graph of `wf` as an SVG element, top to bottom: nodes in ranks by their distance
 /// from `$START`, `$END` last; an edge to the next rank goes straight down, one that skips
 /// ranks bends out to the left, any other (back, same rank, loop) to the right. The node named `current` (a role, or `$END`) gets the class `current`. Labels as
 /// [`render_graph`] writes them; edges between the same two nodes share one line.
 pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
     let (nodes, labelled) = parts(wf);
-    // Edges merged by their ends, in first-seen order.
-    let mut edges: indexmap::IndexMap<(&str, &str), Vec<String>> = Default::default();
-    for (from, label, to) in &labelled {
-        let e = edges.entry((*from, *to)).or_default();
-        if let Some(l) = label {
-            e.push(l.clone());
-        }
-    }
-    // Ranks: breadth-first distance from $START; unreached nodes after, $END last.
-    let mut rank: std::collections::HashMap<&str, usize> = Default::default();
-    rank.insert(START, 0);
-    let mut queue = std::collections::VecDeque::from([START]);
-    while let Some(n) = queue.pop_front() {
-        let r = rank[n];
-        for (from, to) in edges.keys() {
-            if *from == n && *to != END && !rank.contains_key(to) {
-                rank.insert(to, r + 1);
-                queue.push_back(to);
-            }
-        }
-    }
-    let reached = rank.values().copied().max().unwrap_or(0);
-    let mut last = reached;
-    for n in &nodes {
-        if *n != END && !rank.contains_key(n) {
-            rank.insert(n, reached + 1);
-            last = reached + 1;
-        }
-    }
-    if nodes.contains(END) {
-        rank.insert(END, last + 1);
-    }
-    let ranks = rank.values().copied().max().unwrap_or(0) + 1;
-    let label_of = |n: &str| match n {
-        START => "start".to_string(),
-        END => "end".to_string(),
-        r => r.to_string(),
-    };
-    let width_of = |n: &str| (label_of(n).chars().count() as f64 * 7.4 + 24.0).max(64.0);
-    let rows: Vec<Vec<&str>> = (0..ranks)
-        .map(|r| nodes.iter().copied().filter(|n| rank[n] == r).collect())
-        .collect();
-    let row_width = |row: &Vec<&str>| {
-        row.iter().map(|n| width_of(n)).sum::<f64>() + NODE_GAP * row.len().saturating_sub(1) as f64
-    };
-    let inner = rows.iter().map(row_width).fold(0.0, f64::max);
-    // Room on either side for the edges that bend out.
-    let longest_label = edges
-        .values()
-        .map(|l| l.join(", ").chars().count())
-        .max()
-        .unwrap_or(0) as f64;
-    let room = |n: usize| {
-        if n > 0 {
-            40.0 + 14.0 * n as f64 + longest_label * 6.6
-        } else {
-            0.0
-        }
-    };
-    let right = room(edges.keys().filter(|(f, t)| rank[f] >= rank[t]).count());
-    let left = room(edges.keys().filter(|(f, t)| rank[t] > rank[f] + 1).count());
-    let width = left + inner + 2.0 * MARGIN + right;
-    let height = ranks as f64 * (NODE_H + RANK_GAP) - RANK_GAP + 2.0 * MARGIN;
-    // Each node's box: left, top, width.
-    let mut boxes: std::collections::HashMap<&str, (f64, f64, f64)> = Default::default();
-    for (r, row) in rows.iter().enumerate() {
-        let mut x = left + MARGIN + (inner - row_width(row)) / 2.0;
-        let y = MARGIN + r as f64 * (NODE_H + RANK_GAP);
-        for n in row {
-            let w = width_of(n);
-            boxes.insert(n, (x, y, w));
-            x += w + NODE_GAP;
-        }
-    }
+    let edges = merge_edges(&labelled);
+    let layout = layout(&nodes, &edges);
+    let (width, height) = (layout.width, layout.height);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -246,62 +191,8 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
     out.push_str(r#"<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>"#);
     let (mut bend, mut skip) = (0, 0);
     for ((from, to), labels) in &edges {
-        let (fx, fy, fw) = boxes[from];
-        let (tx, ty, tw) = boxes[to];
         let label = labels.join(", ");
-        let (path, lx, ly, anchor) = if from == to {
-            let (x, y) = (fx + fw, fy + NODE_H / 2.0);
-            (
-                format!(
-                    "M{x:.1},{:.1} C{:.1},{:.1} {:.1},{:.1} {x:.1},{:.1}",
-                    y - 8.0,
-                    x + 42.0,
-                    y - 30.0,
-                    x + 42.0,
-                    y + 30.0,
-                    y + 8.0
-                ),
-                x + 40.0,
-                y + 4.0,
-                "start",
-            )
-        } else if rank[to] > rank[from] + 1 {
-            skip += 1;
-            let (x1, y1) = (fx, fy + NODE_H / 2.0 + 5.0);
-            let (x2, y2) = (tx, ty + NODE_H / 2.0 - 5.0);
-            let c = x1.min(x2) - 26.0 - 14.0 * skip as f64;
-            (
-                format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
-                0.125 * (x1 + x2) + 0.75 * c - 4.0,
-                (y1 + y2) / 2.0 + 4.0,
-                "end",
-            )
-        } else if rank[from] < rank[to] {
-            let (x1, y1) = (fx + fw / 2.0, fy + NODE_H);
-            let (x2, y2) = (tx + tw / 2.0, ty);
-            let dy = (y2 - y1) / 2.0;
-            (
-                format!(
-                    "M{x1:.1},{y1:.1} C{x1:.1},{:.1} {x2:.1},{:.1} {x2:.1},{y2:.1}",
-                    y1 + dy,
-                    y2 - dy
-                ),
-                (x1 + x2) / 2.0 + 4.0,
-                (y1 + y2) / 2.0 + 4.0,
-                "start",
-            )
-        } else {
-            bend += 1;
-            let (x1, y1) = (fx + fw, fy + NODE_H / 2.0 + 5.0);
-            let (x2, y2) = (tx + tw, ty + NODE_H / 2.0 - 5.0);
-            let c = x1.max(x2) + 26.0 + 14.0 * bend as f64;
-            (
-                format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
-                0.125 * (x1 + x2) + 0.75 * c + 4.0,
-                (y1 + y2) / 2.0 + 4.0,
-                "start",
-            )
-        };
+        let (path, lx, ly, anchor) = edge_path(&layout, from, to, &mut bend, &mut skip);
         let _ = write!(
             out,
             r#"<g class="edge" data-from="{}" data-to="{}"><path d="{path}" marker-end="url(#arrow)"/>"#,
@@ -318,29 +209,201 @@ pub(crate) fn render_svg<S>(wf: &Workflow<S>, current: Option<&str>) -> String {
         out.push_str("</g>");
     }
     for n in &nodes {
-        let (x, y, w) = boxes[n];
-        let kind = if *n == START || *n == END {
-            "terminal"
-        } else {
-            "role"
-        };
-        let cur = if current == Some(*n) { " current" } else { "" };
-        let rx = if kind == "terminal" {
-            NODE_H / 2.0
-        } else {
-            6.0
-        };
-        let _ = write!(
-            out,
-            r#"<g class="node {kind}{cur}" data-node="{}"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{NODE_H}" rx="{rx}"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text></g>"#,
-            xml_text(n),
-            x + w / 2.0,
-            y + NODE_H / 2.0 + 4.5,
-            xml_text(&label_of(n))
-        );
+        write_node(&mut out, n, layout.boxes[n], current);
     }
     out.push_str("</svg>");
     out
+}
+
+/// The edges of `labelled` merged by their ends, in first-seen order.
+fn merge_edges<'a>(labelled: &[Edge<'a>]) -> Merged<'a> {
+    let mut edges: Merged<'a> = Default::default();
+    for (from, label, to) in labelled {
+        let e = edges.entry((*from, *to)).or_default();
+        if let Some(l) = label {
+            e.push(l.clone());
+        }
+    }
+    edges
+}
+
+/// Each node's rank: breadth-first distance from `$START`; unreached nodes after, `$END` last.
+fn ranks<'a>(nodes: &IndexSet<&'a str>, edges: &Merged<'a>) -> HashMap<&'a str, usize> {
+    let mut rank: HashMap<&str, usize> = Default::default();
+    rank.insert(START, 0);
+    let mut queue = std::collections::VecDeque::from([START]);
+    while let Some(n) = queue.pop_front() {
+        let r = rank[n];
+        for (from, to) in edges.keys() {
+            if *from == n && *to != END && !rank.contains_key(to) {
+                rank.insert(*to, r + 1);
+                queue.push_back(*to);
+            }
+        }
+    }
+    let reached = rank.values().copied().max().unwrap_or(0);
+    let mut last = reached;
+    for n in nodes {
+        if *n != END && !rank.contains_key(n) {
+            rank.insert(*n, reached + 1);
+            last = reached + 1;
+        }
+    }
+    if nodes.contains(END) {
+        rank.insert(END, last + 1);
+    }
+    rank
+}
+
+/// A node's text in the drawing.
+fn svg_label(n: &str) -> String {
+    match n {
+        START => "start".to_string(),
+        END => "end".to_string(),
+        r => r.to_string(),
+    }
+}
+
+/// The width of a node's box.
+fn box_width(n: &str) -> f64 {
+    (svg_label(n).chars().count() as f64 * 7.4 + 24.0).max(64.0)
+}
+
+/// The nodes' ranks and boxes: each rank a centred row, with room on either side for the
+/// edges that bend out.
+fn layout<'a>(nodes: &IndexSet<&'a str>, edges: &Merged<'a>) -> Layout<'a> {
+    let rank = ranks(nodes, edges);
+    let ranks = rank.values().copied().max().unwrap_or(0) + 1;
+    let rows: Vec<Vec<&str>> = (0..ranks)
+        .map(|r| nodes.iter().copied().filter(|n| rank[n] == r).collect())
+        .collect();
+    let row_width = |row: &Vec<&str>| {
+        row.iter().map(|n| box_width(n)).sum::<f64>()
+            + NODE_GAP * row.len().saturating_sub(1) as f64
+    };
+    let inner = rows.iter().map(row_width).fold(0.0, f64::max);
+    let longest_label = edges
+        .values()
+        .map(|l| l.join(", ").chars().count())
+        .max()
+        .unwrap_or(0) as f64;
+    let room = |n: usize| {
+        if n > 0 {
+            40.0 + 14.0 * n as f64 + longest_label * 6.6
+        } else {
+            0.0
+        }
+    };
+    let right = room(edges.keys().filter(|(f, t)| rank[f] >= rank[t]).count());
+    let left = room(edges.keys().filter(|(f, t)| rank[t] > rank[f] + 1).count());
+    let width = left + inner + 2.0 * MARGIN + right;
+    let height = ranks as f64 * (NODE_H + RANK_GAP) - RANK_GAP + 2.0 * MARGIN;
+    let mut boxes: HashMap<&str, (f64, f64, f64)> = Default::default();
+    for (r, row) in rows.iter().enumerate() {
+        let mut x = left + MARGIN + (inner - row_width(row)) / 2.0;
+        let y = MARGIN + r as f64 * (NODE_H + RANK_GAP);
+        for n in row {
+            let w = box_width(n);
+            boxes.insert(*n, (x, y, w));
+            x += w + NODE_GAP;
+        }
+    }
+    Layout {
+        rank,
+        boxes,
+        width,
+        height,
+    }
+}
+
+/// The path of the edge `from` → `to` and where its label goes (x, y, text anchor); `bend` and
+/// `skip` count the edges so far that bend out to the right and to the left.
+fn edge_path(
+    layout: &Layout<'_>,
+    from: &str,
+    to: &str,
+    bend: &mut u32,
+    skip: &mut u32,
+) -> (String, f64, f64, &'static str) {
+    let (fx, fy, fw) = layout.boxes[from];
+    let (tx, ty, tw) = layout.boxes[to];
+    let rank = &layout.rank;
+    if from == to {
+        let (x, y) = (fx + fw, fy + NODE_H / 2.0);
+        (
+            format!(
+                "M{x:.1},{:.1} C{:.1},{:.1} {:.1},{:.1} {x:.1},{:.1}",
+                y - 8.0,
+                x + 42.0,
+                y - 30.0,
+                x + 42.0,
+                y + 30.0,
+                y + 8.0
+            ),
+            x + 40.0,
+            y + 4.0,
+            "start",
+        )
+    } else if rank[to] > rank[from] + 1 {
+        *skip += 1;
+        let (x1, y1) = (fx, fy + NODE_H / 2.0 + 5.0);
+        let (x2, y2) = (tx, ty + NODE_H / 2.0 - 5.0);
+        let c = x1.min(x2) - 26.0 - 14.0 * f64::from(*skip);
+        (
+            format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
+            0.125 * (x1 + x2) + 0.75 * c - 4.0,
+            (y1 + y2) / 2.0 + 4.0,
+            "end",
+        )
+    } else if rank[from] < rank[to] {
+        let (x1, y1) = (fx + fw / 2.0, fy + NODE_H);
+        let (x2, y2) = (tx + tw / 2.0, ty);
+        let dy = (y2 - y1) / 2.0;
+        (
+            format!(
+                "M{x1:.1},{y1:.1} C{x1:.1},{:.1} {x2:.1},{:.1} {x2:.1},{y2:.1}",
+                y1 + dy,
+                y2 - dy
+            ),
+            (x1 + x2) / 2.0 + 4.0,
+            (y1 + y2) / 2.0 + 4.0,
+            "start",
+        )
+    } else {
+        *bend += 1;
+        let (x1, y1) = (fx + fw, fy + NODE_H / 2.0 + 5.0);
+        let (x2, y2) = (tx + tw, ty + NODE_H / 2.0 - 5.0);
+        let c = x1.max(x2) + 26.0 + 14.0 * f64::from(*bend);
+        (
+            format!("M{x1:.1},{y1:.1} C{c:.1},{y1:.1} {c:.1},{y2:.1} {x2:.1},{y2:.1}"),
+            0.125 * (x1 + x2) + 0.75 * c + 4.0,
+            (y1 + y2) / 2.0 + 4.0,
+            "start",
+        )
+    }
+}
+
+/// Writes the node `n` in its box `(x, y, w)`; `current` names the node to mark.
+fn write_node(out: &mut String, n: &str, (x, y, w): (f64, f64, f64), current: Option<&str>) {
+    let kind = if n == START || n == END {
+        "terminal"
+    } else {
+        "role"
+    };
+    let cur = if current == Some(n) { " current" } else { "" };
+    let rx = if kind == "terminal" {
+        NODE_H / 2.0
+    } else {
+        6.0
+    };
+    let _ = write!(
+        out,
+        r#"<g class="node {kind}{cur}" data-node="{}"><rect x="{x:.1}" y="{y:.1}" width="{w:.1}" height="{NODE_H}" rx="{rx}"/><text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text></g>"#,
+        xml_text(n),
+        x + w / 2.0,
+        y + NODE_H / 2.0 + 4.5,
+        xml_text(&svg_label(n))
+    );
 }
 
 /// `s` escaped for XML text and attribute values.

@@ -18,26 +18,65 @@ pub(crate) fn semantic_errors(wf: &WorkflowDef, evaluator: &dyn ConditionEvaluat
     let roles: IndexSet<&str> = wf.roles.keys().map(String::as_str).collect();
     let nodes: IndexSet<&str> = wf.graph.nodes().into_iter().collect();
 
-    // Role references.
-    for r in &roles {
+    role_reference_errors(&roles, &nodes, &mut errors);
+    graph_errors(wf, &roles, &nodes, &mut errors);
+
+    // Conditions.
+    for (name, c) in &wf.conditions {
+        if let Err(e) = evaluator.check(&c.expression) {
+            errors.push(format!(
+                "condition \"{name}\" is not a valid JSONata expression: {e}"
+            ));
+        }
+    }
+
+    // Role schemas and their exits.
+    for (name, role) in &wf.roles {
+        if let Err(e) = check_schema(&role.schema) {
+            errors.push(format!("role \"{name}\" output schema: {e}"));
+        }
+    }
+    if let Graph::StatusMap(g) = &wf.graph {
+        for (name, role) in &wf.roles {
+            if is_reserved(name) {
+                continue;
+            }
+            let Some(entry) = g.get(name) else { continue };
+            check_role_consistency(name, &role.schema, entry, &mut errors);
+        }
+    }
+    errors
+}
+
+/// The problems of the role names: reserved ones, unknown ones in the graph, unused ones.
+fn role_reference_errors(roles: &IndexSet<&str>, nodes: &IndexSet<&str>, errors: &mut Vec<String>) {
+    for r in roles {
         if is_reserved(r) {
             errors.push(format!("reserved name \"{r}\" must not appear in roles"));
         }
     }
-    for n in &nodes {
+    for n in nodes {
         if !is_reserved(n) && !roles.contains(n) {
             errors.push(format!("graph references unknown role \"{n}\""));
         }
     }
-    for r in &roles {
+    for r in roles {
         if !is_reserved(r) && !nodes.contains(r) {
             errors.push(format!(
                 "role \"{r}\" is defined but not referenced in graph"
             ));
         }
     }
+}
 
-    // Graph structure.
+/// The problems of the graph: its `$START` and `$END`, unknown targets and conditions of
+/// edges, roles it does not reach.
+fn graph_errors(
+    wf: &WorkflowDef,
+    roles: &IndexSet<&str>,
+    nodes: &IndexSet<&str>,
+    errors: &mut Vec<String>,
+) {
     match &wf.graph {
         Graph::StatusMap(g) => match g.get(START) {
             None => errors.push(format!("{START} must be defined in graph")),
@@ -92,37 +131,11 @@ pub(crate) fn semantic_errors(wf: &WorkflowDef, evaluator: &dyn ConditionEvaluat
         }
     }
     let reachable = reachable_roles(&wf.graph);
-    for r in &roles {
+    for r in roles {
         if !is_reserved(r) && !reachable.contains(*r) {
             errors.push(format!("role \"{r}\" is not reachable from {START}"));
         }
     }
-
-    // Conditions.
-    for (name, c) in &wf.conditions {
-        if let Err(e) = evaluator.check(&c.expression) {
-            errors.push(format!(
-                "condition \"{name}\" is not a valid JSONata expression: {e}"
-            ));
-        }
-    }
-
-    // Role schemas and their exits.
-    for (name, role) in &wf.roles {
-        if let Err(e) = check_schema(&role.schema) {
-            errors.push(format!("role \"{name}\" output schema: {e}"));
-        }
-    }
-    if let Graph::StatusMap(g) = &wf.graph {
-        for (name, role) in &wf.roles {
-            if is_reserved(name) {
-                continue;
-            }
-            let Some(entry) = g.get(name) else { continue };
-            check_role_consistency(name, &role.schema, entry, &mut errors);
-        }
-    }
-    errors
 }
 
 fn is_reserved(name: &str) -> bool {

@@ -15,7 +15,7 @@ use crate::thread::workflow_of;
 use crate::workflow::FinishReason;
 use crate::workflow::nodes::WORKFLOW;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Threads writing node files during an export.
 const EXPORT_WRITERS: usize = 4;
@@ -155,76 +155,150 @@ pub(crate) fn write_root_files(
 ) -> Result<(), TransferError> {
     let snap = store.snapshot()?;
     let mut readable = ReadableWorkflows::default();
-    let mut extra = AtomicFile::create(dir, UWF_FILE)?;
-    let extra_path = dir.join(UWF_FILE);
-    let write_err = |path: &Path, e: std::io::Error| TransferError::Read {
+    let mut extra = ExtraOut::create(dir)?;
+    write_threads(store, &snap, dir, &mut readable, &mut extra, report)?;
+    write_registry(store, &snap, dir, &mut readable, &mut extra, report)?;
+    write_history(store, &snap, dir, &mut readable, &mut extra, report)?;
+    for (t, st) in store.thread_states()? {
+        extra.put(Extra::State {
+            thread: t.as_str().to_string(),
+            phase: match st.phase {
+                crate::store::Phase::Ready => "ready",
+                crate::store::Phase::Queued => "queued",
+                crate::store::Phase::Paused => "paused",
+            }
+            .to_string(),
+            max_rounds: st.max_rounds.map(u64::from),
+            failures: u64::from(st.failures),
+            last_error: st.last_error.map(|e| (e.time_ms, e.agent, e.message)),
+        })?;
+    }
+    report.uwf_only = extra.count;
+    extra.file.commit()?;
+    Ok(())
+}
+
+/// The error of a failed write to `path`.
+fn write_error(path: &Path, e: std::io::Error) -> TransferError {
+    TransferError::Read {
         path: path.to_path_buf(),
         message: e.to_string(),
-    };
-    let mut put_extra = |e: Extra, n: &mut u64| -> Result<(), TransferError> {
-        *n += 1;
-        extra
-            .write_all(e.to_line().as_bytes())
-            .map_err(|e| write_err(&extra_path, e))
-    };
-    let mut n_extra = 0u64;
-    put_extra(Extra::Header { version: VERSION }, &mut 0)?;
+    }
+}
 
+/// `uwf.jsonl` being written, with the number of entries after its header.
+struct ExtraOut {
+    /// The file.
+    file: AtomicFile,
+    /// Where it goes, for errors.
+    path: PathBuf,
+    /// Entries written after the header.
+    count: u64,
+}
+
+impl ExtraOut {
+    /// Starts `uwf.jsonl` in `dir` with its header.
+    fn create(dir: &Path) -> Result<ExtraOut, TransferError> {
+        let mut file = AtomicFile::create(dir, UWF_FILE)?;
+        let path = dir.join(UWF_FILE);
+        file.write_all(Extra::Header { version: VERSION }.to_line().as_bytes())
+            .map_err(|e| write_error(&path, e))?;
+        Ok(ExtraOut {
+            file,
+            path,
+            count: 0,
+        })
+    }
+
+    /// Appends the entry `e`.
+    fn put(&mut self, e: Extra) -> Result<(), TransferError> {
+        self.count += 1;
+        self.file
+            .write_all(e.to_line().as_bytes())
+            .map_err(|e| write_error(&self.path, e))
+    }
+}
+
+/// Writes `threads.yaml` with the active threads of readable workflows; the others go to
+/// `extra`.
+fn write_threads(
+    store: &Store,
+    snap: &Snapshot,
+    dir: &Path,
+    readable: &mut ReadableWorkflows,
+    extra: &mut ExtraOut,
+    report: &mut ExportReport,
+) -> Result<(), TransferError> {
     let threads = store.threads()?;
     report.threads = threads.len() as u64;
     let mut heads: Vec<(String, String)> = Vec::with_capacity(threads.len());
     for (t, r) in threads {
         let wf = match r.workflow {
             Some(w) => Some(w),
-            None => workflow_of(&snap, r.head)?,
+            None => workflow_of(snap, r.head)?,
         };
-        if readable.check(&snap, wf)? {
+        if readable.check(snap, wf)? {
             heads.push((t.to_string(), r.head.to_wire()));
         } else {
-            put_extra(
-                Extra::Thread {
-                    thread: t.to_string(),
-                    workflow: wf.map(NodeId::to_wire),
-                    head: r.head.to_wire(),
-                    updated_at: r.updated_ms,
-                    status: "active".into(),
-                },
-                &mut n_extra,
-            )?;
+            extra.put(Extra::Thread {
+                thread: t.to_string(),
+                workflow: wf.map(NodeId::to_wire),
+                head: r.head.to_wire(),
+                updated_at: r.updated_ms,
+                status: "active".into(),
+            })?;
         }
     }
     let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, THREADS_FILE, text.as_bytes())?;
+    Ok(())
+}
 
+/// Writes `workflows.yaml` and `registry.yaml` with the names of readable workflows; the
+/// other names and every registry version go to `extra`.
+fn write_registry(
+    store: &Store,
+    snap: &Snapshot,
+    dir: &Path,
+    readable: &mut ReadableWorkflows,
+    extra: &mut ExtraOut,
+    report: &mut ExportReport,
+) -> Result<(), TransferError> {
     let mut reg: Vec<(String, String)> = Vec::new();
     for (name, id) in store.registry_in_order()? {
         report.registry += 1;
-        if readable.check(&snap, Some(id))? {
+        if readable.check(snap, Some(id))? {
             reg.push((name, id.to_wire()));
         } else {
-            put_extra(
-                Extra::Workflow {
-                    name,
-                    workflow: id.to_wire(),
-                },
-                &mut n_extra,
-            )?;
+            extra.put(Extra::Workflow {
+                name,
+                workflow: id.to_wire(),
+            })?;
         }
     }
     let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
     write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
     write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
     for (name, v) in store.all_registry_history_in_order()? {
-        put_extra(
-            Extra::Registry {
-                name,
-                workflow: v.workflow.to_wire(),
-                time: v.time_ms,
-            },
-            &mut n_extra,
-        )?;
+        extra.put(Extra::Registry {
+            name,
+            workflow: v.workflow.to_wire(),
+            time: v.time_ms,
+        })?;
     }
+    Ok(())
+}
 
+/// Writes `history.jsonl` with the finished threads the TypeScript tool can read; the others
+/// go to `extra`.
+fn write_history(
+    store: &Store,
+    snap: &Snapshot,
+    dir: &Path,
+    readable: &mut ReadableWorkflows,
+    extra: &mut ExtraOut,
+    report: &mut ExportReport,
+) -> Result<(), TransferError> {
     let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
     let hist_path = dir.join(HISTORY_FILE);
     store.for_each_history::<TransferError>(|e| {
@@ -237,7 +311,7 @@ pub(crate) fn write_root_files(
         };
         let wf = e.workflow.id();
         match reason {
-            Some(reason) if wf.is_some() && readable.check(&snap, wf)? => {
+            Some(reason) if wf.is_some() && readable.check(snap, wf)? => {
                 let rec = HistoryRecord {
                     thread: e.thread,
                     workflow: e.workflow.into_text(),
@@ -246,40 +320,18 @@ pub(crate) fn write_root_files(
                     reason,
                 };
                 hist.write_all(rec.to_line().as_bytes())
-                    .map_err(|e| write_err(&hist_path, e))
+                    .map_err(|e| write_error(&hist_path, e))
             }
-            _ => put_extra(
-                Extra::History {
-                    thread: e.thread,
-                    workflow: e.workflow.into_text(),
-                    head: e.head.into_text(),
-                    completed_at: e.completed_at,
-                    reason: e.reason.to_string(),
-                },
-                &mut n_extra,
-            ),
+            _ => extra.put(Extra::History {
+                thread: e.thread,
+                workflow: e.workflow.into_text(),
+                head: e.head.into_text(),
+                completed_at: e.completed_at,
+                reason: e.reason.to_string(),
+            }),
         }
     })?;
     hist.commit()?;
-    for (t, st) in store.thread_states()? {
-        put_extra(
-            Extra::State {
-                thread: t.as_str().to_string(),
-                phase: match st.phase {
-                    crate::store::Phase::Ready => "ready",
-                    crate::store::Phase::Queued => "queued",
-                    crate::store::Phase::Paused => "paused",
-                }
-                .to_string(),
-                max_rounds: st.max_rounds.map(u64::from),
-                failures: u64::from(st.failures),
-                last_error: st.last_error.map(|e| (e.time_ms, e.agent, e.message)),
-            },
-            &mut n_extra,
-        )?;
-    }
-    report.uwf_only = n_extra;
-    extra.commit()?;
     Ok(())
 }
 

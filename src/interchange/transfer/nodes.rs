@@ -31,12 +31,38 @@ pub(super) fn run_node_import(
     ) -> Result<(), TransferError>,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
+    let (deferred, seen, committed) = import_fed(store, cas, opts, progress, feed, &mut r)?;
+    r.nodes.imported += committed.nodes.imported;
+    r.nodes.present += committed.nodes.present;
+    r.nodes.skipped += committed.nodes.skipped;
+    r.problems.extend(committed.problems);
+    // Schemas are all in now; a deferred node whose type is still unknown is refused.
+    let deferred = import_deferred(store, cas, &opts, deferred, &mut r)?;
+    // The TypeScript tool keeps nodes of any type: so does the import, with no references,
+    // and says so.
+    keep_untyped(store, cas, &opts, deferred, &mut r)?;
+    progress("import nodes", seen, seen);
+    Ok(r)
+}
+
+/// Imports the items of `feed`, reporting into `r`; returns the nodes deferred for their
+/// schema, the number of items seen, and what the committer thread did.
+fn import_fed(
+    store: &Store,
+    cas: Option<&Path>,
+    opts: ImportOptions,
+    progress: Progress<'_>,
+    feed: impl FnOnce(
+        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
+    ) -> Result<(), TransferError>,
+    r: &mut ImportReport,
+) -> Result<(Vec<Deferred>, u64, ImportReport), TransferError> {
     // Batches are put on a second thread while the next one is read and prepared: at most one
     // batch waits for it and one is being put. They share a write transaction, committed every
     // `BULK_COMMIT` nodes and when the importer asks (a schema it needs).
     let (to_commit, batches) = std::sync::mpsc::sync_channel::<Handed>(1);
     let (ack, acks) = std::sync::mpsc::channel::<()>();
-    let (deferred, seen, committed) = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let committer = scope.spawn(move || -> Result<ImportReport, TransferError> {
             let mut done = ImportReport::default();
             let mut bulk = store.bulk(BULK_COMMIT);
@@ -55,7 +81,7 @@ pub(super) fn run_node_import(
             store,
             opts,
             progress,
-            r: &mut r,
+            r,
             batch: Vec::with_capacity(opts.batch),
             to_commit: Some(to_commit),
             acks,
@@ -74,21 +100,26 @@ pub(super) fn run_node_import(
         let committed = committed?;
         read?;
         Ok::<_, TransferError>((deferred, seen, committed))
-    })?;
-    r.nodes.imported += committed.nodes.imported;
-    r.nodes.present += committed.nodes.present;
-    r.nodes.skipped += committed.nodes.skipped;
-    r.problems.extend(committed.problems);
+    })
+}
+
+/// Imports the `deferred` nodes whose schema is stored now, in rounds while a round stores
+/// some; returns those whose type is still unknown.
+fn import_deferred(
+    store: &Store,
+    cas: Option<&Path>,
+    opts: &ImportOptions,
+    mut deferred: Vec<Deferred>,
+    r: &mut ImportReport,
+) -> Result<Vec<Deferred>, TransferError> {
     let mut batch = Vec::new();
-    // Schemas are all in now; a deferred node whose type is still unknown is refused.
-    let mut deferred = deferred;
     let mut rounds = 0;
     while !deferred.is_empty() && rounds < 64 {
         rounds += 1;
         let before = deferred.len();
         let mut still = Vec::new();
         for d in deferred {
-            let Some(n) = reread(cas, d, &opts, &mut r) else {
+            let Some(n) = reread(cas, d, opts, r) else {
                 continue;
             };
             if !store.is_schema(n.type_id)? {
@@ -101,20 +132,31 @@ pub(super) fn run_node_import(
             let p = store.prepare_imported(n.id, n.type_id, n.payload_cbor, n.digest)?;
             batch.push((p, n.timestamp));
             if batch.len() >= opts.batch {
-                flush(store, &mut batch, &mut r)?;
+                flush(store, &mut batch, r)?;
             }
         }
-        flush(store, &mut batch, &mut r)?;
+        flush(store, &mut batch, r)?;
         deferred = still;
         if deferred.len() == before {
             break;
         }
     }
-    // The TypeScript tool keeps nodes of any type: so does the import, with no references,
-    // and says so.
+    Ok(deferred)
+}
+
+/// Stores the `deferred` nodes whose type is not a schema as the TypeScript tool keeps them
+/// (no references), with a warning.
+fn keep_untyped(
+    store: &Store,
+    cas: Option<&Path>,
+    opts: &ImportOptions,
+    deferred: Vec<Deferred>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let mut batch = Vec::new();
     let mut untyped = 0u64;
     for d in deferred {
-        let Some(n) = reread(cas, d, &opts, &mut r) else {
+        let Some(n) = reread(cas, d, opts, r) else {
             continue;
         };
         untyped += 1;
@@ -128,18 +170,17 @@ pub(super) fn run_node_import(
         let p = store.prepare_untyped(n.id, n.type_id, n.payload_cbor, n.digest);
         batch.push((p, n.timestamp));
         if batch.len() >= opts.batch {
-            flush(store, &mut batch, &mut r)?;
+            flush(store, &mut batch, r)?;
         }
     }
-    flush(store, &mut batch, &mut r)?;
+    flush(store, &mut batch, r)?;
     if untyped > UNTYPED_WARNINGS as u64 {
         r.warnings.push(format!(
             "kept {} more node(s) whose type is not a schema",
             untyped - UNTYPED_WARNINGS as u64
         ));
     }
-    progress("import nodes", seen, seen);
-    Ok(r)
+    Ok(())
 }
 
 /// Lists the node files under `dir` and hands them, read and checked, to `nodes`: in runs

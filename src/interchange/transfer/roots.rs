@@ -188,6 +188,10 @@ pub(super) fn thread_key(s: &str) -> Option<ThreadId> {
     ThreadId::parse(s).ok()
 }
 
+/// A thread listed by a root file: its id and head as written, when it was last moved, and
+/// the file.
+type Listed = (String, String, u64, PathBuf);
+
 pub(super) fn import_threads(
     store: &Store,
     dir: &Path,
@@ -195,21 +199,49 @@ pub(super) fn import_threads(
     extra: &ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
+    let listed = listed_threads(dir, opts.now_ms, extra, r);
+    let good = checked_threads(store, &listed, r)?;
+    // Without `overwrite`, an active thread whose incoming head continues its own moves
+    // forward, and one whose incoming head is behind its own is left as it is.
+    let mut relations = Vec::with_capacity(good.len());
+    for (t, rec) in &good {
+        relations.push(match store.thread(t)? {
+            Some(cur) if !opts.overwrite && cur.head != rec.head => relation(store, &cur, rec)?,
+            _ => Relation::Other,
+        });
+    }
+    let merged = merge_threads(store, &good, &relations, opts.overwrite)?;
+    report_threads(&good, merged, r);
+    Ok(())
+}
+
+/// The threads of `threads.yaml` (moved at `now_ms`), then those of `uwf.jsonl`.
+fn listed_threads(dir: &Path, now_ms: u64, extra: &ExtraRead, r: &mut ImportReport) -> Vec<Listed> {
     let path = dir.join(THREADS_FILE);
-    let mut listed: Vec<(String, String, u64, PathBuf)> = Vec::new();
+    let mut listed: Vec<Listed> = Vec::new();
     if let Some(map) = read_map(&path, r) {
         r.threads.skipped += map.skipped.len() as u64;
         for (t, h) in map.entries {
-            listed.push((t, h, opts.now_ms, path.clone()));
+            listed.push((t, h, now_ms, path.clone()));
         }
     }
     let extra_path = dir.join(UWF_FILE);
     for (t, h, at) in &extra.threads {
         listed.push((t.clone(), h.clone(), *at, extra_path.clone()));
     }
+    listed
+}
+
+/// The threads of `listed` whose id is one and whose head is a stored StartNode or StepNode,
+/// as records; the others reported as skipped.
+fn checked_threads(
+    store: &Store,
+    listed: &[Listed],
+    r: &mut ImportReport,
+) -> Result<Vec<(ThreadId, ThreadRecord)>, StoreError> {
     let mut good = Vec::new();
     let snap = store.snapshot()?;
-    for (thread, head, updated_ms, path) in &listed {
+    for (thread, head, updated_ms, path) in listed {
         let skip = |r: &mut ImportReport, why: String| {
             r.threads.skipped += 1;
             r.problems.push(format!(
@@ -249,26 +281,26 @@ pub(super) fn import_threads(
         };
         good.push((key, rec));
     }
-    drop(snap);
-    // Without `overwrite`, an active thread whose incoming head continues its own moves
-    // forward, and one whose incoming head is behind its own is left as it is.
-    let mut relations = Vec::with_capacity(good.len());
-    for (t, rec) in &good {
-        relations.push(match store.thread(t)? {
-            Some(cur) if !opts.overwrite && cur.head != rec.head => relation(store, &cur, rec)?,
-            _ => Relation::Other,
-        });
-    }
-    let merged = store.write(|w| {
+    Ok(good)
+}
+
+/// Writes the threads `good`, each as its relation to the stored thread says, in one write.
+fn merge_threads(
+    store: &Store,
+    good: &[(ThreadId, ThreadRecord)],
+    relations: &[Relation],
+    overwrite: bool,
+) -> Result<Vec<Merged>, StoreError> {
+    store.write(|w| {
         // A garbage collection may have removed a head since the snapshot: refused, so that
         // no thread is set to a missing node (an import run again stores it again).
-        for (_, rec) in &good {
+        for (_, rec) in good {
             if !w.has(rec.head)? {
                 return Err(StoreError::NotFound(rec.head));
             }
         }
         good.iter()
-            .zip(&relations)
+            .zip(relations)
             .map(|((t, rec), rel)| match rel {
                 Relation::Ahead {
                     from,
@@ -289,10 +321,14 @@ pub(super) fn import_threads(
                     Ok(Merged::FastForwarded)
                 }
                 Relation::Behind => Ok(Merged::Merge(Merge::Same)),
-                Relation::Other => Ok(Merged::Merge(w.merge_thread(t, rec, opts.overwrite)?)),
+                Relation::Other => Ok(Merged::Merge(w.merge_thread(t, rec, overwrite)?)),
             })
             .collect::<Result<Vec<_>, _>>()
-    })?;
+    })
+}
+
+/// Counts and reports what the import did with each thread of `good`.
+fn report_threads(good: &[(ThreadId, ThreadRecord)], merged: Vec<Merged>, r: &mut ImportReport) {
     for ((thread, rec), m) in good.iter().zip(merged) {
         let m = match m {
             Merged::Merge(m) => m,
@@ -333,7 +369,6 @@ pub(super) fn import_threads(
             }
         }
     }
-    Ok(())
 }
 
 /// How an incoming head of an active thread stands to the thread's head.
@@ -400,6 +435,9 @@ fn is_workflow_node(store: &Store, id: NodeId) -> Result<Result<(), String>, Sto
     })
 }
 
+/// Registry names with the workflow ids the root files give them, as written.
+type Names = indexmap::IndexMap<String, String>;
+
 pub(super) fn import_registry(
     store: &Store,
     dir: &Path,
@@ -407,9 +445,40 @@ pub(super) fn import_registry(
     extra: &ExtraRead,
     r: &mut ImportReport,
 ) -> Result<(), TransferError> {
-    type Merged = indexmap::IndexMap<String, String>;
-    let mut merged: Merged = indexmap::IndexMap::new();
-    let add = |merged: &mut Merged, r: &mut ImportReport, path: &Path, name: String, id: String| {
+    let (mut merged, in_ts_files) = listed_names(dir, extra, r);
+    let order = registration_order(&in_ts_files, extra);
+    merged.sort_by_cached_key(|name, _| order.get(name).copied());
+    let good = checked_names(store, merged, r)?;
+    // Registry versions: a name's versions are taken whole, and only when the store has none
+    // of its own (two histories of one name do not merge into one order).
+    let mut versions = stored_versions(store, &dir.join(UWF_FILE), extra, r)?;
+    // Names are recorded in registration order, so that each new one takes its place.
+    versions.sort_by_cached_key(|(name, _)| order.get(name).copied());
+    let results = store.write(|w| write_registry(w, &good, &versions, &order, opts))?;
+    for ((name, _), m) in good.iter().zip(results) {
+        match m {
+            Merge::Inserted => r.registry.imported += 1,
+            Merge::Same => r.registry.present += 1,
+            Merge::Kept => {
+                r.registry.skipped += 1;
+                r.conflicts.push(format!("workflow \"{name}\" exists with another id; kept (use --overwrite to replace it)"));
+            }
+            Merge::Overwritten => {
+                r.registry.imported += 1;
+                r.conflicts.push(format!(
+                    "workflow \"{name}\" exists with another id; replaced"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The names `workflows.yaml`, `registry.yaml` and `uwf.jsonl` give, merged, and those the
+/// first two give; a name another file gives another id is reported as skipped.
+fn listed_names(dir: &Path, extra: &ExtraRead, r: &mut ImportReport) -> (Names, Vec<String>) {
+    let mut merged: Names = indexmap::IndexMap::new();
+    let add = |merged: &mut Names, r: &mut ImportReport, path: &Path, name: String, id: String| {
         match merged.get(&name) {
             Some(other) if *other != id => {
                 r.registry.skipped += 1;
@@ -439,8 +508,15 @@ pub(super) fn import_registry(
     for (name, id) in &extra.names {
         add(&mut merged, r, &extra_path, name.clone(), id.clone());
     }
-    let order = registration_order(&in_ts_files, extra);
-    merged.sort_by_cached_key(|name, _| order.get(name).copied());
+    (merged, in_ts_files)
+}
+
+/// The names of `merged` whose id is a stored Workflow node; the others reported as skipped.
+fn checked_names(
+    store: &Store,
+    merged: Names,
+    r: &mut ImportReport,
+) -> Result<Vec<(String, NodeId)>, StoreError> {
     let mut good = Vec::new();
     for (name, id) in merged {
         let skip = |r: &mut ImportReport, why: String| {
@@ -458,8 +534,17 @@ pub(super) fn import_registry(
         }
         good.push((name, wid));
     }
-    // Registry versions: a name's versions are taken whole, and only when the store has none
-    // of its own (two histories of one name do not merge into one order).
+    Ok(good)
+}
+
+/// The registry versions of `uwf.jsonl` (at `extra_path`) whose workflow is stored; the others
+/// reported as skipped.
+fn stored_versions(
+    store: &Store,
+    extra_path: &Path,
+    extra: &ExtraRead,
+    r: &mut ImportReport,
+) -> Result<Vec<(String, Vec<RegistryEntry>)>, StoreError> {
     let mut versions: Vec<(String, Vec<RegistryEntry>)> = Vec::new();
     for (name, list) in &extra.versions {
         let mut ok = Vec::with_capacity(list.len());
@@ -477,58 +562,49 @@ pub(super) fn import_registry(
         }
         versions.push((name.clone(), ok));
     }
-    // Names are recorded in registration order, so that each new one takes its place.
-    versions.sort_by_cached_key(|(name, _)| order.get(name).copied());
-    let results = store.write(|w| {
-        let restore = |w: &mut crate::store::Writer<'_>, name: &str, list: &[RegistryEntry]| {
-            if list.is_empty() || w.has_registry_history(name)? {
-                return Ok(false);
-            }
-            for v in list {
-                w.append_registry_version(name, v)?;
-            }
-            Ok::<_, StoreError>(true)
-        };
-        let mut results = Vec::with_capacity(good.len());
-        let mut kept = versions.iter().peekable();
-        for (name, wid) in &good {
-            // Versions of names no longer registered, recorded before this one.
-            while let Some((n, list)) = kept.next_if(|(n, _)| order.get(n) < order.get(name)) {
-                restore(w, n, list)?;
-            }
-            let restored = match kept.next_if(|(n, _)| n == name) {
-                Some((_, list)) => restore(w, name, list)?,
-                None => false,
-            };
-            results.push(if restored && w.registry_get(name)?.is_none() {
-                w.set_registry_name(name, *wid)?;
-                Merge::Inserted
-            } else {
-                w.merge_registry(name, *wid, opts.now_ms, opts.overwrite)?
-            });
+    Ok(versions)
+}
+
+/// Records the names `good` and the `versions` of each name (of the names no longer
+/// registered too) in registration `order`; returns what each name's merge did.
+fn write_registry(
+    w: &mut crate::store::Writer<'_>,
+    good: &[(String, NodeId)],
+    versions: &[(String, Vec<RegistryEntry>)],
+    order: &std::collections::HashMap<String, usize>,
+    opts: ImportOptions,
+) -> Result<Vec<Merge>, StoreError> {
+    let restore = |w: &mut crate::store::Writer<'_>, name: &str, list: &[RegistryEntry]| {
+        if list.is_empty() || w.has_registry_history(name)? {
+            return Ok(false);
         }
-        for (n, list) in kept {
+        for v in list {
+            w.append_registry_version(name, v)?;
+        }
+        Ok::<_, StoreError>(true)
+    };
+    let mut results = Vec::with_capacity(good.len());
+    let mut kept = versions.iter().peekable();
+    for (name, wid) in good {
+        // Versions of names no longer registered, recorded before this one.
+        while let Some((n, list)) = kept.next_if(|(n, _)| order.get(n) < order.get(name)) {
             restore(w, n, list)?;
         }
-        Ok(results)
-    })?;
-    for ((name, _), m) in good.iter().zip(results) {
-        match m {
-            Merge::Inserted => r.registry.imported += 1,
-            Merge::Same => r.registry.present += 1,
-            Merge::Kept => {
-                r.registry.skipped += 1;
-                r.conflicts.push(format!("workflow \"{name}\" exists with another id; kept (use --overwrite to replace it)"));
-            }
-            Merge::Overwritten => {
-                r.registry.imported += 1;
-                r.conflicts.push(format!(
-                    "workflow \"{name}\" exists with another id; replaced"
-                ));
-            }
-        }
+        let restored = match kept.next_if(|(n, _)| n == name) {
+            Some((_, list)) => restore(w, name, list)?,
+            None => false,
+        };
+        results.push(if restored && w.registry_get(name)?.is_none() {
+            w.set_registry_name(name, *wid)?;
+            Merge::Inserted
+        } else {
+            w.merge_registry(name, *wid, opts.now_ms, opts.overwrite)?
+        });
     }
-    Ok(())
+    for (n, list) in kept {
+        restore(w, n, list)?;
+    }
+    Ok(results)
 }
 
 /// The place of each name of an import in registration order: the order of `workflows.yaml`

@@ -366,25 +366,7 @@ fn block(value: &str, ctx: Ctx, force_indent: bool) -> U {
         if end.last() == Some(&NL) {
             end.pop();
         }
-        // `/(^|(?<!\n))\n+(?!\n|$)/g` → `$&` + indent: a run of newlines not at the end
-        let mut e2 = U::new();
-        let mut i = 0;
-        while i < end.len() {
-            if end[i] == NL {
-                let s = i;
-                while i < end.len() && end[i] == NL {
-                    i += 1;
-                }
-                e2.extend(&end[s..i]);
-                if i < end.len() {
-                    e2.extend(spaces(indent));
-                }
-            } else {
-                e2.push(end[i]);
-                i += 1;
-            }
-        }
-        end = e2;
+        end = indent_inner_newline_runs(&end, indent);
     }
     // indentation indicator from the whitespace at the start
     let mut start_with_space = false;
@@ -431,6 +413,29 @@ fn block(value: &str, ctx: Ctx, force_indent: bool) -> U {
     indent_after_newline_runs(&body, &mut out, indent);
     out.extend(end);
     out
+}
+
+/// `/(^|(?<!\n))\n+(?!\n|$)/g` → `$&` + indent: `end` with each run of newlines not at its end
+/// followed by the indentation.
+fn indent_inner_newline_runs(end: &[u16], indent: usize) -> U {
+    let mut e2 = U::new();
+    let mut i = 0;
+    while i < end.len() {
+        if end[i] == NL {
+            let s = i;
+            while i < end.len() && end[i] == NL {
+                i += 1;
+            }
+            e2.extend(&end[s..i]);
+            if i < end.len() {
+                e2.extend(spaces(indent));
+            }
+        } else {
+            e2.push(end[i]);
+            i += 1;
+        }
+    }
+    e2
 }
 
 /// The three replacements of `blockString` that prepare a folded block body.
@@ -500,6 +505,7 @@ enum Mode {
 
 /// `foldFlowLines(text, "  ", mode, {indentAtStart, lineWidth: 80, minContentWidth: 20})`;
 /// returns the text and whether a line overflowed.
+// Long: a port of the yaml library's `foldFlowLines`, kept in its order to compare the two.
 fn fold(text: &[u16], mode: Mode, indent_at_start: Option<usize>, indent: usize) -> (U, bool) {
     let indent = &spaces(indent)[..];
     let end_step =
