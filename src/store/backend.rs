@@ -370,8 +370,8 @@ pub(crate) trait WriteTx {
     fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>>;
     fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>>;
     fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()>;
-    /// Stores new threads with their states; [`crate::store::StoreError::ThreadExists`] if one is there
-    /// already (the caller's write then rolls back).
+    /// Stores new threads with their states; [`crate::store::StoreError::ThreadExists`] if one
+    /// is there already (the caller's write then rolls back).
     fn insert_threads(&mut self, threads: &[(ThreadId, ThreadRecord, ThreadState)]) -> Result<()> {
         for (id, rec, state) in threads {
             if self.thread(id)?.is_some() {
