@@ -11,7 +11,7 @@ pub struct Listener {
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -26,7 +26,7 @@ impl Pg {
         let _ = std::thread::Builder::new()
             .name("uwf-listen".into())
             .spawn(move || {
-                let stopped = || flag.load(std::sync::atomic::Ordering::Relaxed);
+                let stopped = || flag.load(Ordering::Relaxed);
                 while !stopped() {
                     let Some(p) = pg.upgrade() else { return };
                     let client = p.config.connect(p.tls.clone());

@@ -38,6 +38,7 @@ use crate::store::records::{Record, dec, enc};
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -82,6 +83,12 @@ const REMEMBER_MAX: usize = 4096;
 pub(crate) const CHAIN_PAGE: i32 = 50_000;
 /// Idle sessions a process keeps.
 const POOL_IDLE: usize = 16;
+/// Connections a process opens before it waits for one to be given back (a server's stock
+/// `max_connections` is 100, shared by every process).
+const POOL_MAX: usize = 16;
+/// How long a borrower waits for a connection at [`POOL_MAX`] before it opens one more anyway
+/// (one that holds a connection while it asks for another must not wait forever).
+const POOL_WAIT: Duration = Duration::from_secs(2);
 /// The session advisory lock of the running collection.
 pub(crate) const GC_LOCK: i64 = 0x7577_665f_6763_6f6e;
 /// The transaction advisory lock a sweep takes exclusive and a writer that relies on a stored
@@ -290,8 +297,10 @@ impl Drop for Conn<'_> {
             && idle.len() < POOL_IDLE
         {
             idle.push(s);
+            self.pg.freed.notify_one();
             return;
         }
+        self.pg.closed(1);
         drop_outside_runtime(s);
     }
 }
@@ -320,6 +329,10 @@ pub(crate) struct Pg {
     /// The URL without its password, for messages.
     server: String,
     idle: Mutex<Vec<Session>>,
+    /// Connections open, idle or borrowed.
+    open: std::sync::atomic::AtomicUsize,
+    /// Signalled when a session is given back or a connection closed.
+    freed: std::sync::Condvar,
     /// Who this process is, for the leases it renews.
     holder: OnceLock<String>,
     /// Nodes this process wrote lately and schemas it read (nodes never change; a collection
@@ -523,6 +536,8 @@ impl Pg {
             config,
             tls: tls()?,
             idle: Mutex::new(Vec::new()),
+            open: std::sync::atomic::AtomicUsize::new(0),
+            freed: std::sync::Condvar::new(),
             holder: OnceLock::new(),
             written: Mutex::new(HashMap::new()),
         })
@@ -542,25 +557,57 @@ impl Pg {
             || matches!(err, StoreError::Server { retry: true, .. }) && e.as_db_error().is_none()
         {
             let idle = std::mem::take(&mut *self.idle.lock().unwrap_or_else(|p| p.into_inner()));
+            self.closed(idle.len());
             drop_outside_runtime(idle);
         }
         err
     }
 
+    /// Counts `n` connections closed, and wakes a borrower waiting for room.
+    fn closed(&self, n: usize) {
+        if n > 0 {
+            let _ = self
+                .open
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+                    Some(o.saturating_sub(n))
+                });
+            self.freed.notify_all();
+        }
+    }
+
     /// A session: an idle one, else a new connection.
     pub(crate) fn conn(&self) -> Result<Conn<'_>> {
-        while let Some(s) = self.idle.lock().expect("pool lock").pop() {
-            if !s.client.is_closed() {
-                return Ok(Conn {
-                    pg: self,
-                    session: Some(s),
-                });
+        let deadline = std::time::Instant::now() + POOL_WAIT;
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            while let Some(s) = idle.pop() {
+                if !s.client.is_closed() {
+                    return Ok(Conn {
+                        pg: self,
+                        session: Some(s),
+                    });
+                }
+                self.closed(1);
             }
+            let now = std::time::Instant::now();
+            if self.open.load(Ordering::Relaxed) < POOL_MAX || now >= deadline {
+                break;
+            }
+            idle = self
+                .freed
+                .wait_timeout(idle, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
-        let client = self
-            .config
-            .connect(self.tls.clone())
-            .map_err(|e| self.err(&e))?;
+        self.open.fetch_add(1, Ordering::Relaxed);
+        drop(idle);
+        let client = match self.config.connect(self.tls.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                self.closed(1);
+                return Err(self.err(&e));
+            }
+        };
         Ok(Conn {
             pg: self,
             session: Some(Session {
@@ -632,6 +679,7 @@ pub(crate) fn error_at(server: &str, e: &postgres::Error) -> StoreError {
                 || *c == SqlState::T_R_SERIALIZATION_FAILURE
                 || *c == SqlState::ADMIN_SHUTDOWN
                 || *c == SqlState::CANNOT_CONNECT_NOW
+                || *c == SqlState::TOO_MANY_CONNECTIONS
                 || c.code().starts_with("08")
         })
         || e.code().is_none() && e.as_db_error().is_none();
