@@ -153,12 +153,20 @@ pub(crate) fn write_root_files(
     dir: &Path,
     report: &mut ExportReport,
 ) -> Result<(), TransferError> {
-    let snap = store.snapshot()?;
-    let mut readable = ReadableWorkflows::default();
-    let mut extra = ExtraOut::create(dir)?;
-    write_threads(store, &snap, dir, &mut readable, &mut extra, report)?;
-    write_registry(store, &snap, dir, &mut readable, &mut extra, report)?;
-    write_history(store, &snap, dir, &mut readable, &mut extra, report)?;
+    let mut files = RootFiles {
+        store,
+        snap: store.snapshot()?,
+        dir,
+        readable: ReadableWorkflows::default(),
+        extra: ExtraOut::create(dir)?,
+        report,
+    };
+    files.threads()?;
+    files.registry()?;
+    files.history()?;
+    let RootFiles {
+        mut extra, report, ..
+    } = files;
     for (t, st) in store.thread_states()? {
         extra.put(Extra::State {
             thread: t.as_str().to_string(),
@@ -219,120 +227,117 @@ impl ExtraOut {
     }
 }
 
-/// Writes `threads.yaml` with the active threads of readable workflows; the others go to
-/// `extra`.
-fn write_threads(
-    store: &Store,
-    snap: &Snapshot,
-    dir: &Path,
-    readable: &mut ReadableWorkflows,
-    extra: &mut ExtraOut,
-    report: &mut ExportReport,
-) -> Result<(), TransferError> {
-    let threads = store.threads()?;
-    report.threads = threads.len() as u64;
-    let mut heads: Vec<(String, String)> = Vec::with_capacity(threads.len());
-    for (t, r) in threads {
-        let wf = match r.workflow {
-            Some(w) => Some(w),
-            None => workflow_of(snap, r.head)?,
-        };
-        if readable.check(snap, wf)? {
-            heads.push((t.to_string(), r.head.to_wire()));
-        } else {
-            extra.put(Extra::Thread {
-                thread: t.to_string(),
-                workflow: wf.map(NodeId::to_wire),
-                head: r.head.to_wire(),
-                updated_at: r.updated_ms,
-                status: "active".into(),
-            })?;
-        }
-    }
-    let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
-    write_atomic(dir, THREADS_FILE, text.as_bytes())?;
-    Ok(())
+/// What the root files are written from, and the report they add to.
+struct RootFiles<'a> {
+    store: &'a Store,
+    snap: Snapshot,
+    dir: &'a Path,
+    readable: ReadableWorkflows,
+    extra: ExtraOut,
+    report: &'a mut ExportReport,
 }
 
-/// Writes `workflows.yaml` and `registry.yaml` with the names of readable workflows; the
-/// other names and every registry version go to `extra`.
-fn write_registry(
-    store: &Store,
-    snap: &Snapshot,
-    dir: &Path,
-    readable: &mut ReadableWorkflows,
-    extra: &mut ExtraOut,
-    report: &mut ExportReport,
-) -> Result<(), TransferError> {
-    let mut reg: Vec<(String, String)> = Vec::new();
-    for (name, id) in store.registry_in_order()? {
-        report.registry += 1;
-        if readable.check(snap, Some(id))? {
-            reg.push((name, id.to_wire()));
-        } else {
-            extra.put(Extra::Workflow {
+impl RootFiles<'_> {
+    /// Writes `threads.yaml` with the active threads of readable workflows; the others go to
+    /// `extra`.
+    fn threads(&mut self) -> Result<(), TransferError> {
+        let (store, snap, dir) = (self.store, &self.snap, self.dir);
+        let (readable, extra, report) = (&mut self.readable, &mut self.extra, &mut *self.report);
+        let threads = store.threads()?;
+        report.threads = threads.len() as u64;
+        let mut heads: Vec<(String, String)> = Vec::with_capacity(threads.len());
+        for (t, r) in threads {
+            let wf = match r.workflow {
+                Some(w) => Some(w),
+                None => workflow_of(snap, r.head)?,
+            };
+            if readable.check(snap, wf)? {
+                heads.push((t.to_string(), r.head.to_wire()));
+            } else {
+                extra.put(Extra::Thread {
+                    thread: t.to_string(),
+                    workflow: wf.map(NodeId::to_wire),
+                    head: r.head.to_wire(),
+                    updated_at: r.updated_ms,
+                    status: "active".into(),
+                })?;
+            }
+        }
+        let text = yaml::write_string_map(heads.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        write_atomic(dir, THREADS_FILE, text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Writes `workflows.yaml` and `registry.yaml` with the names of readable workflows; the
+    /// other names and every registry version go to `extra`.
+    fn registry(&mut self) -> Result<(), TransferError> {
+        let (store, snap, dir) = (self.store, &self.snap, self.dir);
+        let (readable, extra, report) = (&mut self.readable, &mut self.extra, &mut *self.report);
+        let mut reg: Vec<(String, String)> = Vec::new();
+        for (name, id) in store.registry_in_order()? {
+            report.registry += 1;
+            if readable.check(snap, Some(id))? {
+                reg.push((name, id.to_wire()));
+            } else {
+                extra.put(Extra::Workflow {
+                    name,
+                    workflow: id.to_wire(),
+                })?;
+            }
+        }
+        let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
+        write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
+        write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
+        for (name, v) in store.all_registry_history_in_order()? {
+            extra.put(Extra::Registry {
                 name,
-                workflow: id.to_wire(),
+                workflow: v.workflow.to_wire(),
+                time: v.time_ms,
             })?;
         }
+        Ok(())
     }
-    let text = yaml::write_string_map(reg.iter().map(|(a, b)| (a.as_str(), b.as_str())));
-    write_atomic(dir, WORKFLOWS_FILE, text.as_bytes())?;
-    write_atomic(dir, REGISTRY_FILE, text.as_bytes())?;
-    for (name, v) in store.all_registry_history_in_order()? {
-        extra.put(Extra::Registry {
-            name,
-            workflow: v.workflow.to_wire(),
-            time: v.time_ms,
-        })?;
-    }
-    Ok(())
-}
 
-/// Writes `history.jsonl` with the finished threads the TypeScript tool can read; the others
-/// go to `extra`.
-fn write_history(
-    store: &Store,
-    snap: &Snapshot,
-    dir: &Path,
-    readable: &mut ReadableWorkflows,
-    extra: &mut ExtraOut,
-    report: &mut ExportReport,
-) -> Result<(), TransferError> {
-    let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
-    let hist_path = dir.join(HISTORY_FILE);
-    store.for_each_history::<TransferError>(|e| {
-        report.history += 1;
-        // The TypeScript tool knows `completed` and `cancelled`; uwf's other outcomes go to
-        // `uwf.jsonl`.
-        let reason = match &e.reason {
-            FinishReason::Completed | FinishReason::Cancelled => Some(e.reason.clone()),
-            _ => None,
-        };
-        let wf = e.workflow.id();
-        match reason {
-            Some(reason) if wf.is_some() && readable.check(snap, wf)? => {
-                let rec = HistoryRecord {
+    /// Writes `history.jsonl` with the finished threads the TypeScript tool can read; the others
+    /// go to `extra`.
+    fn history(&mut self) -> Result<(), TransferError> {
+        let (store, snap, dir) = (self.store, &self.snap, self.dir);
+        let (readable, extra, report) = (&mut self.readable, &mut self.extra, &mut *self.report);
+        let mut hist = AtomicFile::create(dir, HISTORY_FILE)?;
+        let hist_path = dir.join(HISTORY_FILE);
+        store.for_each_history::<TransferError>(|e| {
+            report.history += 1;
+            // The TypeScript tool knows `completed` and `cancelled`; uwf's other outcomes go to
+            // `uwf.jsonl`.
+            let reason = match &e.reason {
+                FinishReason::Completed | FinishReason::Cancelled => Some(e.reason.clone()),
+                _ => None,
+            };
+            let wf = e.workflow.id();
+            match reason {
+                Some(reason) if wf.is_some() && readable.check(snap, wf)? => {
+                    let rec = HistoryRecord {
+                        thread: e.thread,
+                        workflow: e.workflow.into_text(),
+                        head: e.head.into_text(),
+                        completed_at: e.completed_at,
+                        reason,
+                    };
+                    hist.write_all(rec.to_line().as_bytes())
+                        .map_err(|e| write_error(&hist_path, e))
+                }
+                _ => extra.put(Extra::History {
                     thread: e.thread,
                     workflow: e.workflow.into_text(),
                     head: e.head.into_text(),
                     completed_at: e.completed_at,
-                    reason,
-                };
-                hist.write_all(rec.to_line().as_bytes())
-                    .map_err(|e| write_error(&hist_path, e))
+                    reason: e.reason.to_string(),
+                }),
             }
-            _ => extra.put(Extra::History {
-                thread: e.thread,
-                workflow: e.workflow.into_text(),
-                head: e.head.into_text(),
-                completed_at: e.completed_at,
-                reason: e.reason.to_string(),
-            }),
-        }
-    })?;
-    hist.commit()?;
-    Ok(())
+        })?;
+        hist.commit()?;
+        Ok(())
+    }
 }
 
 /// Which workflow nodes the TypeScript tool can read: those of its Workflow schema.
