@@ -37,12 +37,7 @@ impl PromptArgs {
     pub(crate) fn text(self) -> CliResult<String> {
         let trim = |t: String| t.trim_end_matches(['\n', '\r']).to_string();
         match (self.prompt, self.prompt_file) {
-            (Some(p), _) if p == "-" => {
-                let mut t = String::new();
-                std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
-                    .map_err(|e| CliError::new(format!("cannot read the prompt on stdin: {e}")))?;
-                Ok(trim(t))
-            }
+            (Some(p), _) if p == "-" => Ok(trim(stdin_text("the prompt")?)),
             (Some(p), _) => Ok(p),
             (None, Some(f)) => std::fs::read_to_string(&f).map(trim).map_err(|e| {
                 CliError::new(format!("cannot read prompt file {}: {e}", f.display()))
@@ -54,6 +49,14 @@ impl PromptArgs {
             )),
         }
     }
+}
+
+/// All of standard input, `what` naming it in the error.
+fn stdin_text(what: &str) -> CliResult<String> {
+    let mut t = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
+        .map_err(|e| CliError::new(format!("cannot read {what} on stdin: {e}")))?;
+    Ok(t)
 }
 
 /// Arguments of `thread start`.
@@ -166,10 +169,7 @@ struct BatchLine {
 /// the batch, naming its line), then one write.
 fn cmd_start_batch(env: &Env, a: &StartArgs, batch: &str) -> CliResult {
     let text = if batch == "-" {
-        let mut t = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut t)
-            .map_err(|e| CliError::new(format!("cannot read the batch on stdin: {e}")))?;
-        t
+        stdin_text("the batch")?
     } else {
         std::fs::read_to_string(batch)
             .map_err(|e| CliError::new(format!("cannot read batch file {batch}: {e}")))?

@@ -210,8 +210,9 @@ fn submit_with(
         Ok(v) => agent::fast_path_with(input.raw, &c.schema, &schema_id, v),
         Err(_) => agent::fast_path(input.raw, &c.schema, &schema_id),
     };
-    let out = match fast {
-        Ok(o) => o.output,
+    // The fast path's output is checked already, with the validator `prepare` would use.
+    let (out, checked) = match fast {
+        Ok(o) => (o.output, true),
         Err(_) if defer => return Ok(None),
         Err(e) => {
             let fast = e.to_string().replace('\n', " ");
@@ -225,7 +226,7 @@ fn submit_with(
                 .fallback
                 .map(|f| f.extract(&c.schema, input.raw, &check));
             match second {
-                Some(Ok(v)) => v,
+                Some(Ok(v)) => (v, false),
                 failed => {
                     let raw = store.prepare(text, &Value::str(input.raw), false)?;
                     let id = raw.id;
@@ -243,7 +244,7 @@ fn submit_with(
             }
         }
     };
-    let output = store.prepare(c.role.schema, &out, true)?;
+    let output = store.prepare(c.role.schema, &out, !checked)?;
     let mut nodes = vec![output];
     let detail_id = match input.detail_id {
         Some(id) => id,

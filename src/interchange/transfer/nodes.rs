@@ -19,6 +19,9 @@ enum Deferred {
     Held(Box<crate::interchange::layout::ScannedNode>),
 }
 
+/// Where a feed hands the import its items.
+type Sink<'a> = &'a mut dyn FnMut(ScanItem) -> Result<(), TransferError>;
+
 /// The node import over the items of `feed`; `cas` is where deferred node files are read
 /// again (`None`: deferred nodes are held in memory).
 pub(super) fn run_node_import(
@@ -26,9 +29,7 @@ pub(super) fn run_node_import(
     cas: Option<&Path>,
     opts: ImportOptions,
     progress: Progress<'_>,
-    feed: impl FnOnce(
-        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
-    ) -> Result<(), TransferError>,
+    feed: impl FnOnce(Sink<'_>) -> Result<(), TransferError>,
 ) -> Result<ImportReport, TransferError> {
     let mut r = ImportReport::default();
     let (deferred, seen, committed) = import_fed(store, cas, opts, progress, feed, &mut r)?;
@@ -52,9 +53,7 @@ fn import_fed(
     cas: Option<&Path>,
     opts: ImportOptions,
     progress: Progress<'_>,
-    feed: impl FnOnce(
-        &mut dyn FnMut(ScanItem) -> Result<(), TransferError>,
-    ) -> Result<(), TransferError>,
+    feed: impl FnOnce(Sink<'_>) -> Result<(), TransferError>,
     r: &mut ImportReport,
 ) -> Result<(Vec<Deferred>, u64, ImportReport), TransferError> {
     // Batches are put on a second thread while the next one is read and prepared: at most one
