@@ -179,16 +179,7 @@ fn skill_list_and_texts() {
     ] {
         assert!(all.contains(word), "no skill mentions {word}");
     }
-    for status in [
-        "queued",
-        "idle",
-        "running",
-        "paused",
-        "completed",
-        "failed",
-        "cancelled",
-        "dropped",
-    ] {
+    for status in crate::common::THREAD_STATES {
         assert!(all.contains(&format!("| `{status}` |")), "status {status}");
     }
 }

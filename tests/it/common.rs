@@ -355,3 +355,15 @@ impl TestEnv {
         c
     }
 }
+
+/// The eight states a thread can be in, as `thread list --status` and the docs name them.
+pub const THREAD_STATES: [&str; 8] = [
+    "queued",
+    "idle",
+    "running",
+    "paused",
+    "completed",
+    "failed",
+    "cancelled",
+    "dropped",
+];

@@ -228,17 +228,7 @@ fn pages_show_threads_steps_graphs_and_versions() {
     }
     assert!(list.contains(">reviewer<"), "the current role: {list}");
     // A filter for each of the eight states, and for active ones.
-    for status in [
-        "active",
-        "queued",
-        "idle",
-        "running",
-        "paused",
-        "completed",
-        "failed",
-        "cancelled",
-        "dropped",
-    ] {
+    for status in std::iter::once("active").chain(crate::common::THREAD_STATES) {
         assert!(
             list.contains(&format!(r#"<a href="/?status={status}">{status}</a>"#)),
             "{status}: {list}"
