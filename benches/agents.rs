@@ -149,6 +149,7 @@ fn extraction(c: &mut Criterion) {
                             cwd: "/tmp",
                             started_ms: 1_767_225_600_000 + n,
                             now_ms: 1_767_225_600_000 + n,
+                            usage: &[],
                         },
                     )
                     .unwrap();

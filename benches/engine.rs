@@ -146,6 +146,7 @@ impl Bench {
                 cwd: "/tmp",
                 started_ms: now,
                 now_ms: now,
+                usage: &[],
             },
         )
         .unwrap()

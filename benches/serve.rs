@@ -93,6 +93,7 @@ fn long_thread(dir: &Path) -> (PathBuf, String) {
                 cwd: "/tmp",
                 started_ms: now,
                 now_ms: now,
+                usage: &[],
             },
         )
         .unwrap();

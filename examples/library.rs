@@ -63,6 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             cwd: &dir.display().to_string(),
             started_ms: started,
             now_ms: now(),
+            usage: &[],
         },
     )?;
     // Move the head by compare-and-swap.

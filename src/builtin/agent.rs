@@ -3,13 +3,13 @@
 //! [`ModelExtract`]).
 
 use crate::cas::NodeId;
-use crate::llm::Client;
-use crate::store::Store;
+use crate::llm::{Client, Usage};
+use crate::store::{ModelCall, Store};
 use crate::supervise::{Interrupt, StepError};
 use crate::thread::{self, Config, Fallback, ModelSetup, SubmitInput, ThreadId};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Looks up a variable (the environment, then `.env`) for `${VAR}` and `apiKeyEnv` keys.
 pub type Vars = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
@@ -69,7 +69,29 @@ impl Models {
         let alias = self.config.extract_model_alias()?;
         Some(ModelExtract {
             setup: self.model(&alias).map_err(|e| e.to_string()),
+            calls: Mutex::new(Vec::new()),
         })
+    }
+}
+
+/// The usage record of one call that `setup`'s provider answered in `took`: the cost the
+/// provider reported, else the configured price's, else none.
+pub(crate) fn model_call(setup: &ModelSetup, usage: &Usage, took: Duration) -> ModelCall {
+    let (input, output, cached) = (
+        usage.prompt_tokens,
+        usage.completion_tokens,
+        usage.cached_tokens,
+    );
+    ModelCall {
+        provider: setup.provider.name.clone(),
+        model: setup.alias.clone(),
+        input_tokens: input,
+        output_tokens: output,
+        cached_input_tokens: cached,
+        duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        cost_usd: usage
+            .cost_usd
+            .or_else(|| setup.price.map(|p| p.cost(input, output, cached))),
     }
 }
 
@@ -77,6 +99,27 @@ impl Models {
 /// that carries the validation errors.
 pub struct ModelExtract {
     setup: Result<ModelSetup, String>,
+    calls: Mutex<Vec<ModelCall>>,
+}
+
+impl ModelExtract {
+    /// Sends `req`, keeping the call's usage.
+    fn chat(
+        &self,
+        client: &Client,
+        setup: &ModelSetup,
+        req: &crate::llm::ChatRequest,
+    ) -> Result<crate::llm::ChatReply, String> {
+        let clock = Instant::now();
+        let reply = client
+            .chat_blocking(&setup.provider, req)
+            .map_err(|e| e.to_string())?;
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(model_call(setup, &reply.usage, clock.elapsed()));
+        Ok(reply)
+    }
 }
 
 impl Fallback for ModelExtract {
@@ -90,17 +133,13 @@ impl Fallback for ModelExtract {
         let setup = self.setup.as_ref().map_err(String::clone)?;
         let client = Client::new(setup.options)?;
         let req = extract_request(&setup.model, schema, raw);
-        let reply = client
-            .chat_blocking(&setup.provider, &req)
-            .map_err(|e| e.to_string())?;
+        let reply = self.chat(&client, setup, &req)?;
         let why = match parse_reply(&reply.content).and_then(|v| check(&v).map(|()| v)) {
             Ok(v) => return Ok(v),
             Err(why) => why,
         };
         let again = corrective_request(&req, &reply.content, &why);
-        let reply = client
-            .chat_blocking(&setup.provider, &again)
-            .map_err(|e| e.to_string())?;
+        let reply = self.chat(&client, setup, &again)?;
         parse_reply(&reply.content)
             .and_then(|v| check(&v).map(|()| v))
             .map_err(|w| {
@@ -110,6 +149,27 @@ impl Fallback for ModelExtract {
                 )
             })
     }
+    fn calls(&self) -> Vec<ModelCall> {
+        self.calls
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// What a built-in agent hands back for its StepNode.
+#[derive(Default)]
+pub(super) struct Reply<'a> {
+    /// The raw output.
+    pub raw: &'a str,
+    /// Its detail node, stored already or among `nodes`.
+    pub detail: Option<NodeId>,
+    /// Nodes written with the StepNode (the detail and what it references).
+    pub nodes: &'a [crate::store::Prepared],
+    /// The prompt the agent was given, kept as a text node.
+    pub prompt: Option<&'a str>,
+    /// The model calls made or reported.
+    pub usage: &'a [ModelCall],
 }
 
 /// One step of one thread, as a built-in agent sees it.
@@ -141,31 +201,30 @@ pub struct Turn<'a> {
 }
 
 impl Turn<'_> {
-    /// Writes the StepNode for `raw` (both layers of extraction) and returns its id.
+    /// Writes the StepNode for the agent's reply (both layers of extraction) and returns its
+    /// id.
     pub(super) fn submit(
         &self,
-        raw: &str,
         agent: &str,
         started_ms: u64,
-        detail_id: Option<NodeId>,
-        detail_nodes: &[crate::store::Prepared],
-        assembled_prompt: Option<&str>,
+        reply: &Reply<'_>,
     ) -> Result<NodeId, StepError> {
         let fallback = self.models.extract();
         let input = SubmitInput {
             thread: self.thread,
             role: self.role,
-            raw,
+            raw: reply.raw,
             detail: None,
-            detail_id,
-            detail_nodes,
-            assembled_prompt,
+            detail_id: reply.detail,
+            detail_nodes: reply.nodes,
+            assembled_prompt: reply.prompt,
             fallback: fallback.as_ref().map(|f| f as &dyn Fallback),
             agent,
             edge_prompt: self.edge_prompt,
             cwd: &self.cwd.display().to_string(),
             started_ms,
             now_ms: (self.now)(),
+            usage: reply.usage,
         };
         let id = match self.moderated {
             Some(m) => thread::kit::submit_moderated(self.store, m, &input)?,

@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
-use super::agent::{Agent, Turn};
+use super::agent::{Agent, Reply, Turn};
 use super::details::{DetailKind, store_detail};
 use super::sessions;
 use crate::agent::prompt;
 use crate::cas::value::Map;
 use crate::cas::{NodeId, Value};
+use crate::store::ModelCall;
 use crate::supervise::{self, Ending, Limits, StepError};
 use crate::thread::{self, AgentCommand, AgentProtocol};
 
@@ -146,15 +147,47 @@ impl Agent for CommandAgent {
             (turn.now)(),
         )
         .map_err(thread::ThreadError::from)?;
-        turn.submit(
-            &reading.raw,
-            &self.name(),
-            started_ms,
-            Some(detail),
-            &[],
-            Some(&text),
-        )
+        let calls: Vec<ModelCall> = preset
+            .and_then(|p| reported_call(p, &reading, run.elapsed.as_millis() as u64))
+            .into_iter()
+            .collect();
+        let reply = Reply {
+            raw: &reading.raw,
+            detail: Some(detail),
+            prompt: Some(&text),
+            usage: &calls,
+            ..Reply::default()
+        };
+        turn.submit(&self.name(), started_ms, &reply)
     }
+}
+
+/// The usage a coding-agent CLI reported for its turn, as one call (its own total cost wins
+/// over any price; a CLI that reports no usage gives none).
+fn reported_call(preset: Preset, reading: &Reading, duration_ms: u64) -> Option<ModelCall> {
+    let usage = reading.fields.get("usage")?.as_object()?;
+    let n = |k: &str| match usage.get(k) {
+        Some(Value::Number(n)) if *n >= 0.0 => *n as u64,
+        _ => 0,
+    };
+    let cached = n("cacheReadInputTokens");
+    Some(ModelCall {
+        provider: preset.name().to_string(),
+        model: reading
+            .fields
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(preset.name())
+            .to_string(),
+        input_tokens: n("inputTokens") + cached + n("cacheCreationInputTokens"),
+        output_tokens: n("outputTokens"),
+        cached_input_tokens: cached,
+        duration_ms,
+        cost_usd: match reading.fields.get("totalCostUsd") {
+            Some(Value::Number(c)) => Some(*c),
+            _ => None,
+        },
+    })
 }
 
 impl CommandAgent {

@@ -2,7 +2,7 @@
 //! TypeScript tool's agents assemble it; a reply without valid frontmatter gets up to two
 //! corrections, then the model extraction; the conversation is kept as a detail node.
 
-use super::agent::{Agent, Turn};
+use super::agent::{Agent, Reply, Turn, model_call};
 use super::details::{DetailKind, store_detail};
 use crate::agent::{self, prompt};
 use crate::cas::value::Map;
@@ -66,11 +66,13 @@ impl Agent for LlmAgent {
             temperature: None,
         };
         let mut usage = Usage::default();
+        let mut calls = Vec::new();
         let mut replies: Vec<String> = Vec::new();
         let mut served_by = setup.model.clone();
         for attempt in 0..=CORRECTIONS {
             let interrupt = turn.interrupt;
             let stop = move || interrupt.and_then(Interrupt::signal).is_some();
+            let sent = Instant::now();
             let reply = match client.chat_blocking_until(&setup.provider, &req, &stop) {
                 Err(LlmError::Cancelled { .. }) => {
                     let signal = turn.interrupt.and_then(Interrupt::signal).unwrap_or(2);
@@ -78,6 +80,7 @@ impl Agent for LlmAgent {
                 }
                 r => r?,
             };
+            calls.push(model_call(&setup, &reply.usage, sent.elapsed()));
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             usage.total_tokens += reply.usage.total_tokens;
@@ -132,6 +135,12 @@ impl Agent for LlmAgent {
         let detail = store_detail(turn.store, DetailKind::Llm, fields, &turns, (turn.now)())
             .map_err(thread::ThreadError::from)?;
         let last = replies.last().map_or("", String::as_str);
-        turn.submit(last, &self.name(), started_ms, Some(detail), &[], None)
+        let reply = Reply {
+            raw: last,
+            detail: Some(detail),
+            usage: &calls,
+            ..Reply::default()
+        };
+        turn.submit(&self.name(), started_ms, &reply)
     }
 }

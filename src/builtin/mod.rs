@@ -55,7 +55,13 @@ impl Agent for ScriptedAgent {
             (turn.now)(),
         )
         .map_err(thread::ThreadError::from)?;
-        turn.submit(&raw, &self.name(), started, Some(detail), &nodes, None)
+        let reply = agent::Reply {
+            raw: &raw,
+            detail: Some(detail),
+            nodes: &nodes,
+            ..agent::Reply::default()
+        };
+        turn.submit(&self.name(), started, &reply)
     }
 }
 

@@ -256,6 +256,7 @@ fn submit(
             cwd: &cwd,
             started_ms: started,
             now_ms: env.now_ms,
+            usage: &[],
         },
     )?;
     write_stdout(format!("{id}\n").as_bytes())

@@ -293,6 +293,7 @@ fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
         cwd: &req.cwd,
         started_ms: req.started_ms,
         now_ms: req.now_ms,
+        usage: &[],
     };
     match thread::submit_unless_fallback(store, &input, req.has_fallback) {
         Ok(Some(id)) => Reply::Id(id.to_string()),

@@ -16,6 +16,7 @@ mod skill;
 mod start;
 mod store_cmd;
 pub(crate) mod thread;
+mod usage;
 pub(crate) mod workflow;
 
 pub(crate) use crate::query::error::{CliError, CliResult, Missing};
@@ -185,6 +186,9 @@ enum Command {
     /// Per-workflow limits kept in the store, enforced by every runner that shares it.
     #[command(subcommand)]
     Limits(store_cmd::LimitsCommand),
+    /// Model calls, tokens and cost, added up (from an aggregate the steps keep): the store's,
+    /// a thread's or a workflow's, since a time, grouped with --by.
+    Usage(usage::UsageArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -417,6 +421,7 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
         Command::Log(c) => log::run(c, env),
         Command::Store(c) => store_cmd::run(c, env),
         Command::Limits(c) => store_cmd::limits(c, env),
+        Command::Usage(a) => usage::run(a, env),
     }
 }
 
@@ -525,5 +530,6 @@ fn reads_only(c: &Command) -> bool {
             | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
             | Command::Store(store_cmd::StoreCommand::Info)
             | Command::Limits(store_cmd::LimitsCommand::List)
+            | Command::Usage(_)
     )
 }

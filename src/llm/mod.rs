@@ -124,7 +124,7 @@ impl ChatRequest {
 }
 
 /// Token counts of one reply.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Usage {
     /// Prompt tokens.
     pub prompt_tokens: u64,
@@ -132,6 +132,10 @@ pub struct Usage {
     pub completion_tokens: u64,
     /// Both.
     pub total_tokens: u64,
+    /// Prompt tokens read from the provider's cache (`prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: u64,
+    /// The cost in USD, when the provider reports it (`usage.cost`).
+    pub cost_usd: Option<f64>,
 }
 
 /// A reply.
@@ -551,6 +555,18 @@ fn parse_reply(body: &str) -> Result<ChatReply, String> {
             prompt_tokens: n("prompt_tokens"),
             completion_tokens: n("completion_tokens"),
             total_tokens: n("total_tokens"),
+            cached_tokens: v
+                .get("usage")
+                .and_then(|u| u.get("prompt_tokens_details"))
+                .and_then(|d| d.get("cached_tokens"))
+                .and_then(Value::as_f64)
+                .filter(|x| *x >= 0.0)
+                .map_or(0, |x| x as u64),
+            cost_usd: v
+                .get("usage")
+                .and_then(|u| u.get("cost"))
+                .and_then(Value::as_f64)
+                .filter(|x| x.is_finite() && *x >= 0.0),
         },
         attempts: 0,
     })

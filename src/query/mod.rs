@@ -7,4 +7,5 @@ pub(crate) mod error;
 pub(crate) mod output;
 pub(crate) mod running;
 pub(crate) mod thread;
+pub(crate) mod usage;
 pub(crate) mod workflow;

@@ -12,9 +12,10 @@
 //! is on.
 
 use super::error::Result;
-use super::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
+use super::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use super::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage, ThreadRecord,
+    ThreadState, UsageRow, WorkflowLimits,
 };
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use super::types::TypeInfo;
@@ -50,8 +51,71 @@ pub(crate) enum Order {
 /// A visitor of nodes: `Break` stops the walk (the caller keeps its reason).
 pub(crate) type Each<'a, T> = &'a mut dyn FnMut(T) -> ControlFlow<()>;
 
-/// A visitor of a walk: each event with the node that referenced it; an error stops the walk.
-pub(crate) type Visit<'a> = &'a mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>;
+/// What a walk reports, in walk order: a run of present nodes, or one missing node with the
+/// node that referenced it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Walked<'a> {
+    /// Present nodes, in walk order.
+    Found(&'a [NodeId]),
+    /// A referenced node that is not stored, and its referrer (`None` for the root).
+    Missing(NodeId, Option<NodeId>),
+}
+
+/// A visitor of a walk; an error stops the walk.
+pub(crate) type Visit<'a> = &'a mut dyn FnMut(Walked<'_>) -> Result<()>;
+
+/// Hands a backend's walk to its visitor: present nodes in runs (one call per run, not per
+/// node), a missing node at once, after the run before it; counts both.
+pub(crate) struct WalkReport<'v> {
+    visit: Visit<'v>,
+    found: Vec<NodeId>,
+    stats: WalkStats,
+}
+
+impl<'v> WalkReport<'v> {
+    /// Nodes handed on in one run.
+    const RUN: usize = 1024;
+
+    pub(crate) fn new(visit: Visit<'v>) -> Self {
+        Self {
+            visit,
+            found: Vec::with_capacity(Self::RUN),
+            stats: WalkStats::default(),
+        }
+    }
+
+    /// A present node.
+    #[inline]
+    pub(crate) fn found(&mut self, id: NodeId) -> Result<()> {
+        self.stats.visited += 1;
+        self.found.push(id);
+        if self.found.len() == Self::RUN {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// A missing node and its referrer.
+    pub(crate) fn missing(&mut self, id: NodeId, parent: Option<NodeId>) -> Result<()> {
+        self.flush()?;
+        self.stats.missing += 1;
+        (self.visit)(Walked::Missing(id, parent))
+    }
+
+    /// The totals, once the last run is handed on.
+    pub(crate) fn finish(mut self) -> Result<WalkStats> {
+        self.flush()?;
+        Ok(self.stats)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if !self.found.is_empty() {
+            (self.visit)(Walked::Found(&self.found))?;
+            self.found.clear();
+        }
+        Ok(())
+    }
+}
 
 /// A store's data, kept somewhere.
 pub(crate) trait Backend: Send + Sync {
@@ -354,6 +418,18 @@ pub(crate) trait ReadTx {
     /// # Errors
     /// A store failure.
     fn pins(&self) -> Result<Vec<(NodeId, u64)>>;
+
+    /// The usage aggregate's rows (thread, day, role, model), of `thread` only when given.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>>;
+
+    /// The model calls recorded with StepNode `step`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>>;
 }
 
 /// Writes inside one write transaction: see [`super::Writer`], whose methods document each.
@@ -410,4 +486,8 @@ pub(crate) trait WriteTx {
     fn record_removal(&mut self, r: &Removal) -> Result<()>;
     fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>>;
     fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>>;
+    /// Records a step's calls (once: a step recorded already is left as it is) and adds them
+    /// to the aggregate's row of their day: the UTC day of `now_ms`, or of the server's clock
+    /// where the backend has one.
+    fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()>;
 }

@@ -1,7 +1,7 @@
 //! Nodes through the store's handle: prepare (hash, check, find refs), put, get, prefix
 //! lookup, refs and walk; read snapshots and bulk loads.
 
-use super::backend::{BulkLoad, Order, ReadTx};
+use super::backend::{BulkLoad, Order, ReadTx, Walked};
 use super::damage::{catching_damage, guard_at};
 use super::error::{Result, StoreError};
 use super::handle::Store;
@@ -296,11 +296,16 @@ impl Store {
     /// A store failure, [`StoreError::Corrupt`] for such a referrer.
     pub fn walk(&self, root: NodeId, mut visit: impl FnMut(WalkEvent)) -> Result<WalkStats> {
         self.guard(|| {
-            self.read()?.walk(root, &mut |e, parent| {
-                if let (WalkEvent::Missing(_), Some(p)) = (e, parent) {
-                    self.check_refs(p)?;
+            self.read()?.walk(root, &mut |w| {
+                match w {
+                    Walked::Found(ids) => ids.iter().for_each(|&id| visit(WalkEvent::Node(id))),
+                    Walked::Missing(id, parent) => {
+                        if let Some(p) = parent {
+                            self.check_refs(p)?;
+                        }
+                        visit(WalkEvent::Missing(id));
+                    }
                 }
-                visit(e);
                 Ok(())
             })
         })

@@ -219,6 +219,198 @@ pub struct WorkflowLimits {
     pub max_retries: Option<u32>,
 }
 
+/// One model call's usage: a call the built-in LLM agent or the extraction made, or one a
+/// coding-agent CLI reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCall {
+    /// The provider's name in `config.yaml` (or the CLI that reported the call).
+    pub provider: String,
+    /// The model (the name under `models:`, else the model the provider named).
+    pub model: String,
+    /// Input tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the provider's cache.
+    pub cached_input_tokens: u64,
+    /// How long the call took, ms.
+    pub duration_ms: u64,
+    /// Its cost in USD: reported by the provider or CLI, else from a configured price; `None`
+    /// when neither knows it.
+    pub cost_usd: Option<f64>,
+}
+
+/// Usage added up.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageTotals {
+    /// Model calls.
+    pub calls: u64,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cached input tokens.
+    pub cached_input_tokens: u64,
+    /// The known costs added up, USD.
+    pub cost_usd: f64,
+    /// The calls whose cost is known.
+    pub costed_calls: u64,
+}
+
+impl UsageTotals {
+    /// Adds one call.
+    pub fn add_call(&mut self, c: &ModelCall) {
+        self.calls += 1;
+        self.input_tokens += c.input_tokens;
+        self.output_tokens += c.output_tokens;
+        self.cached_input_tokens += c.cached_input_tokens;
+        if let Some(cost) = c.cost_usd {
+            self.cost_usd += cost;
+            self.costed_calls += 1;
+        }
+    }
+
+    /// Adds other totals.
+    pub fn add(&mut self, o: &UsageTotals) {
+        self.calls += o.calls;
+        self.input_tokens += o.input_tokens;
+        self.output_tokens += o.output_tokens;
+        self.cached_input_tokens += o.cached_input_tokens;
+        self.cost_usd += o.cost_usd;
+        self.costed_calls += o.costed_calls;
+    }
+
+    /// The known cost, `None` when no call's cost is known.
+    pub fn cost(&self) -> Option<f64> {
+        (self.costed_calls > 0).then_some(self.cost_usd)
+    }
+}
+
+/// One row of the usage aggregate: a thread's calls of one day, role and model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsageRow {
+    /// The thread.
+    pub thread: String,
+    /// The UTC day, days since 1970-01-01.
+    pub day: u32,
+    /// The role whose step made the calls.
+    pub role: String,
+    /// The model.
+    pub model: String,
+    /// The thread's workflow node, when known.
+    pub workflow: Option<NodeId>,
+    /// The totals.
+    pub totals: UsageTotals,
+}
+
+/// The calls of one step, as a write adds them.
+#[derive(Debug, Clone, Copy)]
+pub struct StepUsage<'a> {
+    /// The StepNode the calls belong to.
+    pub step: NodeId,
+    /// Its thread.
+    pub thread: &'a str,
+    /// The thread's workflow node.
+    pub workflow: Option<NodeId>,
+    /// The role.
+    pub role: &'a str,
+    /// The calls.
+    pub calls: &'a [ModelCall],
+}
+
+/// `calls` added up per model, in the order the models first appear.
+pub(crate) fn by_model(calls: &[ModelCall]) -> Vec<(&str, UsageTotals)> {
+    let mut out: Vec<(&str, UsageTotals)> = Vec::new();
+    for c in calls {
+        match out.iter_mut().find(|(m, _)| *m == c.model) {
+            Some((_, t)) => t.add_call(c),
+            None => {
+                let mut t = UsageTotals::default();
+                t.add_call(c);
+                out.push((&c.model, t));
+            }
+        }
+    }
+    out
+}
+
+/// Milliseconds in a day.
+pub(crate) const DAY_MS: u64 = 86_400_000;
+
+impl Record for ModelCall {
+    type Wire = (String, String, u64, u64, u64, u64, Option<f64>);
+    const WHAT: &'static str = "model call";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.provider.clone(),
+            self.model.clone(),
+            self.input_tokens,
+            self.output_tokens,
+            self.cached_input_tokens,
+            self.duration_ms,
+            self.cost_usd,
+        )
+    }
+    fn from_wire((provider, model, i, o, c, d, cost): Self::Wire) -> Self {
+        ModelCall {
+            provider,
+            model,
+            input_tokens: i,
+            output_tokens: o,
+            cached_input_tokens: c,
+            duration_ms: d,
+            cost_usd: cost,
+        }
+    }
+}
+
+/// A step's calls, as one record.
+pub(crate) struct Calls(pub(crate) Vec<ModelCall>);
+
+impl Record for Calls {
+    type Wire = Vec<<ModelCall as Record>::Wire>;
+    const WHAT: &'static str = "model calls";
+    fn to_wire(&self) -> Self::Wire {
+        self.0.iter().map(Record::to_wire).collect()
+    }
+    fn from_wire(w: Self::Wire) -> Self {
+        Calls(w.into_iter().map(ModelCall::from_wire).collect())
+    }
+}
+
+/// The value of an aggregate row: the workflow and the totals.
+pub(crate) struct TotalsRec(pub(crate) Option<NodeId>, pub(crate) UsageTotals);
+
+impl Record for TotalsRec {
+    type Wire = (Option<u64>, u64, u64, u64, u64, f64, u64);
+    const WHAT: &'static str = "usage totals";
+    fn to_wire(&self) -> Self::Wire {
+        let t = &self.1;
+        (
+            self.0.map(|w| w.0),
+            t.calls,
+            t.input_tokens,
+            t.output_tokens,
+            t.cached_input_tokens,
+            t.cost_usd,
+            t.costed_calls,
+        )
+    }
+    fn from_wire((w, calls, i, o, c, cost, costed): Self::Wire) -> Self {
+        TotalsRec(
+            w.map(NodeId),
+            UsageTotals {
+                calls,
+                input_tokens: i,
+                output_tokens: o,
+                cached_input_tokens: c,
+                cost_usd: cost,
+                costed_calls: costed,
+            },
+        )
+    }
+}
+
 /// One removal.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "name", rename_all = "camelCase")]

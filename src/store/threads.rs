@@ -6,7 +6,8 @@ use super::error::{Result, StoreError};
 use super::handle::Store;
 use super::nodes::streamed;
 use super::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, ThreadRecord, ThreadState,
+    UsageRow, WorkflowLimits,
 };
 use super::writer::Writer;
 use crate::cas::NodeId;
@@ -148,6 +149,23 @@ impl Store {
     /// A store failure or a corrupt record.
     pub fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>> {
         self.guard(|| self.read()?.workflow_limits())
+    }
+
+    /// The usage aggregate's rows: per thread, UTC day, role and model, of `thread` only when
+    /// given. Read from the aggregate the writes keep, never from the steps.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+        self.guard(|| self.read()?.usage_rows(thread))
+    }
+
+    /// The model calls recorded with StepNode `step`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+        self.guard(|| self.read()?.step_usage(step))
     }
 
     /// The next removal's number: an archive records it, and a later `--since` archive takes

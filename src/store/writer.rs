@@ -6,7 +6,8 @@ use super::backend::WriteTx;
 use super::error::Result;
 use super::node::{Prepared, PutOutcome};
 use super::records::{
-    HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    HistoryEntry, Lease, Merge, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
+    WorkflowLimits,
 };
 use crate::cas::NodeId;
 use crate::model::{FinishReason, ThreadId};
@@ -385,6 +386,18 @@ impl Writer<'_> {
         limits: Option<&WorkflowLimits>,
     ) -> Result<Option<WorkflowLimits>> {
         self.tx.set_workflow_limits(name, limits)
+    }
+
+    /// Records the model calls of a step (once per StepNode) and adds them to the usage
+    /// aggregate, on the UTC day of `now_ms` (of the server's clock on a server).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
+        if u.calls.is_empty() {
+            return Ok(());
+        }
+        self.tx.add_usage(u, now_ms)
     }
 
     /// Makes the transactions that admit threads of one workflow wait for each other, across

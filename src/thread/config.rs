@@ -218,6 +218,57 @@ pub struct ModelSetup {
     pub model: String,
     /// Time limits and retries (`providers.<p>.timeoutSeconds`, `maxRetries`).
     pub options: ClientOptions,
+    /// The key under `models:`.
+    pub alias: String,
+    /// Its price (`models.<alias>.price`), when configured.
+    pub price: Option<Price>,
+}
+
+/// A model's price, USD per million tokens (`models.<alias>.price: {input, output,
+/// cachedInput}`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    /// Input tokens not read from a cache.
+    pub input: f64,
+    /// Output tokens.
+    pub output: f64,
+    /// Input tokens read from the provider's cache (the input price when not given).
+    pub cached_input: Option<f64>,
+}
+
+impl Price {
+    /// The cost in USD of a call with these token counts (`input` counts the cached ones).
+    pub fn cost(&self, input: u64, output: u64, cached: u64) -> f64 {
+        let cached = cached.min(input);
+        let fresh = (input - cached) as f64 * self.input;
+        let read = cached as f64 * self.cached_input.unwrap_or(self.input);
+        (fresh + read + output as f64 * self.output) / 1e6
+    }
+
+    /// The price at `models.<alias>.price`, checked.
+    fn parse(alias: &str, v: &Value) -> Result<Price, ThreadError> {
+        let bad = |m: &str| {
+            ThreadError::Config(format!(
+                "config.models.{alias}.price {m}: give {{input, output, cachedInput}} in USD per million tokens"
+            ))
+        };
+        let Value::Object(m) = v else {
+            return Err(bad("must be a mapping"));
+        };
+        let num = |k: &str| match m.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) if n.is_finite() && *n >= 0.0 => Ok(Some(*n)),
+            Some(_) => Err(bad(&format!("{k} must be a number of at least 0"))),
+        };
+        let (Some(input), Some(output)) = (num("input")?, num("output")?) else {
+            return Err(bad("needs input and output"));
+        };
+        Ok(Price {
+            input,
+            output,
+            cached_input: num("cachedInput")?,
+        })
+    }
 }
 
 /// The name of an environment variable looked up for a key, and its value if set.
@@ -342,6 +393,11 @@ impl Config {
             },
             model: model.to_string(),
             options,
+            alias: alias.to_string(),
+            price: entry
+                .get("price")
+                .map(|p| Price::parse(alias, p))
+                .transpose()?,
         })
     }
 }

@@ -6,7 +6,7 @@ use super::ops::active;
 use super::{Result, ThreadError};
 use crate::agent::{self, Script};
 use crate::cas::{NodeId, Value};
-use crate::store::Store;
+use crate::store::{ModelCall, StepUsage, Store};
 use crate::workflow::ThreadId;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
@@ -133,6 +133,9 @@ pub struct SubmitInput<'a> {
     pub started_ms: u64,
     /// Now, ms since the epoch.
     pub now_ms: u64,
+    /// The model calls the agent made or reported, kept with the StepNode (the fallback's
+    /// own calls are added to them).
+    pub usage: &'a [ModelCall],
 }
 
 /// The second layer of extraction: the role's output from raw agent output when the
@@ -150,6 +153,11 @@ pub trait Fallback {
         raw: &str,
         check: &dyn Fn(&Value) -> std::result::Result<(), String>,
     ) -> std::result::Result<Value, String>;
+
+    /// The model calls made so far, for the usage kept with the step.
+    fn calls(&self) -> Vec<ModelCall> {
+        Vec::new()
+    }
 }
 
 /// Extracts the role's output from raw agent output (the frontmatter fast path, then
@@ -286,7 +294,36 @@ fn submit_with(
     nodes.extend(input.detail_nodes.iter().cloned());
     nodes.push(step);
     let now = input.now_ms;
-    store.write_grouped(move |w| w.put(&nodes, now).map(drop))?;
+    let mut calls = input.usage.to_vec();
+    if !checked && let Some(f) = input.fallback {
+        calls.extend(f.calls());
+    }
+    // Most steps call no model: nothing to carry into the write for them.
+    let usage = (!calls.is_empty()).then(|| {
+        let workflow = c.chain.workflow_id().ok();
+        (
+            input.thread.as_str().to_string(),
+            input.role.to_string(),
+            workflow,
+            calls,
+        )
+    });
+    store.write_grouped(move |w| {
+        w.put(&nodes, now)?;
+        match &usage {
+            Some((thread, role, workflow, calls)) => w.add_usage(
+                &StepUsage {
+                    step: id,
+                    thread,
+                    workflow: *workflow,
+                    role,
+                    calls,
+                },
+                now,
+            ),
+            None => Ok(()),
+        }
+    })?;
     Ok(Some(id))
 }
 

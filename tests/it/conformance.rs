@@ -5,8 +5,8 @@
 
 use uwf::cas::{NodeId, Value};
 use uwf::store::{
-    GcOptions, HistoryEntry, Lease, Phase, Prepared, PutOutcome, Removal, StepFailure, Store,
-    StoreError, ThreadRecord, ThreadState, WalkEvent, WorkflowLimits,
+    GcOptions, HistoryEntry, Lease, ModelCall, Phase, Prepared, PutOutcome, Removal, StepFailure,
+    StepUsage, Store, StoreError, ThreadRecord, ThreadState, UsageRow, WalkEvent, WorkflowLimits,
 };
 use uwf::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode, TEXT};
 use uwf::workflow::{FinishReason, ThreadId};
@@ -67,6 +67,7 @@ contract!(
     gc_while_writers_run,
     verify_and_reindex,
     write_order_and_marks,
+    usage_aggregate,
 );
 
 fn text(s: &Store, t: &str) -> Prepared {
@@ -528,6 +529,104 @@ fn limits_and_removals(s: &Store) {
     );
     assert_eq!(s.removal_mark().expect("mark"), mark + 2);
     assert_eq!(s.removals_since(mark + 1).expect("since").len(), 1);
+}
+
+fn call(model: &str, input: u64, cost: Option<f64>) -> ModelCall {
+    ModelCall {
+        provider: "fake".into(),
+        model: model.into(),
+        input_tokens: input,
+        output_tokens: 2,
+        cached_input_tokens: 1,
+        duration_ms: 5,
+        cost_usd: cost,
+    }
+}
+
+fn usage_aggregate(s: &Store) {
+    let now = now_ms();
+    let day = u32::try_from(now / 86_400_000).unwrap();
+    let wf = NodeId(42);
+    let calls = [
+        call("a", 10, Some(0.5)),
+        call("b", 20, None),
+        call("a", 30, Some(0.25)),
+    ];
+    let (t1, t2) = (tid(1), tid(2));
+    let add = |step: u64, thread: &ThreadId, role: &str, calls: &[ModelCall]| {
+        s.write(|w| {
+            w.add_usage(
+                &StepUsage {
+                    step: NodeId(step),
+                    thread: thread.as_str(),
+                    workflow: Some(wf),
+                    role,
+                    calls,
+                },
+                now,
+            )
+        })
+        .expect("add usage");
+    };
+    add(1, &t1, "for", &calls);
+    // A step's calls count once, however often they are recorded.
+    add(1, &t1, "for", &calls);
+    add(2, &t1, "for", &calls[..1]);
+    add(3, &t2, "against", &calls[1..2]);
+    assert_eq!(
+        s.step_usage(NodeId(1)).expect("step usage"),
+        Some(calls.to_vec())
+    );
+    assert_eq!(s.step_usage(NodeId(9)).expect("step usage"), None);
+    let rows = s.usage_rows(None).expect("rows");
+    let key = |r: &UsageRow| (r.thread.clone(), r.role.clone(), r.model.clone());
+    let mut keys: Vec<_> = rows.iter().map(key).collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            (t1.as_str().to_string(), "for".to_string(), "a".to_string()),
+            (t1.as_str().to_string(), "for".to_string(), "b".to_string()),
+            (
+                t2.as_str().to_string(),
+                "against".to_string(),
+                "b".to_string()
+            ),
+        ]
+    );
+    let a = rows
+        .iter()
+        .find(|r| r.thread == t1.as_str() && r.model == "a")
+        .unwrap();
+    assert_eq!(a.day, day);
+    assert_eq!(a.workflow, Some(wf));
+    assert_eq!(
+        (
+            a.totals.calls,
+            a.totals.input_tokens,
+            a.totals.output_tokens
+        ),
+        (3, 50, 6)
+    );
+    assert_eq!(
+        (a.totals.cached_input_tokens, a.totals.costed_calls),
+        (3, 3)
+    );
+    assert!(
+        (a.totals.cost_usd - 1.25).abs() < 1e-9,
+        "{}",
+        a.totals.cost_usd
+    );
+    let b = rows
+        .iter()
+        .find(|r| r.thread == t1.as_str() && r.model == "b")
+        .unwrap();
+    assert_eq!((b.totals.calls, b.totals.costed_calls), (1, 0));
+    assert_eq!(b.totals.cost(), None);
+    let only = s.usage_rows(Some(t2.as_str())).expect("rows of one thread");
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0].role, "against");
+    assert_eq!(only[0].totals.input_tokens, 20);
 }
 
 fn owner() -> Lease {

@@ -10,11 +10,14 @@
 use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 use crate::model::ThreadId;
-use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, WriteTx};
+use crate::store::backend::{
+    Backend, BulkLoad, Each, Order, ReadTx, Types, Visit, WalkReport, WriteTx,
+};
 use crate::store::error::{Result, StoreError};
-use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, bootstrap_nodes};
+use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats, bootstrap_nodes};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Counts, DAY_MS, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage,
+    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits, by_model,
 };
 use crate::store::report::{
     Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node,
@@ -35,6 +38,9 @@ struct Node {
 }
 
 /// Everything a store holds.
+/// A row of the usage aggregate: (thread, day, role, model).
+type UsageKey = (String, u32, String, String);
+
 #[derive(Clone, Default)]
 struct State {
     nodes: BTreeMap<u64, Node>,
@@ -55,6 +61,8 @@ struct State {
     removals: BTreeMap<u64, Removal>,
     next_removal_seq: u64,
     pins: BTreeMap<u64, u64>,
+    usage_calls: BTreeMap<u64, Vec<ModelCall>>,
+    usage: BTreeMap<UsageKey, (Option<NodeId>, UsageTotals)>,
 }
 
 impl State {
@@ -436,32 +444,24 @@ impl ReadTx for MemRead {
         Ok(self.0.nodes.get(&id.0).map(|n| n.refs.to_vec()))
     }
 
-    fn walk(
-        &self,
-        root: NodeId,
-        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
-    ) -> Result<WalkStats> {
-        let mut stats = WalkStats::default();
+    fn walk(&self, root: NodeId, visit: Visit<'_>) -> Result<WalkStats> {
+        let mut report = WalkReport::new(visit);
         let mut seen = HashSet::from([root.0]);
         let mut queue = VecDeque::from([(root, None)]);
         while let Some((id, parent)) = queue.pop_front() {
             match self.0.nodes.get(&id.0) {
                 Some(n) => {
-                    stats.visited += 1;
-                    visit(WalkEvent::Node(id), None)?;
+                    report.found(id)?;
                     for r in n.refs.iter() {
                         if seen.insert(r.0) {
                             queue.push_back((*r, Some(id)));
                         }
                     }
                 }
-                None => {
-                    visit(WalkEvent::Missing(id), parent)?;
-                    stats.missing += 1;
-                }
+                None => report.missing(id, parent)?,
             }
         }
-        Ok(stats)
+        report.finish()
     }
 
     fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
@@ -617,6 +617,28 @@ impl ReadTx for MemRead {
 
     fn pins(&self) -> Result<Vec<(NodeId, u64)>> {
         Ok(self.0.pins.iter().map(|(k, v)| (NodeId(*k), *v)).collect())
+    }
+    fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+        Ok(self
+            .0
+            .usage
+            .iter()
+            .filter(|((t, ..), _)| thread.is_none_or(|th| th == t))
+            .map(
+                |((thread, day, role, model), (workflow, totals))| UsageRow {
+                    thread: thread.clone(),
+                    day: *day,
+                    role: role.clone(),
+                    model: model.clone(),
+                    workflow: *workflow,
+                    totals: *totals,
+                },
+            )
+            .collect())
+    }
+
+    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+        Ok(self.0.usage_calls.get(&step.0).cloned())
     }
 }
 
@@ -835,5 +857,28 @@ impl WriteTx for MemTx<'_> {
             .iter()
             .map(|id| self.0.pins.remove(&id.0).is_some())
             .collect())
+    }
+
+    fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
+        let s = &mut self.0;
+        if s.usage_calls.contains_key(&u.step.0) {
+            return Ok(());
+        }
+        s.usage_calls.insert(u.step.0, u.calls.to_vec());
+        let day = u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX);
+        for (model, add) in by_model(u.calls) {
+            let key = (
+                u.thread.to_string(),
+                day,
+                u.role.to_string(),
+                model.to_string(),
+            );
+            s.usage
+                .entry(key)
+                .or_insert((u.workflow, UsageTotals::default()))
+                .1
+                .add(&add);
+        }
+        Ok(())
     }
 }

@@ -5,11 +5,12 @@
 use super::{CHAIN_PAGE, Pg, PgWriter, gc};
 use crate::cas::NodeId;
 use crate::model::ThreadId;
-use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, WriteTx};
+use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, Visit, WriteTx};
 use crate::store::error::{Result, StoreError};
-use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
+use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage, ThreadRecord,
+    ThreadState, UsageRow, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use std::collections::HashMap;
@@ -249,11 +250,7 @@ impl ReadTx for PgRead {
         self.pg.refs(id)
     }
 
-    fn walk(
-        &self,
-        root: NodeId,
-        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
-    ) -> Result<WalkStats> {
+    fn walk(&self, root: NodeId, visit: Visit<'_>) -> Result<WalkStats> {
         self.pg.walk(root, visit)
     }
 
@@ -347,6 +344,14 @@ impl ReadTx for PgRead {
 
     fn workflow_limits(&self) -> Result<Vec<(String, WorkflowLimits)>> {
         self.pg.workflow_limits()
+    }
+
+    fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+        self.pg.usage_rows(thread)
+    }
+
+    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+        self.pg.step_usage(step)
     }
 
     fn removal_mark(&self) -> Result<u64> {
@@ -480,6 +485,11 @@ impl WriteTx for PgTx<'_> {
         limits: Option<&WorkflowLimits>,
     ) -> Result<Option<WorkflowLimits>> {
         self.w.set_workflow_limits(name, limits)
+    }
+
+    fn add_usage(&mut self, u: &StepUsage<'_>, _now_ms: u64) -> Result<()> {
+        // The day is the server's: hosts with different clocks count alike.
+        self.w.add_usage(u)
     }
 
     fn lock_workflow(&mut self, key: &str) -> Result<()> {

@@ -30,11 +30,13 @@ use crate::cas::NodeId;
 use crate::cas::bootstrap::META;
 use crate::model::ThreadId;
 use crate::store::error::{Result, StoreError};
-use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats};
+use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
+use crate::store::records::{
+    Calls, ModelCall, Record, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
+};
 use crate::store::records::{
     HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
-use crate::store::records::{Record, dec, enc};
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -63,6 +65,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
     (
         "0005-plain-reads.sql",
         include_str!("../../../migrations/pg/0005-plain-reads.sql"),
+    ),
+    (
+        "0006-usage.sql",
+        include_str!("../../../migrations/pg/0006-usage.sql"),
     ),
 ];
 
@@ -142,6 +148,8 @@ params!(
     bool => BOOL,
     i32 => INT4,
     i64 => INT8,
+    Option<i64> => INT8,
+    f64 => FLOAT8,
     &str => TEXT,
     String => TEXT,
     &[u8] => BYTEA,

@@ -2,6 +2,7 @@
 
 use super::write::CHAIN;
 use super::*;
+use crate::store::backend::{Visit, WalkReport};
 
 impl Pg {
     pub(crate) fn get(&self, id: NodeId) -> Result<Option<StoredNode>> {
@@ -141,11 +142,7 @@ impl Pg {
     /// Everything `root` reaches: one recursive query returns the reachable nodes with their
     /// references, and the breadth-first order (references in schema order) is taken here,
     /// as on redb. Missing nodes are reported, never skipped.
-    pub(crate) fn walk(
-        &self,
-        root: NodeId,
-        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
-    ) -> Result<WalkStats> {
+    pub(crate) fn walk(&self, root: NodeId, visit: Visit<'_>) -> Result<WalkStats> {
         let mut c = self.conn()?;
         let rows = c
             .query("SELECT id, present, refs FROM uwf_walk($1)", &[&key(root)])
@@ -156,28 +153,24 @@ impl Pg {
             graph.insert(r.get(0), (r.get(1), r.get(2)));
         }
         drop(rows);
-        let mut stats = WalkStats::default();
+        let mut report = WalkReport::new(visit);
         let mut seen: HashSet<i64> = HashSet::with_capacity(graph.len());
         let mut queue = VecDeque::from([(key(root), None)]);
         seen.insert(key(root));
         while let Some((k, parent)) = queue.pop_front() {
             match graph.get(&k) {
                 Some((true, refs)) => {
-                    stats.visited += 1;
-                    visit(WalkEvent::Node(unkey(k)), None)?;
+                    report.found(unkey(k))?;
                     for r in refs {
                         if seen.insert(*r) {
                             queue.push_back((*r, Some(unkey(k))));
                         }
                     }
                 }
-                _ => {
-                    visit(WalkEvent::Missing(unkey(k)), parent)?;
-                    stats.missing += 1;
-                }
+                _ => report.missing(unkey(k), parent)?,
             }
         }
-        Ok(stats)
+        report.finish()
     }
 
     /// Every node in `order` ("id" or "seq"), streamed in pages of 8,192 rows.

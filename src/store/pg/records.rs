@@ -163,4 +163,49 @@ impl Pg {
             .map_err(|e| self.err(&e))?;
         Ok([0, 1, 2, 3, 4].map(|k| u(r[0].get(k))))
     }
+
+    pub(crate) fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+        let mut c = self.conn()?;
+        const ALL: &str = "SELECT thread, day, role, model, workflow, calls, input_tokens, \
+            output_tokens, cached_input_tokens, cost_usd, costed_calls FROM uwf_usage \
+            ORDER BY thread, day, role, model";
+        const ONE: &str = "SELECT thread, day, role, model, workflow, calls, input_tokens, \
+            output_tokens, cached_input_tokens, cost_usd, costed_calls FROM uwf_usage \
+            WHERE thread = $1 ORDER BY thread, day, role, model";
+        let rows = match thread {
+            Some(t) => c.query(ONE, &[&t]),
+            None => c.query(ALL, &[]),
+        }
+        .map_err(|e| self.err(&e))?;
+        let n = |r: &postgres::Row, i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
+        Ok(rows
+            .iter()
+            .map(|r| UsageRow {
+                thread: r.get(0),
+                day: u32::try_from(r.get::<_, i32>(1)).unwrap_or(0),
+                role: r.get(2),
+                model: r.get(3),
+                workflow: r.get::<_, Option<i64>>(4).map(unkey),
+                totals: UsageTotals {
+                    calls: n(r, 5),
+                    input_tokens: n(r, 6),
+                    output_tokens: n(r, 7),
+                    cached_input_tokens: n(r, 8),
+                    cost_usd: r.get(9),
+                    costed_calls: n(r, 10),
+                },
+            })
+            .collect())
+    }
+
+    pub(crate) fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+        let mut c = self.conn()?;
+        let r = c
+            .opt(
+                "SELECT rec FROM uwf_usage_calls WHERE step = $1",
+                &[&key(step)],
+            )
+            .map_err(|e| self.err(&e))?;
+        r.map(|r| dec::<Calls>(r.get(0)).map(|c| c.0)).transpose()
+    }
 }

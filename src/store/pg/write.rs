@@ -780,6 +780,53 @@ impl<'c> PgWriter<'c> {
         old.map(|r| dec(r.get(0))).transpose()
     }
 
+    /// Records a step's calls and adds them to the aggregate, on the server's UTC day.
+    pub(crate) fn add_usage(&mut self, u: &StepUsage<'_>) -> Result<()> {
+        let step = key(u.step);
+        let new = self
+            .s()?
+            .execute(
+                "INSERT INTO uwf_usage_calls (step, rec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                &[&step, &enc(&Calls(u.calls.to_vec()))],
+            )
+            .map_err(self.e())?;
+        if new == 0 {
+            return Ok(());
+        }
+        let workflow = u.workflow.map(key);
+        for (model, t) in by_model(u.calls) {
+            let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+            self.s()?
+                .execute(
+                    "INSERT INTO uwf_usage AS u (thread, day, role, model, workflow, calls,
+                         input_tokens, output_tokens, cached_input_tokens, cost_usd, costed_calls)
+                     VALUES ($1, floor(extract(epoch FROM now()) / 86400)::int4, $2, $3, $4, $5,
+                         $6, $7, $8, $9, $10)
+                     ON CONFLICT (thread, day, role, model) DO UPDATE SET
+                         calls = u.calls + EXCLUDED.calls,
+                         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
+                         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
+                         cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens,
+                         cost_usd = u.cost_usd + EXCLUDED.cost_usd,
+                         costed_calls = u.costed_calls + EXCLUDED.costed_calls",
+                    &[
+                        &u.thread,
+                        &u.role,
+                        &model,
+                        &workflow,
+                        &n(t.calls),
+                        &n(t.input_tokens),
+                        &n(t.output_tokens),
+                        &n(t.cached_input_tokens),
+                        &t.cost_usd,
+                        &n(t.costed_calls),
+                    ],
+                )
+                .map_err(self.e())?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn lock_workflow(&mut self, key: &str) -> Result<()> {
         self.lock(3, key)
     }

@@ -14,6 +14,7 @@ pub(crate) mod records;
 pub(crate) mod tables;
 #[cfg(test)]
 pub(crate) mod tests;
+pub(crate) mod usage;
 
 use file::Db;
 pub(crate) use file::Redb;
@@ -27,7 +28,8 @@ use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome};
 use crate::store::records::{
-    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    HistoryEntry, Lease, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
+    WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use migrate::FORMAT_VERSION;
@@ -377,5 +379,9 @@ impl WriteTx for RedbTx<'_> {
 
     fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
         gc::unpin(self.0, ids)
+    }
+
+    fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
+        usage::add(self.0, u, now_ms)
     }
 }

@@ -5,11 +5,12 @@ use super::records::{self, HISTORY, LEASES, REGISTRY, THREAD_STATE, THREADS, opt
 use super::tables::{IDS, LINKS, META_TABLE, PAYLOADS, PINS, TYPE_INDEX};
 use crate::cas::NodeId;
 use crate::model::ThreadId;
-use crate::store::backend::{Each, Order, ReadTx};
+use crate::store::backend::{Each, Order, ReadTx, Visit, WalkReport};
 use crate::store::error::{Result, StoreError};
-use crate::store::node::{StoredNode, WalkEvent, WalkStats};
+use crate::store::node::{StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, ThreadRecord, ThreadState,
+    UsageRow, WorkflowLimits,
 };
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use std::collections::{HashSet, VecDeque};
@@ -191,16 +192,11 @@ impl ReadTx for RedbRead {
         Ok(self.link(id, &mut buf)?.map(|l| l.ref_ids().collect()))
     }
 
-    fn walk(
-        &self,
-        root: NodeId,
-        visit: &mut dyn FnMut(WalkEvent, Option<NodeId>) -> Result<()>,
-    ) -> Result<WalkStats> {
-        let mut stats = WalkStats::default();
+    fn walk(&self, root: NodeId, visit: Visit<'_>) -> Result<WalkStats> {
+        let mut report = WalkReport::new(visit);
         let Some((ids, links, _)) = self.nodes()? else {
-            stats.missing = 1;
-            visit(WalkEvent::Missing(root), None)?;
-            return Ok(stats);
+            report.missing(root, None)?;
+            return report.finish();
         };
         let lk = Lookup { ids, links };
         let mut seen: HashSet<u64, super::nodes::BuildU64> =
@@ -213,21 +209,17 @@ impl ReadTx for RedbRead {
             match lk.read(id, hint, &mut buf)? {
                 Some(_) => {
                     let l = Link::read(&buf).ok_or(StoreError::Corrupt(id))?;
-                    stats.visited += 1;
-                    visit(WalkEvent::Node(id), None)?;
+                    report.found(id)?;
                     for (r, seq) in l.refs() {
                         if seen.insert(r.0) {
                             queue.push_back((r, seq, Some(id)));
                         }
                     }
                 }
-                None => {
-                    visit(WalkEvent::Missing(id), parent)?;
-                    stats.missing += 1;
-                }
+                None => report.missing(id, parent)?,
             }
         }
-        Ok(stats)
+        report.finish()
     }
 
     fn list_by_type(&self, type_id: NodeId) -> Result<Vec<NodeId>> {
@@ -385,5 +377,12 @@ impl ReadTx for RedbRead {
             out.push((NodeId(k.value()), v.value()));
         }
         Ok(out)
+    }
+    fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+        super::usage::rows(&self.tx, thread)
+    }
+
+    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+        super::usage::step_calls(&self.tx, step)
     }
 }

@@ -1,0 +1,78 @@
+//! The usage tables of the redb file (created when first written):
+//! - `usage_calls`: StepNode id → the step's model calls ([`Calls`])
+//! - `usage_totals`: (thread, UTC day, role, model) → the thread's workflow and the totals
+//!   ([`TotalsRec`]); the aggregate `uwf usage` and the budgets read, added to by the write
+//!   that records a step's calls
+
+use super::records::opt_table;
+use crate::cas::NodeId;
+use crate::store::error::Result;
+use crate::store::records::{
+    Calls, DAY_MS, ModelCall, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
+};
+use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+
+pub(crate) const USAGE_CALLS: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_calls");
+pub(crate) const USAGE_TOTALS: TableDefinition<(&str, u32, &str, &str), &[u8]> =
+    TableDefinition::new("usage_totals");
+
+/// The aggregate's rows, of `thread` only when given.
+pub(crate) fn rows(tx: &ReadTransaction, thread: Option<&str>) -> Result<Vec<UsageRow>> {
+    let Some(t) = opt_table(tx, USAGE_TOTALS)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let thread_only = thread;
+    let range = match thread {
+        Some(th) => t.range((th, 0, "", "")..)?,
+        None => t.range::<(&str, u32, &str, &str)>(..)?,
+    };
+    for e in range {
+        let (k, v) = e?;
+        let (thread, day, role, model) = k.value();
+        if thread_only.is_some_and(|th| th != thread) {
+            break;
+        }
+        let TotalsRec(workflow, totals) = dec(v.value())?;
+        out.push(UsageRow {
+            thread: thread.to_string(),
+            day,
+            role: role.to_string(),
+            model: model.to_string(),
+            workflow,
+            totals,
+        });
+    }
+    Ok(out)
+}
+
+/// The calls recorded with `step`.
+pub(crate) fn step_calls(tx: &ReadTransaction, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    let Some(t) = opt_table(tx, USAGE_CALLS)? else {
+        return Ok(None);
+    };
+    t.get(step.0)?
+        .map(|v| dec::<Calls>(v.value()).map(|c| c.0))
+        .transpose()
+}
+
+/// Records `u`'s calls and adds them to the aggregate, on the UTC day of `now_ms`.
+pub(crate) fn add(tx: &WriteTransaction, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
+    let mut calls = tx.open_table(USAGE_CALLS)?;
+    if calls.get(u.step.0)?.is_some() {
+        return Ok(());
+    }
+    calls.insert(u.step.0, enc(&Calls(u.calls.to_vec())).as_slice())?;
+    let day = u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX);
+    let mut totals = tx.open_table(USAGE_TOTALS)?;
+    for (model, add) in by_model(u.calls) {
+        let key = (u.thread, day, u.role, model);
+        let mut rec = match totals.get(key)? {
+            Some(v) => dec::<TotalsRec>(v.value())?,
+            None => TotalsRec(u.workflow, UsageTotals::default()),
+        };
+        rec.1.add(&add);
+        totals.insert(key, enc(&rec).as_slice())?;
+    }
+    Ok(())
+}
