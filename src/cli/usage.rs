@@ -45,7 +45,7 @@ pub(crate) fn run(a: UsageArgs, env: &Env) -> CliResult {
         by: a.by,
     };
     let s = env.open_ro()?;
-    let u = usage::usage(&s, &sel)?;
+    let u = usage::usage(&s, &sel, &env.cwd)?;
     if env.explicit_format.is_none() && std::io::stdout().is_terminal() {
         return write_stdout(table(&u).as_bytes());
     }

@@ -1,11 +1,12 @@
 //! The answer of `uwf usage`: model usage added up from the store's aggregate (never from the
 //! steps), for the whole store, one thread or one workflow, since a day, grouped on request.
 
-use super::error::{CliError, CliResult};
+use super::error::CliResult;
 use crate::cas::NodeId;
 use crate::store::{DAY_MS, Store, UsageRow, UsageTotals};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// What `--by` groups by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -89,14 +90,14 @@ pub(crate) struct Usage {
     pub by: Option<Vec<Group>>,
 }
 
-/// The usage `sel` selects.
+/// The usage `sel` selects (a workflow file resolved from `cwd`).
 ///
 /// # Errors
 /// A workflow that names nothing known, store failures.
-pub(crate) fn usage(s: &Store, sel: &Selection) -> CliResult<Usage> {
+pub(crate) fn usage(s: &Store, sel: &Selection, cwd: &Path) -> CliResult<Usage> {
     let rows = s.usage_rows(sel.thread.as_deref())?;
     let workflows = match &sel.workflow {
-        Some(w) => Some(workflow_ids(s, w)?),
+        Some(w) => Some(workflow_ids(s, w, cwd)?),
         None => None,
     };
     let from_day = sel.since_ms.map(|ms| ms / DAY_MS);
@@ -134,27 +135,15 @@ pub(crate) fn usage(s: &Store, sel: &Selection) -> CliResult<Usage> {
     })
 }
 
-/// The workflow nodes `w` names: every version registered under the name, or the node itself.
-fn workflow_ids(s: &Store, w: &str) -> CliResult<Vec<NodeId>> {
+/// The workflow nodes `w` names: every version registered under the name, or the workflow a
+/// file or node id names.
+fn workflow_ids(s: &Store, w: &str, cwd: &Path) -> CliResult<Vec<NodeId>> {
     let mut ids: Vec<NodeId> = s
         .registry_history(w)?
         .into_iter()
         .map(|e| e.workflow)
         .collect();
-    if let Some((_, id)) = s.registry()?.into_iter().find(|(n, _)| n == w) {
-        ids.push(id);
-    }
-    if ids.is_empty() {
-        match s.resolve(w) {
-            Ok(id) => ids.push(id),
-            Err(crate::store::StoreError::NoMatch(_) | crate::store::StoreError::BadId(_)) => {
-                return Err(CliError::new(format!(
-                    "unknown workflow: {w} (neither a registered name nor a node id)"
-                )));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    ids.push(super::workflow::workflow_id(s, w, cwd)?);
     Ok(ids)
 }
 

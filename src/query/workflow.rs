@@ -145,6 +145,15 @@ pub(crate) fn load(file: &Path) -> CliResult<(Materialized, String)> {
 /// The workflow `arg` names, by the resolver `thread start` uses (an id, a file, a local name,
 /// a registered name), else by id prefix: its id, type, payload and first-stored time (`None`
 /// for a workflow file that is not stored; it is shown as materialised, not stored).
+/// The workflow node `arg` names (a registered name, a workflow file, a node id or prefix),
+/// resolved from `cwd`.
+///
+/// # Errors
+/// A name that resolves to nothing, store failures.
+pub(crate) fn workflow_id(s: &Store, arg: &str, cwd: &Path) -> CliResult<NodeId> {
+    resolve(s, arg, cwd).map(|r| r.0)
+}
+
 fn resolve(s: &Store, arg: &str, cwd: &Path) -> CliResult<(NodeId, NodeId, Value, Option<u64>)> {
     let id = match registry::locate(s, arg, cwd)? {
         Some(Located::Id(id) | Located::Registered(id)) => id,

@@ -36,6 +36,7 @@ mod supervise;
 mod thread;
 mod transfer;
 mod ts_golden;
+mod usage;
 mod vectors;
 mod workflow;
 mod workflow_cli;
