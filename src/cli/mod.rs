@@ -186,8 +186,7 @@ enum Command {
     /// Per-workflow limits kept in the store, enforced by every runner that shares it.
     #[command(subcommand)]
     Limits(store_cmd::LimitsCommand),
-    /// Model calls, tokens and cost, added up (from an aggregate the steps keep): the store's,
-    /// a thread's or a workflow's, since a time, grouped with --by.
+    /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {

@@ -17,6 +17,7 @@
 //! {"kind":"thread","thread":"06…","workflow":"48YZ260G6XFJ6","head":"…","updatedAt":…,"status":"active"}
 //! {"kind":"history","thread":"06…","workflow":"…","head":"…","completedAt":…,"reason":"completed"}
 //! {"kind":"state","thread":"06…","phase":"paused","maxRounds":null,"failures":0,"lastError":null}
+//! {"kind":"usage","step":"…","thread":"06…","workflow":"…","role":"against","day":"2026-01-01","calls":[{"provider":"openai","model":"default","inputTokens":120,"outputTokens":30,"cachedInputTokens":0,"durationMs":812,"costUsd":0.00048}]}
 //! ```
 //!
 //! - `workflow`: a registry name whose workflow the TypeScript tool cannot read (the others are
@@ -31,6 +32,9 @@
 //! - `state`: a thread's state besides its head, for every thread that has one: `phase`
 //!   `ready`, `queued` or `paused`, its round limit, its consecutive failed steps and the last
 //!   error `{"time","agent","message"}` (kept for a failed thread).
+//! - `usage`: the model calls kept with a StepNode (`uwf usage` adds them up): its thread,
+//!   workflow (null when unknown), role, the UTC day they count on, and each call's provider,
+//!   model, tokens, duration and cost in USD (null when unknown).
 //! - `outcome` (reserved): the real outcome of a thread that `history.jsonl` lists as
 //!   `cancelled` because the TypeScript tool has no word for it:
 //!   `{"kind":"outcome","thread","head","completedAt","reason","message"}`.
@@ -38,8 +42,9 @@
 //! A reader skips and reports a line it does not understand (another `kind`, a newer
 //! `version`, a missing field), so nothing is dropped silently.
 
-use crate::cas::Value;
 use crate::cas::value::{js_number_string, write_json_string};
+use crate::cas::{NodeId, Value};
+use crate::store::{DAY_MS, ModelCall, StepCalls};
 
 /// The file name in the export root.
 pub(crate) const UWF_FILE: &str = "uwf.jsonl";
@@ -51,7 +56,7 @@ pub(crate) const VERSION: u64 = 1;
 pub(crate) const MAX_LINE: usize = 1 << 20;
 
 /// One line of `uwf.jsonl`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Extra {
     /// The first line: the format version.
     Header {
@@ -112,6 +117,13 @@ pub(crate) enum Extra {
         failures: u64,
         /// The last failed step: time, agent, message.
         last_error: Option<(u64, String, String)>,
+    },
+    /// The model calls kept with a step.
+    Usage {
+        /// The StepNode id.
+        step: String,
+        /// Whose calls, the day they count on, the calls.
+        calls: StepCalls,
     },
 }
 
@@ -210,6 +222,7 @@ impl Extra {
                     None => s.push_str(",\"lastError\":null"),
                 }
             }
+            Extra::Usage { step, calls } => usage_line(&mut s, step, calls),
         }
         s.push_str("}\n");
         s
@@ -303,12 +316,96 @@ impl Extra {
                     last_error,
                 }
             }
+            "usage" => Extra::Usage {
+                step: text("step")?,
+                calls: StepCalls {
+                    thread: text("thread")?,
+                    workflow: match v.get("workflow") {
+                        None | Some(Value::Null) => None,
+                        Some(_) => Some(
+                            NodeId::parse(&text("workflow")?)
+                                .map_err(|_| "\"workflow\" is not a node id".to_string())?,
+                        ),
+                    },
+                    role: text("role")?,
+                    day: crate::time::parse_time(&text("day")?, 0)
+                        .and_then(|ms| u32::try_from(ms / DAY_MS).ok())
+                        .ok_or("\"day\" is not a date")?,
+                    calls: match v.get("calls") {
+                        Some(Value::Array(a)) => {
+                            a.iter().map(model_call).collect::<Result<_, _>>()?
+                        }
+                        _ => return Err("\"calls\" is not an array".into()),
+                    },
+                },
+            },
             other => return Err(format!("kind \"{other}\" is not known to this uwf")),
         })
     }
 }
 
 /// The `lastError` of a `state` line (`None` when absent or null): time, agent and message.
+/// A `usage` line's fields after its kind.
+fn usage_line(s: &mut String, step: &str, c: &StepCalls) {
+    s.push_str("{\"kind\":\"usage\"");
+    field(s, "step", step);
+    field(s, "thread", &c.thread);
+    match c.workflow {
+        Some(w) => field(s, "workflow", &w.to_string()),
+        None => s.push_str(",\"workflow\":null"),
+    }
+    field(s, "role", &c.role);
+    let day = crate::time::format_iso(u64::from(c.day) * DAY_MS);
+    field(s, "day", &day[..10]);
+    s.push_str(",\"calls\":[");
+    for (i, m) in c.calls.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str("{\"provider\":");
+        write_json_string(&m.provider, s);
+        field(s, "model", &m.model);
+        number(s, "inputTokens", m.input_tokens);
+        number(s, "outputTokens", m.output_tokens);
+        number(s, "cachedInputTokens", m.cached_input_tokens);
+        number(s, "durationMs", m.duration_ms);
+        match m.cost_usd {
+            Some(c) => {
+                s.push_str(",\"costUsd\":");
+                s.push_str(&js_number_string(c));
+            }
+            None => s.push_str(",\"costUsd\":null"),
+        }
+        s.push('}');
+    }
+    s.push(']');
+}
+
+/// One call of a `usage` line.
+fn model_call(v: &Value) -> Result<ModelCall, String> {
+    let text = |k: &str| match v.get(k) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        _ => Err(format!("a call's \"{k}\" is not a string")),
+    };
+    let count = |k: &str| match v.get(k).and_then(Value::as_f64) {
+        Some(n) if n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&n) => Ok(n as u64),
+        _ => Err(format!("a call's \"{k}\" is not a count")),
+    };
+    Ok(ModelCall {
+        provider: text("provider")?,
+        model: text("model")?,
+        input_tokens: count("inputTokens")?,
+        output_tokens: count("outputTokens")?,
+        cached_input_tokens: count("cachedInputTokens")?,
+        duration_ms: count("durationMs")?,
+        cost_usd: match v.get("costUsd") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(c)) if c.is_finite() && *c >= 0.0 => Some(*c),
+            Some(_) => return Err("a call's \"costUsd\" is not a cost".into()),
+        },
+    })
+}
+
 fn last_error(v: Option<&Value>) -> Result<Option<(u64, String, String)>, String> {
     Ok(match v {
         None | Some(Value::Null) => None,
@@ -372,6 +469,35 @@ mod tests {
                 max_rounds: None,
                 failures: 0,
                 last_error: None,
+            },
+            Extra::Usage {
+                step: "77PZAJHZM536J".into(),
+                calls: StepCalls {
+                    thread: "06H0AAKR0Y77DFRXGJMVWRNVA9".into(),
+                    workflow: Some(NodeId::parse("48YZ260G6XFJ6").unwrap()),
+                    role: "a \"role\"".into(),
+                    day: 20_454,
+                    calls: vec![
+                        ModelCall {
+                            provider: "fake".into(),
+                            model: "default".into(),
+                            input_tokens: 120,
+                            output_tokens: 30,
+                            cached_input_tokens: 4,
+                            duration_ms: 812,
+                            cost_usd: Some(0.00048),
+                        },
+                        ModelCall {
+                            provider: "claude-code".into(),
+                            model: "claude".into(),
+                            input_tokens: 1,
+                            output_tokens: 2,
+                            cached_input_tokens: 0,
+                            duration_ms: 3,
+                            cost_usd: None,
+                        },
+                    ],
+                },
             },
         ];
         for e in all {

@@ -14,7 +14,7 @@
 use super::error::Result;
 use super::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use super::records::{
-    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage, ThreadRecord,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage, ThreadRecord,
     ThreadState, UsageRow, WorkflowLimits,
 };
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
@@ -429,7 +429,13 @@ pub(crate) trait ReadTx {
     ///
     /// # Errors
     /// A store failure or a corrupt record.
-    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>>;
+    fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>>;
+
+    /// Every step's recorded calls, in StepNode id order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()>;
 }
 
 /// Writes inside one write transaction: see [`super::Writer`], whose methods document each.
@@ -487,7 +493,7 @@ pub(crate) trait WriteTx {
     fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>>;
     fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>>;
     /// Records a step's calls (once: a step recorded already is left as it is) and adds them
-    /// to the aggregate's row of their day: the UTC day of `now_ms`, or of the server's clock
-    /// where the backend has one.
+    /// to the aggregate's row of their day: `u.day`, else the UTC day of `now_ms`, or of the
+    /// server's clock where the backend has one.
     fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()>;
 }

@@ -316,6 +316,9 @@ pub struct StepUsage<'a> {
     pub role: &'a str,
     /// The calls.
     pub calls: &'a [ModelCall],
+    /// The UTC day they count on; `None` for today by the store's clock (the server's on a
+    /// server).
+    pub day: Option<u32>,
 }
 
 /// `calls` added up per model, in the order the models first appear.
@@ -364,17 +367,60 @@ impl Record for ModelCall {
     }
 }
 
-/// A step's calls, as one record.
-pub(crate) struct Calls(pub(crate) Vec<ModelCall>);
+/// A step's calls as kept: whose they are and the day they were counted on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepCalls {
+    /// The thread.
+    pub thread: String,
+    /// The thread's workflow node.
+    pub workflow: Option<NodeId>,
+    /// The role.
+    pub role: String,
+    /// The UTC day they count on, days since 1970-01-01.
+    pub day: u32,
+    /// The calls.
+    pub calls: Vec<ModelCall>,
+}
 
-impl Record for Calls {
-    type Wire = Vec<<ModelCall as Record>::Wire>;
+impl StepCalls {
+    /// The record of `u` counted on `day`.
+    pub(crate) fn of(u: &StepUsage<'_>, day: u32) -> StepCalls {
+        StepCalls {
+            thread: u.thread.to_string(),
+            workflow: u.workflow,
+            role: u.role.to_string(),
+            day,
+            calls: u.calls.to_vec(),
+        }
+    }
+}
+
+impl Record for StepCalls {
+    type Wire = (
+        String,
+        Option<u64>,
+        String,
+        u32,
+        Vec<<ModelCall as Record>::Wire>,
+    );
     const WHAT: &'static str = "model calls";
     fn to_wire(&self) -> Self::Wire {
-        self.0.iter().map(Record::to_wire).collect()
+        (
+            self.thread.clone(),
+            self.workflow.map(|w| w.0),
+            self.role.clone(),
+            self.day,
+            self.calls.iter().map(Record::to_wire).collect(),
+        )
     }
-    fn from_wire(w: Self::Wire) -> Self {
-        Calls(w.into_iter().map(ModelCall::from_wire).collect())
+    fn from_wire((thread, workflow, role, day, calls): Self::Wire) -> Self {
+        StepCalls {
+            thread,
+            workflow: workflow.map(NodeId),
+            role,
+            day,
+            calls: calls.into_iter().map(ModelCall::from_wire).collect(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use super::error::{Result, StoreError};
 use super::handle::Store;
 use super::nodes::streamed;
 use super::records::{
-    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, ThreadRecord, ThreadState,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord, ThreadState,
     UsageRow, WorkflowLimits,
 };
 use super::writer::Writer;
@@ -164,8 +164,22 @@ impl Store {
     ///
     /// # Errors
     /// A store failure or a corrupt record.
-    pub fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    pub fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
         self.guard(|| self.read()?.step_usage(step))
+    }
+
+    /// Every step's recorded calls, in StepNode id order; `f`'s error stops the walk and is
+    /// returned unchanged.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record, or `f`'s.
+    pub fn for_each_step_usage<E: From<StoreError>>(
+        &self,
+        f: impl FnMut((NodeId, StepCalls)) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        streamed(self.path(), f, |each| {
+            self.read()?.for_each_step_usage(each)
+        })
     }
 
     /// The next removal's number: an archive records it, and a later `--since` archive takes

@@ -318,6 +318,7 @@ fn submit_with(
                     workflow: *workflow,
                     role,
                     calls,
+                    day: None,
                 },
                 now,
             ),

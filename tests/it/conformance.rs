@@ -562,6 +562,7 @@ fn usage_aggregate(s: &Store) {
                     workflow: Some(wf),
                     role,
                     calls,
+                    day: None,
                 },
                 now,
             )
@@ -573,10 +574,21 @@ fn usage_aggregate(s: &Store) {
     add(1, &t1, "for", &calls);
     add(2, &t1, "for", &calls[..1]);
     add(3, &t2, "against", &calls[1..2]);
+    let kept = s.step_usage(NodeId(1)).expect("step usage").expect("kept");
+    assert_eq!(kept.calls, calls.to_vec());
     assert_eq!(
-        s.step_usage(NodeId(1)).expect("step usage"),
-        Some(calls.to_vec())
+        (kept.thread.as_str(), kept.role.as_str()),
+        (t1.as_str(), "for")
     );
+    assert_eq!((kept.workflow, kept.day), (Some(wf), day));
+    let mut steps = Vec::new();
+    s.for_each_step_usage::<StoreError>(|(id, c)| {
+        steps.push((id, c.calls.len()));
+        Ok(())
+    })
+    .expect("each step");
+    steps.sort();
+    assert_eq!(steps, [(NodeId(1), 3), (NodeId(2), 1), (NodeId(3), 1)]);
     assert_eq!(s.step_usage(NodeId(9)).expect("step usage"), None);
     let rows = s.usage_rows(None).expect("rows");
     let key = |r: &UsageRow| (r.thread.clone(), r.role.clone(), r.model.clone());
@@ -627,6 +639,28 @@ fn usage_aggregate(s: &Store) {
     assert_eq!(only.len(), 1);
     assert_eq!(only[0].role, "against");
     assert_eq!(only[0].totals.input_tokens, 20);
+    // An import gives the day the calls were counted on.
+    s.write(|w| {
+        w.add_usage(
+            &StepUsage {
+                step: NodeId(4),
+                thread: t2.as_str(),
+                workflow: None,
+                role: "against",
+                calls: &calls[..1],
+                day: Some(7),
+            },
+            now,
+        )
+    })
+    .expect("add an imported step");
+    let only = s.usage_rows(Some(t2.as_str())).expect("rows of one thread");
+    assert_eq!(only.len(), 2);
+    assert_eq!((only[0].day, only[0].workflow), (7, None));
+    assert_eq!(
+        s.step_usage(NodeId(4)).expect("kept").map(|c| c.day),
+        Some(7)
+    );
 }
 
 fn owner() -> Lease {

@@ -262,3 +262,45 @@ fn usage_since_counts_whole_utc_days_and_bad_arguments_fail_in_one_line() {
     let by = json(&env.ok(&["usage", "--by", "day"]));
     assert_eq!(groups(&by, "day")[0].0, "2026-01-01");
 }
+
+#[test]
+fn export_carries_the_usage_and_import_counts_it_once() {
+    let api = debater(None);
+    let env = env_for(&api, "    price: {input: 2, output: 8}\n");
+    let t = env.start(&p(&example("debate.yaml")), PROMPT);
+    env.ok(&["thread", "step", &t, "--count", "5"]);
+    let before = env.ok(&["usage", "--by", "role"]);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().join("layout");
+    env.ok(&["export", &p(&dir)]);
+    let lines = std::fs::read_to_string(dir.join("uwf.jsonl")).unwrap();
+    let usage: Vec<Value> = lines
+        .lines()
+        .map(json)
+        .filter(|l| l.get("kind") == Some(&Value::str("usage")))
+        .collect();
+    // One line a step that called a model: against's and for's.
+    assert_eq!(usage.len(), 2, "{lines}");
+    let calls: usize = usage
+        .iter()
+        .map(|u| u.get("calls").and_then(Value::as_array).unwrap().len())
+        .sum();
+    assert_eq!(calls, 5);
+    // The TypeScript tool's files say nothing of it.
+    for f in ["threads.yaml", "history.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+        assert!(!text.contains("inputTokens"), "{f}: {text}");
+    }
+    let other = TestEnv::new();
+    other.ok(&["import", &p(&dir)]);
+    assert_eq!(other.ok(&["usage", "--by", "role"]), before);
+    // Imported again: nothing counted twice.
+    other.ok(&["import", &p(&dir)]);
+    assert_eq!(other.ok(&["usage", "--by", "role"]), before);
+    // The archive carries it too.
+    let archive = out.path().join("a.tar.zst");
+    env.ok(&["export", "--archive", &p(&archive)]);
+    let third = TestEnv::new();
+    third.ok(&["import", &p(&archive)]);
+    assert_eq!(third.ok(&["usage", "--by", "role"]), before);
+}

@@ -181,6 +181,12 @@ pub(crate) fn write_root_files(
             last_error: st.last_error.map(|e| (e.time_ms, e.agent, e.message)),
         })?;
     }
+    store.for_each_step_usage::<TransferError>(|(step, calls)| {
+        extra.put(Extra::Usage {
+            step: step.to_string(),
+            calls,
+        })
+    })?;
     report.uwf_only = extra.count;
     extra.file.commit()?;
     Ok(())

@@ -64,10 +64,51 @@ pub(crate) fn import_root_files(
 ) -> Result<(), TransferError> {
     let mut extra = read_extra(dir, r)?;
     let states = std::mem::take(&mut extra.states);
+    let usage = std::mem::take(&mut extra.usage);
     import_threads(store, dir, opts, &extra, r)?;
     import_registry(store, dir, opts, &extra, r)?;
     import_history(store, dir, extra, r)?;
-    import_states(store, states, r)
+    import_states(store, states, r)?;
+    import_usage(store, usage, r)
+}
+
+/// Keeps the model calls of the imported steps and adds them to the usage aggregate on the
+/// days they were counted on; a step the store holds calls for already is left as it is (an
+/// import again counts nothing twice), one whose StepNode is not stored is reported and
+/// skipped.
+fn import_usage(
+    store: &Store,
+    usage: Vec<(String, crate::store::StepCalls)>,
+    r: &mut ImportReport,
+) -> Result<(), TransferError> {
+    let mut known = Vec::new();
+    for (step, c) in usage {
+        match crate::cas::NodeId::parse(&step) {
+            Ok(id) if store.has(id)? => known.push((id, c)),
+            _ => r.problems.push(format!(
+                "skipped the model calls of step {step} in {UWF_FILE}: no such node"
+            )),
+        }
+    }
+    for chunk in known.chunks(10_000) {
+        store.write(|w| {
+            for (step, c) in chunk {
+                w.add_usage(
+                    &crate::store::StepUsage {
+                        step: *step,
+                        thread: &c.thread,
+                        workflow: c.workflow,
+                        role: &c.role,
+                        calls: &c.calls,
+                        day: Some(c.day),
+                    },
+                    0,
+                )?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
 }
 
 /// Sets the imported threads' states (queued, paused, round limit, failures) on the threads

@@ -84,6 +84,8 @@ pub(super) struct ExtraRead {
     history: Vec<HistoryEntry>,
     /// Threads' states besides their heads.
     pub states: Vec<(String, crate::store::ThreadState)>,
+    /// Steps' model calls.
+    pub usage: Vec<(String, crate::store::StepCalls)>,
 }
 
 /// Reads `uwf.jsonl` when present, reporting lines it skips.
@@ -152,6 +154,7 @@ pub(super) fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, 
                 completed_at,
                 reason: FinishReason::parse(&reason),
             }),
+            Ok(Extra::Usage { step, calls }) => out.usage.push((step, calls)),
             Ok(Extra::State {
                 thread,
                 phase,

@@ -16,7 +16,7 @@ use crate::store::backend::{
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats, bootstrap_nodes};
 use crate::store::records::{
-    Counts, DAY_MS, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage,
+    Counts, DAY_MS, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
     ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits, by_model,
 };
 use crate::store::report::{
@@ -61,7 +61,7 @@ struct State {
     removals: BTreeMap<u64, Removal>,
     next_removal_seq: u64,
     pins: BTreeMap<u64, u64>,
-    usage_calls: BTreeMap<u64, Vec<ModelCall>>,
+    usage_calls: BTreeMap<u64, StepCalls>,
     usage: BTreeMap<UsageKey, (Option<NodeId>, UsageTotals)>,
 }
 
@@ -637,8 +637,17 @@ impl ReadTx for MemRead {
             .collect())
     }
 
-    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
         Ok(self.0.usage_calls.get(&step.0).cloned())
+    }
+
+    fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
+        for (id, c) in &self.0.usage_calls {
+            if f((NodeId(*id), c.clone())).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -864,8 +873,10 @@ impl WriteTx for MemTx<'_> {
         if s.usage_calls.contains_key(&u.step.0) {
             return Ok(());
         }
-        s.usage_calls.insert(u.step.0, u.calls.to_vec());
-        let day = u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX);
+        let day = u
+            .day
+            .unwrap_or_else(|| u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX));
+        s.usage_calls.insert(u.step.0, StepCalls::of(u, day));
         for (model, add) in by_model(u.calls) {
             let key = (
                 u.thread.to_string(),

@@ -9,7 +9,7 @@ use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, Visit
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, StepUsage, ThreadRecord,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage, ThreadRecord,
     ThreadState, UsageRow, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
@@ -350,8 +350,12 @@ impl ReadTx for PgRead {
         self.pg.usage_rows(thread)
     }
 
-    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
         self.pg.step_usage(step)
+    }
+
+    fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
+        self.pg.for_each_step_usage(f)
     }
 
     fn removal_mark(&self) -> Result<u64> {
@@ -488,7 +492,7 @@ impl WriteTx for PgTx<'_> {
     }
 
     fn add_usage(&mut self, u: &StepUsage<'_>, _now_ms: u64) -> Result<()> {
-        // The day is the server's: hosts with different clocks count alike.
+        // Today is the server's: hosts with different clocks count alike.
         self.w.add_usage(u)
     }
 

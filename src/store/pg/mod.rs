@@ -32,10 +32,10 @@ use crate::model::ThreadId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Calls, ModelCall, Record, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
+    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::records::{
-    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Record, StepCalls, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
 };
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};

@@ -1,6 +1,7 @@
 //! Reads of the thread layer's records on the server.
 
 use super::*;
+use std::ops::ControlFlow;
 
 impl Pg {
     pub(crate) fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
@@ -198,7 +199,7 @@ impl Pg {
             .collect())
     }
 
-    pub(crate) fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    pub(crate) fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
         let mut c = self.conn()?;
         let r = c
             .opt(
@@ -206,6 +207,32 @@ impl Pg {
                 &[&key(step)],
             )
             .map_err(|e| self.err(&e))?;
-        r.map(|r| dec::<Calls>(r.get(0)).map(|c| c.0)).transpose()
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    /// Every step's calls, in id order, in pages of 8,192 rows.
+    pub(crate) fn for_each_step_usage(
+        &self,
+        f: &mut dyn FnMut((NodeId, StepCalls)) -> ControlFlow<()>,
+    ) -> Result<()> {
+        let mut after = i64::MIN;
+        loop {
+            let rows = self
+                .conn()?
+                .query(
+                    "SELECT step, rec FROM uwf_usage_calls WHERE step > $1 ORDER BY step LIMIT 8192",
+                    &[&after],
+                )
+                .map_err(|e| self.err(&e))?;
+            for r in &rows {
+                after = r.get(0);
+                if f((unkey(after), dec(r.get(1))?)).is_break() {
+                    return Ok(());
+                }
+            }
+            if rows.len() < 8192 {
+                return Ok(());
+            }
+        }
     }
 }

@@ -780,19 +780,33 @@ impl<'c> PgWriter<'c> {
         old.map(|r| dec(r.get(0))).transpose()
     }
 
-    /// Records a step's calls and adds them to the aggregate, on the server's UTC day.
+    /// Records a step's calls and adds them to the aggregate, on `u.day`, else the server's
+    /// UTC day.
     pub(crate) fn add_usage(&mut self, u: &StepUsage<'_>) -> Result<()> {
         let step = key(u.step);
+        let day = match u.day {
+            Some(d) => d,
+            None => {
+                let r = self
+                    .s()?
+                    .query("SELECT floor(extract(epoch FROM now()) / 86400)::int4", &[])
+                    .map_err(self.e())?;
+                r.first()
+                    .and_then(|r| u32::try_from(r.get::<_, i32>(0)).ok())
+                    .unwrap_or(0)
+            }
+        };
         let new = self
             .s()?
             .execute(
                 "INSERT INTO uwf_usage_calls (step, rec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&step, &enc(&Calls(u.calls.to_vec()))],
+                &[&step, &enc(&StepCalls::of(u, day))],
             )
             .map_err(self.e())?;
         if new == 0 {
             return Ok(());
         }
+        let day = i32::try_from(day).unwrap_or(i32::MAX);
         let workflow = u.workflow.map(key);
         for (model, t) in by_model(u.calls) {
             let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -800,8 +814,7 @@ impl<'c> PgWriter<'c> {
                 .execute(
                     "INSERT INTO uwf_usage AS u (thread, day, role, model, workflow, calls,
                          input_tokens, output_tokens, cached_input_tokens, cost_usd, costed_calls)
-                     VALUES ($1, floor(extract(epoch FROM now()) / 86400)::int4, $2, $3, $4, $5,
-                         $6, $7, $8, $9, $10)
+                     VALUES ($1, $11, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                      ON CONFLICT (thread, day, role, model) DO UPDATE SET
                          calls = u.calls + EXCLUDED.calls,
                          input_tokens = u.input_tokens + EXCLUDED.input_tokens,
@@ -820,6 +833,7 @@ impl<'c> PgWriter<'c> {
                         &n(t.cached_input_tokens),
                         &t.cost_usd,
                         &n(t.costed_calls),
+                        &day,
                     ],
                 )
                 .map_err(self.e())?;

@@ -9,7 +9,7 @@ use crate::store::backend::{Each, Order, ReadTx, Visit, WalkReport};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, ModelCall, RegistryEntry, Removal, ThreadRecord, ThreadState,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord, ThreadState,
     UsageRow, WorkflowLimits,
 };
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
@@ -382,7 +382,11 @@ impl ReadTx for RedbRead {
         super::usage::rows(&self.tx, thread)
     }
 
-    fn step_usage(&self, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+    fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
         super::usage::step_calls(&self.tx, step)
+    }
+
+    fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
+        super::usage::each_step(&self.tx, f)
     }
 }

@@ -1,5 +1,6 @@
 //! The usage tables of the redb file (created when first written):
-//! - `usage_calls`: StepNode id → the step's model calls ([`Calls`])
+//! - `usage_calls`: StepNode id → the step's model calls, its thread, role and day
+//!   ([`StepCalls`])
 //! - `usage_totals`: (thread, UTC day, role, model) → the thread's workflow and the totals
 //!   ([`TotalsRec`]); the aggregate `uwf usage` and the budgets read, added to by the write
 //!   that records a step's calls
@@ -8,9 +9,10 @@ use super::records::opt_table;
 use crate::cas::NodeId;
 use crate::store::error::Result;
 use crate::store::records::{
-    Calls, DAY_MS, ModelCall, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
+    DAY_MS, StepCalls, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
 };
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
+use std::ops::ControlFlow;
 
 pub(crate) const USAGE_CALLS: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_calls");
 pub(crate) const USAGE_TOTALS: TableDefinition<(&str, u32, &str, &str), &[u8]> =
@@ -47,23 +49,40 @@ pub(crate) fn rows(tx: &ReadTransaction, thread: Option<&str>) -> Result<Vec<Usa
 }
 
 /// The calls recorded with `step`.
-pub(crate) fn step_calls(tx: &ReadTransaction, step: NodeId) -> Result<Option<Vec<ModelCall>>> {
+pub(crate) fn step_calls(tx: &ReadTransaction, step: NodeId) -> Result<Option<StepCalls>> {
     let Some(t) = opt_table(tx, USAGE_CALLS)? else {
         return Ok(None);
     };
-    t.get(step.0)?
-        .map(|v| dec::<Calls>(v.value()).map(|c| c.0))
-        .transpose()
+    t.get(step.0)?.map(|v| dec(v.value())).transpose()
 }
 
-/// Records `u`'s calls and adds them to the aggregate, on the UTC day of `now_ms`.
+/// Every step's calls, in id order.
+pub(crate) fn each_step(
+    tx: &ReadTransaction,
+    f: &mut dyn FnMut((NodeId, StepCalls)) -> ControlFlow<()>,
+) -> Result<()> {
+    let Some(t) = opt_table(tx, USAGE_CALLS)? else {
+        return Ok(());
+    };
+    for e in t.iter()? {
+        let (k, v) = e?;
+        if f((NodeId(k.value()), dec(v.value())?)).is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Records `u`'s calls and adds them to the aggregate, on `u.day` or the UTC day of `now_ms`.
 pub(crate) fn add(tx: &WriteTransaction, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
     let mut calls = tx.open_table(USAGE_CALLS)?;
     if calls.get(u.step.0)?.is_some() {
         return Ok(());
     }
-    calls.insert(u.step.0, enc(&Calls(u.calls.to_vec())).as_slice())?;
-    let day = u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX);
+    let day = u
+        .day
+        .unwrap_or_else(|| u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX));
+    calls.insert(u.step.0, enc(&StepCalls::of(u, day)).as_slice())?;
     let mut totals = tx.open_table(USAGE_TOTALS)?;
     for (model, add) in by_model(u.calls) {
         let key = (u.thread, day, u.role, model);
