@@ -22,17 +22,21 @@ pub enum ErrorKind {
     Internal,
     /// Try again: the thread is busy with another step or moved on meanwhile.
     Retry,
+    /// A budget holds the step back: the thread's spend reached its budget (it is paused), or
+    /// its workflow's spend today reached its day budget.
+    Budget,
     /// A signal ended the command.
     Interrupted(i32),
 }
 
 impl ErrorKind {
-    /// The process exit code of this kind: 1, 2, 3, 65, 70, 75, or 128 + the signal.
+    /// The process exit code of this kind: 1, 2, 3, 4, 65, 70, 75, or 128 + the signal.
     pub(crate) fn exit_code(self) -> i32 {
         match self {
             ErrorKind::User => 1,
             ErrorKind::Usage => 2,
             ErrorKind::NotFound => 3,
+            ErrorKind::Budget => 4,
             ErrorKind::Damaged => 65,
             ErrorKind::Internal => 70,
             ErrorKind::Retry => 75,
@@ -46,6 +50,7 @@ impl ErrorKind {
             ErrorKind::User => "user",
             ErrorKind::Usage => "usage",
             ErrorKind::NotFound => "not_found",
+            ErrorKind::Budget => "budget",
             ErrorKind::Damaged => "damaged",
             ErrorKind::Internal => "internal",
             ErrorKind::Retry => "retry",
@@ -87,6 +92,7 @@ impl ThreadError {
                 ErrorKind::NotFound
             }
             ThreadError::Chain { .. } => ErrorKind::Damaged,
+            ThreadError::Budget(_) => ErrorKind::Budget,
             _ => ErrorKind::User,
         }
     }
@@ -101,6 +107,7 @@ impl StepError {
                 ErrorKind::Retry
             }
             StepError::Interrupted { signal } => ErrorKind::Interrupted(*signal),
+            StepError::Budget(_) => ErrorKind::Budget,
             StepError::Files(_) => ErrorKind::Internal,
             _ => ErrorKind::User,
         }
@@ -117,6 +124,7 @@ mod tests {
             ErrorKind::User,
             ErrorKind::Usage,
             ErrorKind::NotFound,
+            ErrorKind::Budget,
             ErrorKind::Damaged,
             ErrorKind::Internal,
             ErrorKind::Retry,
@@ -124,6 +132,6 @@ mod tests {
             ErrorKind::Interrupted(15),
         ];
         let codes: Vec<i32> = kinds.iter().map(|k| k.exit_code()).collect();
-        assert_eq!(codes, [1, 2, 3, 65, 70, 75, 130, 143]);
+        assert_eq!(codes, [1, 2, 3, 4, 65, 70, 75, 130, 143]);
     }
 }

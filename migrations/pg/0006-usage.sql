@@ -22,3 +22,23 @@ CREATE TABLE uwf_usage (
     costed_calls bigint NOT NULL,
     PRIMARY KEY (thread, day, role, model)
 );
+
+-- A workflow's day (by its name), for its day budget; added to once per group commit.
+CREATE TABLE uwf_usage_days (
+    name text NOT NULL,
+    day integer NOT NULL,
+    calls bigint NOT NULL,
+    input_tokens bigint NOT NULL,
+    output_tokens bigint NOT NULL,
+    cached_input_tokens bigint NOT NULL,
+    cost_usd double precision NOT NULL,
+    costed_calls bigint NOT NULL,
+    PRIMARY KEY (name, day)
+);
+
+-- Budgets by workflow name (`*` for the store's defaults): the MessagePack record of
+-- src/store/records.rs.
+CREATE TABLE uwf_budgets (
+    name text PRIMARY KEY,
+    rec bytea NOT NULL
+);

@@ -227,6 +227,13 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
                     eprintln!("{thread} ({workflow}): {status}: {e}");
                 }
             }
+            Event::Budget { workflow, message } => {
+                tracing::warn!(tag = "J3RX8EQM", workflow = %workflow, "run: {message}");
+                if tty {
+                    eprint!("\r\x1b[K");
+                }
+                eprintln!("uwf run: {message}");
+            }
             Event::Progress {
                 running,
                 steps,

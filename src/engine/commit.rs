@@ -119,6 +119,7 @@ pub(super) fn conclude(
         done,
         last_error: None,
         running: None,
+        paused_for: None,
     })
 }
 

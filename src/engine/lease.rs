@@ -62,7 +62,7 @@ impl<'s> LeaseGuard<'s> {
                 }
                 match w.thread_state(thread)?.phase {
                     Phase::Queued => return Ok(Err(Held::Queued)),
-                    Phase::Paused => return Ok(Err(Held::Paused)),
+                    Phase::Paused | Phase::PausedForBudget => return Ok(Err(Held::Paused)),
                     Phase::Ready => {}
                 }
                 w.set_lease(thread, me)?;

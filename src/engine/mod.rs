@@ -165,9 +165,15 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 done: true,
                 last_error: None,
                 running: None,
+                paused_for: None,
             },
             notes: Vec::new(),
         });
+    }
+    if let Some(over) = crate::thread::budget::check(store, opts.thread, &m.wf.name, (opts.now)())?
+    {
+        tracing::warn!(tag = "9VXK2RBN", thread = %opts.thread, "{over}");
+        return Err(over.into());
     }
     let (id, notes) = run_agent(opts, &mut m, &decision, attempt)?;
     let me = guard.lease().clone();

@@ -17,7 +17,7 @@
 //! {"kind":"thread","thread":"06…","workflow":"48YZ260G6XFJ6","head":"…","updatedAt":…,"status":"active"}
 //! {"kind":"history","thread":"06…","workflow":"…","head":"…","completedAt":…,"reason":"completed"}
 //! {"kind":"state","thread":"06…","phase":"paused","maxRounds":null,"failures":0,"lastError":null}
-//! {"kind":"usage","step":"…","thread":"06…","workflow":"…","role":"against","day":"2026-01-01","calls":[{"provider":"openai","model":"default","inputTokens":120,"outputTokens":30,"cachedInputTokens":0,"durationMs":812,"costUsd":0.00048}]}
+//! {"kind":"usage","step":"…","thread":"06…","workflow":"…","workflowName":"debate","role":"against","day":"2026-01-01","calls":[{"provider":"openai","model":"default","inputTokens":120,"outputTokens":30,"cachedInputTokens":0,"durationMs":812,"costUsd":0.00048}]}
 //! ```
 //!
 //! - `workflow`: a registry name whose workflow the TypeScript tool cannot read (the others are
@@ -30,10 +30,10 @@
 //! - `history`: a finished thread whose workflow the TypeScript tool cannot read; `reason` is
 //!   `completed`, `cancelled` or a uwf-only outcome (such as `failed` or `dropped`).
 //! - `state`: a thread's state besides its head, for every thread that has one: `phase`
-//!   `ready`, `queued` or `paused`, its round limit, its consecutive failed steps and the last
+//!   `ready`, `queued`, `paused` or `pausedForBudget`, its round limit, its consecutive failed steps and the last
 //!   error `{"time","agent","message"}` (kept for a failed thread).
 //! - `usage`: the model calls kept with a StepNode (`uwf usage` adds them up): its thread,
-//!   workflow (null when unknown), role, the UTC day they count on, and each call's provider,
+//!   workflow (null when unknown) and its name, role, the UTC day they count on, and each call's provider,
 //!   model, tokens, duration and cost in USD (null when unknown).
 //! - `outcome` (reserved): the real outcome of a thread that `history.jsonl` lists as
 //!   `cancelled` because the TypeScript tool has no word for it:
@@ -301,7 +301,10 @@ impl Extra {
             },
             "state" => {
                 let phase = text("phase")?;
-                if !matches!(phase.as_str(), "ready" | "queued" | "paused") {
+                if !matches!(
+                    phase.as_str(),
+                    "ready" | "queued" | "paused" | "pausedForBudget"
+                ) {
                     return Err(format!("thread phase \"{phase}\" is not known to this uwf"));
                 }
                 let last_error = last_error(v.get("lastError"))?;
@@ -327,6 +330,7 @@ impl Extra {
                                 .map_err(|_| "\"workflow\" is not a node id".to_string())?,
                         ),
                     },
+                    workflow_name: text("workflowName")?,
                     role: text("role")?,
                     day: crate::time::parse_time(&text("day")?, 0)
                         .and_then(|ms| u32::try_from(ms / DAY_MS).ok())
@@ -354,6 +358,7 @@ fn usage_line(s: &mut String, step: &str, c: &StepCalls) {
         Some(w) => field(s, "workflow", &w.to_string()),
         None => s.push_str(",\"workflow\":null"),
     }
+    field(s, "workflowName", &c.workflow_name);
     field(s, "role", &c.role);
     let day = crate::time::format_iso(u64::from(c.day) * DAY_MS);
     field(s, "day", &day[..10]);
@@ -475,6 +480,7 @@ mod tests {
                 calls: StepCalls {
                     thread: "06H0AAKR0Y77DFRXGJMVWRNVA9".into(),
                     workflow: Some(NodeId::parse("48YZ260G6XFJ6").unwrap()),
+                    workflow_name: "debate".into(),
                     role: "a \"role\"".into(),
                     day: 20_454,
                     calls: vec![

@@ -44,6 +44,9 @@ pub(crate) struct State<'a> {
     /// The process running a step now.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<Running>,
+    /// Why the thread was paused, when not by hand.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_for: Option<&'static str>,
 }
 
 /// `running`: the process that holds the thread's step lease.
@@ -77,6 +80,7 @@ impl<'a> From<&'a StepOutput> for State<'a> {
                 message: &e.message,
             }),
             running: o.running.map(|(pid, since)| Running { pid, since }),
+            paused_for: o.paused_for,
         }
     }
 }

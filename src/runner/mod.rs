@@ -17,7 +17,7 @@ use crate::engine::{self, Interrupt, StepError, StepOptions};
 use crate::store::{Phase, Store};
 use crate::thread::{self, AgentCommand, Config, ThreadId};
 use crate::workflow::ThreadStatus;
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -110,6 +110,8 @@ pub struct Summary {
     pub errors: u64,
     /// The signal that stopped the run, if one did.
     pub stopped_by: Option<i32>,
+    /// Workflows whose day budget held steps back.
+    pub day_budget_reached: BTreeSet<String>,
 }
 
 /// What happened, as it happens.
@@ -127,6 +129,14 @@ pub enum Event {
         steps: u64,
         /// The last error, if any.
         error: Option<String>,
+    },
+    /// A budget held a step back: the thread's (it is paused) or its workflow's day (its
+    /// threads wait; looked at again every 30 seconds).
+    Budget {
+        /// The workflow.
+        workflow: String,
+        /// What the budget said.
+        message: String,
     },
     /// Counts now.
     Progress {
@@ -154,6 +164,15 @@ struct Tracked {
     steps: u64,
     /// Not before this instant (after a busy or advanced error).
     not_before: Option<Instant>,
+    /// Held back by its workflow's day budget until this instant, when it is looked at again.
+    held_until: Option<Instant>,
+}
+
+impl Tracked {
+    /// Whether the day budget holds the thread back now.
+    fn held(&self) -> bool {
+        self.held_until.is_some_and(|t| Instant::now() < t)
+    }
 }
 
 /// Drives threads until nothing is left (`until_idle`) or a stop request; see the module
@@ -226,7 +245,11 @@ pub fn run(
                 // An unreachable server: nothing found this time, look again shortly.
                 let found = looker.look().await?.map(|(_, f)| f).unwrap_or_default();
                 for (t, wf) in found {
-                    if !in_flight.contains(&t) && !stuck.contains(&t) && queued.insert(t.clone()) {
+                    if !in_flight.contains(&t)
+                        && !stuck.contains(&t)
+                        && !tracked.get(&t).is_some_and(Tracked::held)
+                        && queued.insert(t.clone())
+                    {
                         tracked.entry(t.clone()).or_default().workflow = wf;
                         queue.push_back(t);
                     }
@@ -308,10 +331,11 @@ pub fn run(
                             last_scan = None;
                             continue;
                         }
-                        if found
-                            .iter()
-                            .all(|(t, _)| in_flight.contains(t) || stuck.contains(t))
-                        {
+                        if found.iter().all(|(t, _)| {
+                            in_flight.contains(t)
+                                || stuck.contains(t)
+                                || tracked.get(t).is_some_and(Tracked::held)
+                        }) {
                             break;
                         }
                         last_scan = None;
@@ -392,6 +416,19 @@ fn record(
             }
             StepError::Interrupted { .. } => {}
             StepError::Queued { .. } | StepError::Paused { .. } => {}
+            StepError::Budget(o) => {
+                let day = matches!(o, thread::Overrun::Day { .. });
+                if day {
+                    tr.held_until = Some(Instant::now() + Duration::from_secs(30));
+                }
+                // A thread's budget once a thread (it is paused); a day's once a run.
+                if !day || summary.day_budget_reached.insert(tr.workflow.clone()) {
+                    events(Event::Budget {
+                        workflow: tr.workflow.clone(),
+                        message: o.to_string(),
+                    });
+                }
+            }
             StepError::Thread(thread::ThreadError::NotActive { .. })
             | StepError::Archived { .. } => {}
             e if e.retryable() || e.counts_as_failure() => {

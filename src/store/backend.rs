@@ -14,8 +14,8 @@
 use super::error::Result;
 use super::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use super::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage, ThreadRecord,
-    ThreadState, UsageRow, WorkflowLimits,
+    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
+    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits,
 };
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use super::types::TypeInfo;
@@ -436,6 +436,27 @@ pub(crate) trait ReadTx {
     /// # Errors
     /// A store failure or a corrupt record.
     fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()>;
+
+    /// The totals of workflow `name`'s calls on UTC day `day`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals>;
+
+    /// Every budget, in name order (`*` for the store's defaults).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn budgets(&self) -> Result<Vec<(String, Budget)>>;
+
+    /// Today's UTC day, days since 1970-01-01: of `now_ms`, or of the server's clock on a
+    /// server.
+    ///
+    /// # Errors
+    /// A store failure.
+    fn today(&self, now_ms: u64) -> Result<u32> {
+        Ok(u32::try_from(now_ms / super::records::DAY_MS).unwrap_or(u32::MAX))
+    }
 }
 
 /// Writes inside one write transaction: see [`super::Writer`], whose methods document each.
@@ -493,7 +514,8 @@ pub(crate) trait WriteTx {
     fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>>;
     fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>>;
     /// Records a step's calls (once: a step recorded already is left as it is) and adds them
-    /// to the aggregate's row of their day: `u.day`, else the UTC day of `now_ms`, or of the
-    /// server's clock where the backend has one.
+    /// to the aggregate's rows of their day (the thread's and the workflow's): `u.day`, else
+    /// the UTC day of `now_ms`, or of the server's clock where the backend has one.
     fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()>;
+    fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>>;
 }

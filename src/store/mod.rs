@@ -51,8 +51,9 @@ pub use pg::SCHEMA_VERSION as PG_SCHEMA_VERSION;
 pub(crate) use pg::{mask_url, url_password};
 pub(crate) use records::DAY_MS;
 pub use records::{
-    Counts, HistoryEntry, Lease, Merge, ModelCall, Phase, RegistryEntry, Removal, StepCalls,
-    StepFailure, StepUsage, ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits,
+    Budget, Counts, HistoryEntry, Lease, Merge, ModelCall, Phase, RegistryEntry, Removal,
+    StepCalls, StepFailure, StepUsage, ThreadRecord, ThreadState, UsageRow, UsageTotals,
+    WorkflowLimits,
 };
 pub use redb::migrate::{FORMAT_VERSION, MIGRATIONS, Migration};
 pub use redb::{DEFAULT_CACHE_BYTES, set_cache_size};

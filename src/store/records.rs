@@ -155,6 +155,9 @@ pub enum Phase {
     Queued,
     /// Paused by hand (`thread pause`).
     Paused,
+    /// Paused before a step because its spend reached its budget (`uwf limits set
+    /// --max-cost-per-thread`, `--max-tokens-per-thread`).
+    PausedForBudget,
 }
 
 impl Phase {
@@ -163,6 +166,7 @@ impl Phase {
             Phase::Ready => 0,
             Phase::Queued => 1,
             Phase::Paused => 2,
+            Phase::PausedForBudget => 3,
         }
     }
 
@@ -170,8 +174,14 @@ impl Phase {
         match c {
             1 => Phase::Queued,
             2 => Phase::Paused,
+            3 => Phase::PausedForBudget,
             _ => Phase::Ready,
         }
+    }
+
+    /// Whether the thread is paused, by hand or for its budget.
+    pub fn is_paused(self) -> bool {
+        matches!(self, Phase::Paused | Phase::PausedForBudget)
     }
 }
 
@@ -312,6 +322,8 @@ pub struct StepUsage<'a> {
     pub thread: &'a str,
     /// The thread's workflow node.
     pub workflow: Option<NodeId>,
+    /// The workflow's name, whose day totals the calls add to.
+    pub workflow_name: &'a str,
     /// The role.
     pub role: &'a str,
     /// The calls.
@@ -374,6 +386,8 @@ pub struct StepCalls {
     pub thread: String,
     /// The thread's workflow node.
     pub workflow: Option<NodeId>,
+    /// The workflow's name.
+    pub workflow_name: String,
     /// The role.
     pub role: String,
     /// The UTC day they count on, days since 1970-01-01.
@@ -388,6 +402,7 @@ impl StepCalls {
         StepCalls {
             thread: u.thread.to_string(),
             workflow: u.workflow,
+            workflow_name: u.workflow_name.to_string(),
             role: u.role.to_string(),
             day,
             calls: u.calls.to_vec(),
@@ -400,6 +415,7 @@ impl Record for StepCalls {
         String,
         Option<u64>,
         String,
+        String,
         u32,
         Vec<<ModelCall as Record>::Wire>,
     );
@@ -408,18 +424,45 @@ impl Record for StepCalls {
         (
             self.thread.clone(),
             self.workflow.map(|w| w.0),
+            self.workflow_name.clone(),
             self.role.clone(),
             self.day,
             self.calls.iter().map(Record::to_wire).collect(),
         )
     }
-    fn from_wire((thread, workflow, role, day, calls): Self::Wire) -> Self {
+    fn from_wire((thread, workflow, workflow_name, role, day, calls): Self::Wire) -> Self {
         StepCalls {
             thread,
             workflow: workflow.map(NodeId),
+            workflow_name,
             role,
             day,
             calls: calls.into_iter().map(ModelCall::from_wire).collect(),
+        }
+    }
+}
+
+impl Record for UsageTotals {
+    type Wire = (u64, u64, u64, u64, f64, u64);
+    const WHAT: &'static str = "usage totals";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.calls,
+            self.input_tokens,
+            self.output_tokens,
+            self.cached_input_tokens,
+            self.cost_usd,
+            self.costed_calls,
+        )
+    }
+    fn from_wire((calls, i, o, c, cost, costed): Self::Wire) -> Self {
+        UsageTotals {
+            calls,
+            input_tokens: i,
+            output_tokens: o,
+            cached_input_tokens: c,
+            cost_usd: cost,
+            costed_calls: costed,
         }
     }
 }
@@ -454,6 +497,58 @@ impl Record for TotalsRec {
                 costed_calls: costed,
             },
         )
+    }
+}
+
+/// A workflow's budgets (`uwf limits set W --max-cost-per-thread … --max-tokens-per-thread …
+/// --max-cost-per-day …`; `*` for the store's defaults, which a workflow's own override field
+/// by field).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    /// The most a thread may spend, USD.
+    pub max_cost_per_thread: Option<f64>,
+    /// The most tokens (input and output) a thread may use.
+    pub max_tokens_per_thread: Option<u64>,
+    /// The most the workflow's threads may spend in one UTC day, USD.
+    pub max_cost_per_day: Option<f64>,
+}
+
+impl Budget {
+    /// Whether no budget is set.
+    pub fn is_empty(&self) -> bool {
+        *self == Budget::default()
+    }
+
+    /// This budget, its unset fields taken from `defaults`.
+    pub fn over(self, defaults: &Budget) -> Budget {
+        Budget {
+            max_cost_per_thread: self.max_cost_per_thread.or(defaults.max_cost_per_thread),
+            max_tokens_per_thread: self
+                .max_tokens_per_thread
+                .or(defaults.max_tokens_per_thread),
+            max_cost_per_day: self.max_cost_per_day.or(defaults.max_cost_per_day),
+        }
+    }
+}
+
+impl Record for Budget {
+    type Wire = (Option<f64>, Option<u64>, Option<f64>);
+    const WHAT: &'static str = "budget";
+    fn to_wire(&self) -> Self::Wire {
+        (
+            self.max_cost_per_thread,
+            self.max_tokens_per_thread,
+            self.max_cost_per_day,
+        )
+    }
+    fn from_wire(
+        (max_cost_per_thread, max_tokens_per_thread, max_cost_per_day): Self::Wire,
+    ) -> Self {
+        Budget {
+            max_cost_per_thread,
+            max_tokens_per_thread,
+            max_cost_per_day,
+        }
     }
 }
 

@@ -6,8 +6,8 @@ use super::error::{Result, StoreError};
 use super::handle::Store;
 use super::nodes::streamed;
 use super::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord, ThreadState,
-    UsageRow, WorkflowLimits,
+    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord,
+    ThreadState, UsageRow, UsageTotals, WorkflowLimits,
 };
 use super::writer::Writer;
 use crate::cas::NodeId;
@@ -158,6 +158,43 @@ impl Store {
     /// A store failure or a corrupt record.
     pub fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
         self.guard(|| self.read()?.usage_rows(thread))
+    }
+
+    /// What thread `thread`'s calls add up to, every day, role and model.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn thread_usage(&self, thread: &str) -> Result<UsageTotals> {
+        let mut t = UsageTotals::default();
+        for r in self.usage_rows(Some(thread))? {
+            t.add(&r.totals);
+        }
+        Ok(t)
+    }
+
+    /// What workflow `name`'s calls add up to on UTC day `day`.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
+        self.guard(|| self.read()?.day_usage(name, day))
+    }
+
+    /// Today, days since 1970-01-01 in UTC: by `now_ms`, or by the server's clock on a server
+    /// (the day the calls of a step made now count on).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub fn today(&self, now_ms: u64) -> Result<u32> {
+        self.guard(|| self.read()?.today(now_ms))
+    }
+
+    /// Every budget, in name order (`*` for the store's defaults).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn budgets(&self) -> Result<Vec<(String, Budget)>> {
+        self.guard(|| self.read()?.budgets())
     }
 
     /// The model calls recorded with StepNode `step`.

@@ -6,8 +6,8 @@ use super::backend::WriteTx;
 use super::error::Result;
 use super::node::{Prepared, PutOutcome};
 use super::records::{
-    HistoryEntry, Lease, Merge, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
-    WorkflowLimits,
+    Budget, HistoryEntry, Lease, Merge, RegistryEntry, Removal, StepUsage, ThreadRecord,
+    ThreadState, WorkflowLimits,
 };
 use crate::cas::NodeId;
 use crate::model::{FinishReason, ThreadId};
@@ -386,6 +386,15 @@ impl Writer<'_> {
         limits: Option<&WorkflowLimits>,
     ) -> Result<Option<WorkflowLimits>> {
         self.tx.set_workflow_limits(name, limits)
+    }
+
+    /// Sets (`Some`) or removes (`None`) the budget of workflow `name` (`*`: the store's
+    /// defaults); returns the old one.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
+        self.tx.set_budget(name, budget)
     }
 
     /// Records the model calls of a step (once per StepNode) and adds them to the usage

@@ -151,6 +151,9 @@ pub enum StepError {
         /// The thread.
         thread: String,
     },
+    /// A budget holds the step back: the thread's (it is paused for it) or its workflow's day.
+    #[error(transparent)]
+    Budget(#[from] crate::thread::Overrun),
     /// The thread is paused.
     #[error("thread {thread} is paused; \"uwf thread resume {thread}\" lets it go on")]
     Paused {

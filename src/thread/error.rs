@@ -11,6 +11,9 @@ pub enum ThreadError {
     /// A store failure.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A budget holds the thread back.
+    #[error(transparent)]
+    Budget(#[from] super::Overrun),
     /// A workflow that cannot be read.
     #[error("{}", .0.to_string().replace('\n', " "))]
     Workflow(#[from] WorkflowError),

@@ -299,25 +299,24 @@ fn submit_with(
         calls.extend(f.calls());
     }
     // Most steps call no model: nothing to carry into the write for them.
-    let usage = (!calls.is_empty()).then(|| {
-        let workflow = c.chain.workflow_id().ok();
-        (
-            input.thread.as_str().to_string(),
-            input.role.to_string(),
-            workflow,
-            calls,
-        )
+    let usage = (!calls.is_empty()).then(|| StepCallsOwned {
+        thread: input.thread.as_str().to_string(),
+        workflow: c.chain.workflow_id().ok(),
+        workflow_name: c.wf.name.clone(),
+        role: input.role.to_string(),
+        calls,
     });
     store.write_grouped(move |w| {
         w.put(&nodes, now)?;
         match &usage {
-            Some((thread, role, workflow, calls)) => w.add_usage(
+            Some(u) => w.add_usage(
                 &StepUsage {
                     step: id,
-                    thread,
-                    workflow: *workflow,
-                    role,
-                    calls,
+                    thread: &u.thread,
+                    workflow: u.workflow,
+                    workflow_name: &u.workflow_name,
+                    role: &u.role,
+                    calls: &u.calls,
                     day: None,
                 },
                 now,
@@ -326,6 +325,15 @@ fn submit_with(
         }
     })?;
     Ok(Some(id))
+}
+
+/// A step's calls carried into its write.
+struct StepCallsOwned {
+    thread: String,
+    workflow: Option<NodeId>,
+    workflow_name: String,
+    role: String,
+    calls: Vec<ModelCall>,
 }
 
 /// What a built-in agent needs to brief a role for the next step of a thread.

@@ -125,9 +125,15 @@ fn not_active(store: &Store, thread: &ThreadId) -> Result<ThreadError> {
 pub fn resume(store: &Store, thread: &ThreadId, now_ms: u64) -> Result<()> {
     match find(store, thread)? {
         Found::Active(_) => {
+            if store.thread_state(thread)?.phase == Phase::PausedForBudget {
+                let name = super::ops::running_role(store, thread)?.0;
+                if let Some(over) = super::budget::still_over(store, thread, &name)? {
+                    return Err(over.into());
+                }
+            }
             store.write(|w| {
                 let mut s = w.thread_state(thread)?;
-                if s.phase == Phase::Paused {
+                if s.phase.is_paused() {
                     s.phase = Phase::Ready;
                 }
                 s.failures = 0;

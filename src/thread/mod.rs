@@ -12,6 +12,7 @@
 //!   are written in the same transaction.
 
 mod admission;
+pub(crate) mod budget;
 pub(crate) mod chain;
 pub(crate) mod config;
 mod error;
@@ -25,6 +26,7 @@ pub(crate) mod registry;
 pub(crate) mod time;
 
 pub(crate) use admission::Admission;
+pub use budget::Overrun;
 pub(crate) use chain::{load_workflow, workflow_of};
 pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub(crate) use error::Result;

@@ -70,6 +70,8 @@ pub struct StepOutput {
     /// The process running a step of the thread, and since when (`running`, printed only
     /// then).
     pub running: Option<(u32, u64)>,
+    /// Why a paused thread was paused when not by hand (`pausedFor`: `budget`).
+    pub paused_for: Option<&'static str>,
 }
 
 /// What `thread start` needs.
@@ -446,7 +448,7 @@ pub(super) fn phase_status(p: crate::store::Phase) -> Status {
     match p {
         crate::store::Phase::Ready => Status::Idle,
         crate::store::Phase::Queued => Status::Queued,
-        crate::store::Phase::Paused => Status::Paused,
+        crate::store::Phase::Paused | crate::store::Phase::PausedForBudget => Status::Paused,
     }
 }
 
@@ -472,6 +474,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             let snap = store.snapshot()?;
             let chain = chain_in(&snap, r.head)?;
             let (status, lease) = active_status(store, thread)?;
+            let state = store.thread_state(thread)?;
             Ok(StepOutput {
                 workflow: chain.workflow_id()?.to_wire(),
                 thread: thread.clone(),
@@ -480,7 +483,9 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
                 running: lease.map(|l| (l.pid, l.since_ms)),
                 current_role: current_role(&snap, &chain),
                 done: false,
-                last_error: store.thread_state(thread)?.last_error,
+                paused_for: (state.phase == crate::store::Phase::PausedForBudget)
+                    .then_some("budget"),
+                last_error: state.last_error,
             })
         }
         Found::Finished(h) => Ok(StepOutput {
@@ -491,6 +496,7 @@ pub fn show(store: &Store, thread: &ThreadId) -> Result<StepOutput> {
             current_role: None,
             done: true,
             running: None,
+            paused_for: None,
             last_error: if h.reason == FinishReason::Failed {
                 store.thread_state(thread)?.last_error
             } else {

@@ -5,8 +5,9 @@
 
 use uwf::cas::{NodeId, Value};
 use uwf::store::{
-    GcOptions, HistoryEntry, Lease, ModelCall, Phase, Prepared, PutOutcome, Removal, StepFailure,
-    StepUsage, Store, StoreError, ThreadRecord, ThreadState, UsageRow, WalkEvent, WorkflowLimits,
+    Budget, GcOptions, HistoryEntry, Lease, ModelCall, Phase, Prepared, PutOutcome, Removal,
+    StepFailure, StepUsage, Store, StoreError, ThreadRecord, ThreadState, UsageRow, WalkEvent,
+    WorkflowLimits,
 };
 use uwf::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode, TEXT};
 use uwf::workflow::{FinishReason, ThreadId};
@@ -68,6 +69,7 @@ contract!(
     verify_and_reindex,
     write_order_and_marks,
     usage_aggregate,
+    budgets,
 );
 
 fn text(s: &Store, t: &str) -> Prepared {
@@ -560,6 +562,7 @@ fn usage_aggregate(s: &Store) {
                     step: NodeId(step),
                     thread: thread.as_str(),
                     workflow: Some(wf),
+                    workflow_name: "debate",
                     role,
                     calls,
                     day: None,
@@ -646,6 +649,7 @@ fn usage_aggregate(s: &Store) {
                 step: NodeId(4),
                 thread: t2.as_str(),
                 workflow: None,
+                workflow_name: "debate",
                 role: "against",
                 calls: &calls[..1],
                 day: Some(7),
@@ -661,6 +665,33 @@ fn usage_aggregate(s: &Store) {
         s.step_usage(NodeId(4)).expect("kept").map(|c| c.day),
         Some(7)
     );
+}
+
+fn budgets(s: &Store) {
+    let b = Budget {
+        max_cost_per_thread: Some(0.5),
+        max_tokens_per_thread: None,
+        max_cost_per_day: Some(10.0),
+    };
+    assert_eq!(
+        s.write(|w| w.set_budget("debate", Some(&b))).expect("set"),
+        None
+    );
+    let d = Budget {
+        max_tokens_per_thread: Some(1000),
+        ..Budget::default()
+    };
+    s.write(|w| w.set_budget("*", Some(&d)))
+        .expect("set defaults");
+    assert_eq!(
+        s.budgets().expect("budgets"),
+        vec![("*".to_string(), d), ("debate".to_string(), b)]
+    );
+    assert_eq!(
+        s.write(|w| w.set_budget("debate", None)).expect("unset"),
+        Some(b)
+    );
+    assert_eq!(s.budgets().expect("budgets").len(), 1);
 }
 
 fn owner() -> Lease {

@@ -174,6 +174,7 @@ pub(crate) fn write_root_files(
                 crate::store::Phase::Ready => "ready",
                 crate::store::Phase::Queued => "queued",
                 crate::store::Phase::Paused => "paused",
+                crate::store::Phase::PausedForBudget => "pausedForBudget",
             }
             .to_string(),
             max_rounds: st.max_rounds.map(u64::from),

@@ -98,6 +98,7 @@ fn import_usage(
                         step: *step,
                         thread: &c.thread,
                         workflow: c.workflow,
+                        workflow_name: &c.workflow_name,
                         role: &c.role,
                         calls: &c.calls,
                         day: Some(c.day),

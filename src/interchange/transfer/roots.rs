@@ -167,6 +167,7 @@ pub(super) fn read_extra(dir: &Path, r: &mut ImportReport) -> Result<ExtraRead, 
                     phase: match phase.as_str() {
                         "queued" => crate::store::Phase::Queued,
                         "paused" => crate::store::Phase::Paused,
+                        "pausedForBudget" => crate::store::Phase::PausedForBudget,
                         _ => crate::store::Phase::Ready,
                     },
                     max_rounds: max_rounds.map(|n| n.min(u64::from(u32::MAX)) as u32),

@@ -16,7 +16,7 @@ use crate::store::backend::{
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats, bootstrap_nodes};
 use crate::store::records::{
-    Counts, DAY_MS, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
+    Budget, Counts, DAY_MS, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
     ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits, by_model,
 };
 use crate::store::report::{
@@ -63,6 +63,8 @@ struct State {
     pins: BTreeMap<u64, u64>,
     usage_calls: BTreeMap<u64, StepCalls>,
     usage: BTreeMap<UsageKey, (Option<NodeId>, UsageTotals)>,
+    usage_days: BTreeMap<(String, u32), UsageTotals>,
+    budgets: BTreeMap<String, Budget>,
 }
 
 impl State {
@@ -641,6 +643,24 @@ impl ReadTx for MemRead {
         Ok(self.0.usage_calls.get(&step.0).cloned())
     }
 
+    fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
+        Ok(self
+            .0
+            .usage_days
+            .get(&(name.to_string(), day))
+            .copied()
+            .unwrap_or_default())
+    }
+
+    fn budgets(&self) -> Result<Vec<(String, Budget)>> {
+        Ok(self
+            .0
+            .budgets
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect())
+    }
+
     fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
         for (id, c) in &self.0.usage_calls {
             if f((NodeId(*id), c.clone())).is_break() {
@@ -890,6 +910,18 @@ impl WriteTx for MemTx<'_> {
                 .1
                 .add(&add);
         }
+        let t = s
+            .usage_days
+            .entry((u.workflow_name.to_string(), day))
+            .or_default();
+        u.calls.iter().for_each(|c| t.add_call(c));
         Ok(())
+    }
+
+    fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
+        Ok(match budget {
+            Some(b) => self.0.budgets.insert(name.to_string(), *b),
+            None => self.0.budgets.remove(name),
+        })
     }
 }

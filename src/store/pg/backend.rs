@@ -9,8 +9,8 @@ use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, Visit
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage, ThreadRecord,
-    ThreadState, UsageRow, WorkflowLimits,
+    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
+    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use std::collections::HashMap;
@@ -358,6 +358,18 @@ impl ReadTx for PgRead {
         self.pg.for_each_step_usage(f)
     }
 
+    fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
+        self.pg.day_usage(name, day)
+    }
+
+    fn budgets(&self) -> Result<Vec<(String, Budget)>> {
+        self.pg.budgets()
+    }
+
+    fn today(&self, _now_ms: u64) -> Result<u32> {
+        self.pg.today()
+    }
+
     fn removal_mark(&self) -> Result<u64> {
         self.pg.removal_mark()
     }
@@ -494,6 +506,10 @@ impl WriteTx for PgTx<'_> {
     fn add_usage(&mut self, u: &StepUsage<'_>, _now_ms: u64) -> Result<()> {
         // Today is the server's: hosts with different clocks count alike.
         self.w.add_usage(u)
+    }
+
+    fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
+        self.w.set_budget(name, budget)
     }
 
     fn lock_workflow(&mut self, key: &str) -> Result<()> {

@@ -99,7 +99,7 @@ const SWEEP: &str = "DELETE FROM uwf_nodes n
 /// uwf's tables, for compaction.
 const TABLES: &str = "uwf_meta, uwf_nodes, uwf_threads, uwf_registry, uwf_registry_history, \
      uwf_history, uwf_leases, uwf_thread_state, uwf_removals, uwf_limits, uwf_pins, \
-     uwf_gc_owner, uwf_gc_touched, uwf_usage_calls, uwf_usage";
+     uwf_gc_owner, uwf_gc_touched, uwf_usage_calls, uwf_usage, uwf_usage_days, uwf_budgets";
 
 fn u(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)

@@ -32,10 +32,10 @@ use crate::model::ThreadId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
+    Budget, Record, StepCalls, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
 };
 use crate::store::records::{
-    Record, StepCalls, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
+    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
@@ -156,6 +156,8 @@ params!(
     Vec<u8> => BYTEA,
     Vec<i32> => INT4_ARRAY,
     Vec<i64> => INT8_ARRAY,
+    Vec<Option<i64>> => INT8_ARRAY,
+    Vec<f64> => FLOAT8_ARRAY,
     Vec<&[u8]> => BYTEA_ARRAY,
     Vec<Vec<u8>> => BYTEA_ARRAY,
     Vec<&str> => TEXT_ARRAY,

@@ -235,4 +235,45 @@ impl Pg {
             }
         }
     }
+
+    pub(crate) fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
+        let day = i32::try_from(day).unwrap_or(i32::MAX);
+        let r = self
+            .conn()?
+            .opt(
+                "SELECT calls, input_tokens, output_tokens, cached_input_tokens, cost_usd,
+                        costed_calls FROM uwf_usage_days WHERE name = $1 AND day = $2",
+                &[&name, &day],
+            )
+            .map_err(|e| self.err(&e))?;
+        let n = |r: &postgres::Row, i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
+        Ok(r.map_or_else(UsageTotals::default, |r| UsageTotals {
+            calls: n(&r, 0),
+            input_tokens: n(&r, 1),
+            output_tokens: n(&r, 2),
+            cached_input_tokens: n(&r, 3),
+            cost_usd: r.get(4),
+            costed_calls: n(&r, 5),
+        }))
+    }
+
+    pub(crate) fn budgets(&self) -> Result<Vec<(String, Budget)>> {
+        let mut c = self.conn()?;
+        let rows = c
+            .query("SELECT name, rec FROM uwf_budgets ORDER BY name", &[])
+            .map_err(|e| self.err(&e))?;
+        rows.iter()
+            .map(|r| Ok((r.get(0), dec(r.get(1))?)))
+            .collect()
+    }
+
+    pub(crate) fn today(&self) -> Result<u32> {
+        let r = self
+            .conn()?
+            .query("SELECT floor(extract(epoch FROM now()) / 86400)::int4", &[])
+            .map_err(|e| self.err(&e))?;
+        Ok(r.first()
+            .and_then(|r| u32::try_from(r.get::<_, i32>(0)).ok())
+            .unwrap_or(0))
+    }
 }

@@ -28,7 +28,7 @@ use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome};
 use crate::store::records::{
-    HistoryEntry, Lease, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
+    Budget, HistoryEntry, Lease, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
     WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
@@ -383,5 +383,9 @@ impl WriteTx for RedbTx<'_> {
 
     fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
         usage::add(self.0, u, now_ms)
+    }
+
+    fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
+        usage::set_budget(self.0, name, budget)
     }
 }

@@ -9,8 +9,8 @@ use crate::store::backend::{Each, Order, ReadTx, Visit, WalkReport};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{StoredNode, WalkStats};
 use crate::store::records::{
-    Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord, ThreadState,
-    UsageRow, WorkflowLimits,
+    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord,
+    ThreadState, UsageRow, UsageTotals, WorkflowLimits,
 };
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use std::collections::{HashSet, VecDeque};
@@ -388,5 +388,13 @@ impl ReadTx for RedbRead {
 
     fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
         super::usage::each_step(&self.tx, f)
+    }
+
+    fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
+        super::usage::day(&self.tx, name, day)
+    }
+
+    fn budgets(&self) -> Result<Vec<(String, Budget)>> {
+        super::usage::budgets(&self.tx)
     }
 }

@@ -4,12 +4,15 @@
 //! - `usage_totals`: (thread, UTC day, role, model) → the thread's workflow and the totals
 //!   ([`TotalsRec`]); the aggregate `uwf usage` and the budgets read, added to by the write
 //!   that records a step's calls
+//! - `usage_days`: (workflow name, UTC day) → [`UsageTotals`], a workflow's day, for its day
+//!   budget
+//! - `budgets`: workflow name (`*` for the defaults) → [`Budget`]
 
 use super::records::opt_table;
 use crate::cas::NodeId;
 use crate::store::error::Result;
 use crate::store::records::{
-    DAY_MS, StepCalls, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
+    Budget, DAY_MS, StepCalls, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
 };
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 use std::ops::ControlFlow;
@@ -17,6 +20,47 @@ use std::ops::ControlFlow;
 pub(crate) const USAGE_CALLS: TableDefinition<u64, &[u8]> = TableDefinition::new("usage_calls");
 pub(crate) const USAGE_TOTALS: TableDefinition<(&str, u32, &str, &str), &[u8]> =
     TableDefinition::new("usage_totals");
+pub(crate) const USAGE_DAYS: TableDefinition<(&str, u32), &[u8]> =
+    TableDefinition::new("usage_days");
+pub(crate) const BUDGETS: TableDefinition<&str, &[u8]> = TableDefinition::new("budgets");
+
+/// Workflow `name`'s totals on `day`.
+pub(crate) fn day(tx: &ReadTransaction, name: &str, day: u32) -> Result<UsageTotals> {
+    let Some(t) = opt_table(tx, USAGE_DAYS)? else {
+        return Ok(UsageTotals::default());
+    };
+    Ok(match t.get((name, day))? {
+        Some(v) => dec(v.value())?,
+        None => UsageTotals::default(),
+    })
+}
+
+/// Every budget, in name order.
+pub(crate) fn budgets(tx: &ReadTransaction) -> Result<Vec<(String, Budget)>> {
+    let Some(t) = opt_table(tx, BUDGETS)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        out.push((k.value().to_string(), dec(v.value())?));
+    }
+    Ok(out)
+}
+
+/// Sets or removes workflow `name`'s budget; returns the old one.
+pub(crate) fn set_budget(
+    tx: &WriteTransaction,
+    name: &str,
+    budget: Option<&Budget>,
+) -> Result<Option<Budget>> {
+    let mut t = tx.open_table(BUDGETS)?;
+    let old = match budget {
+        Some(b) => t.insert(name, enc(b).as_slice())?,
+        None => t.remove(name)?,
+    };
+    old.map(|v| dec(v.value())).transpose()
+}
 
 /// The aggregate's rows, of `thread` only when given.
 pub(crate) fn rows(tx: &ReadTransaction, thread: Option<&str>) -> Result<Vec<UsageRow>> {
@@ -93,5 +137,13 @@ pub(crate) fn add(tx: &WriteTransaction, u: &StepUsage<'_>, now_ms: u64) -> Resu
         rec.1.add(&add);
         totals.insert(key, enc(&rec).as_slice())?;
     }
+    let mut days = tx.open_table(USAGE_DAYS)?;
+    let key = (u.workflow_name, day);
+    let mut t = match days.get(key)? {
+        Some(v) => dec::<UsageTotals>(v.value())?,
+        None => UsageTotals::default(),
+    };
+    u.calls.iter().for_each(|c| t.add_call(c));
+    days.insert(key, enc(&t).as_slice())?;
     Ok(())
 }
