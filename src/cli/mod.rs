@@ -7,6 +7,7 @@ mod cas;
 mod env;
 mod handoff;
 mod interchange;
+mod limits;
 mod log;
 pub(crate) mod output;
 mod run;
@@ -183,9 +184,10 @@ enum Command {
     /// The store itself: where it is and what it holds, and copying it to another backend.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
-    /// Per-workflow limits kept in the store, enforced by every runner that shares it.
+    /// Per-workflow limits and budgets kept in the store, enforced by every runner that shares
+    /// it.
     #[command(subcommand)]
-    Limits(store_cmd::LimitsCommand),
+    Limits(limits::LimitsCommand),
     /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -419,7 +421,7 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
         Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
         Command::Log(c) => log::run(c, env),
         Command::Store(c) => store_cmd::run(c, env),
-        Command::Limits(c) => store_cmd::limits(c, env),
+        Command::Limits(c) => limits::limits(c, env),
         Command::Usage(a) => usage::run(a, env),
     }
 }
@@ -528,7 +530,7 @@ fn reads_only(c: &Command) -> bool {
             )
             | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
             | Command::Store(store_cmd::StoreCommand::Info)
-            | Command::Limits(store_cmd::LimitsCommand::List)
+            | Command::Limits(limits::LimitsCommand::List)
             | Command::Usage(_)
     )
 }

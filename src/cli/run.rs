@@ -320,5 +320,22 @@ pub(crate) fn ps(env: &Env) -> CliResult {
             elapsed_ms: now.saturating_sub(l.since_ms),
         }));
     }
+    for over in thread::budget::spent_days(&store, &|| active_workflows(&store), now)? {
+        eprintln!("uwf ps: {over}");
+    }
     print(env.format, &Value::Array(rows))
+}
+
+/// The workflow names of the active threads (for the store-wide day budget).
+fn active_workflows(store: &crate::store::Store) -> Vec<String> {
+    let Ok(threads) = store.threads() else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = threads
+        .iter()
+        .filter_map(|(t, _)| thread::running_role(store, t).ok().map(|r| r.0))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }

@@ -5,41 +5,9 @@
 //! spent starts no step until the next UTC day or a raise. Steps already running finish, so
 //! the overshoot is bounded by the steps in flight.
 
+pub use super::overrun::Overrun;
 use super::{Result, ThreadId};
 use crate::store::{Budget, Phase, Store, UsageTotals};
-
-/// A budget that a step would go past.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum Overrun {
-    /// The thread's spend reached its budget: it is paused for it.
-    #[error(
-        "thread {thread} has spent {spent} of its budget of {budget} (workflow {workflow}); it is paused: raise the budget (\"uwf limits set {workflow} {flag} …\"), then \"uwf thread resume {thread}\""
-    )]
-    Thread {
-        /// The thread.
-        thread: String,
-        /// Its workflow's name.
-        workflow: String,
-        /// What it spent, with its unit.
-        spent: String,
-        /// The budget, with its unit.
-        budget: String,
-        /// The option that sets the budget.
-        flag: &'static str,
-    },
-    /// The workflow's spend today (UTC) reached its day budget.
-    #[error(
-        "workflow {workflow} has spent {spent} of its day budget of {budget} today (UTC); no step of it starts before tomorrow or a raise (\"uwf limits set {workflow} --max-cost-per-day …\")"
-    )]
-    Day {
-        /// The workflow's name.
-        workflow: String,
-        /// What it spent today.
-        spent: String,
-        /// The budget.
-        budget: String,
-    },
-}
 
 /// The budget of workflow `name` among `all`: its own, each unset field from `*`'s.
 pub(crate) fn budget_of(all: &[(String, Budget)], name: &str) -> Budget {
@@ -131,6 +99,38 @@ fn day_over(store: &Store, name: &str, b: &Budget, now_ms: u64) -> Result<Option
         spent: usd(today.cost_usd),
         budget: usd(max),
     }))
+}
+
+/// The workflows whose day budget is spent today: those with a day budget of their own and,
+/// when `*` has one, the registered names and those `more` gives (say, the workflows of
+/// active threads).
+///
+/// # Errors
+/// Store failures.
+pub(crate) fn spent_days(
+    store: &Store,
+    more: &dyn Fn() -> Vec<String>,
+    now_ms: u64,
+) -> Result<Vec<Overrun>> {
+    let all = store.budgets()?;
+    let mut names: Vec<String> = all
+        .iter()
+        .filter(|(n, b)| n != "*" && b.max_cost_per_day.is_some())
+        .map(|(n, _)| n.clone())
+        .collect();
+    if budget_of(&all, "*").max_cost_per_day.is_some() {
+        names.extend(store.registry()?.into_iter().map(|(n, _)| n));
+        names.extend(more());
+    }
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for n in names {
+        if let Some(o) = day_over(store, &n, &budget_of(&all, &n), now_ms)? {
+            out.push(o);
+        }
+    }
+    Ok(out)
 }
 
 /// Pauses `thread` for its budget, unless it was paused or changed meanwhile.

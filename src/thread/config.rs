@@ -275,6 +275,18 @@ impl Price {
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl Config {
+    /// The names under `models:` without a `price`.
+    pub(crate) fn unpriced_models(&self) -> Vec<String> {
+        match self.doc.get("models") {
+            Some(Value::Object(m)) => m
+                .iter()
+                .filter(|(_, v)| v.get("price").is_none())
+                .map(|(k, _)| k.clone())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The model alias for LLM extraction: `modelOverrides.extract`, else a model named
     /// `extract`, else one named `default`, else `defaultModel`.
     pub fn extract_model_alias(&self) -> Option<String> {

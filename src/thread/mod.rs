@@ -21,12 +21,12 @@ pub(crate) mod kit;
 pub(crate) mod lifecycle;
 mod list;
 pub(crate) mod ops;
+mod overrun;
 mod read;
 pub(crate) mod registry;
 pub(crate) mod time;
 
 pub(crate) use admission::Admission;
-pub use budget::Overrun;
 pub(crate) use chain::{load_workflow, workflow_of};
 pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub(crate) use error::Result;
@@ -42,6 +42,7 @@ pub(crate) use ops::{
     StartLine, Steps, fork, kill, latest_step_of_role, resolve_step, resolve_thread, running_role,
     start_many, start_with, step_details, steps,
 };
+pub use overrun::Overrun;
 pub(crate) use read::{DEFAULT_QUOTA, ReadOptions, parse_quota, read, read_step, with_newline};
 pub(crate) use registry::register_def;
 pub use registry::register_workflow;

@@ -304,3 +304,159 @@ fn export_carries_the_usage_and_import_counts_it_once() {
     third.ok(&["import", &p(&archive)]);
     assert_eq!(third.ok(&["usage", "--by", "role"]), before);
 }
+
+/// The debate, priced so that `against`'s first step (four calls) costs about $0.001.
+fn priced_debate() -> (FakeApi, TestEnv) {
+    let api = debater(None);
+    let env = env_for(&api, "    price: {input: 2, output: 8}\n");
+    (api, env)
+}
+
+fn step(env: &TestEnv, t: &str) -> crate::common::Run {
+    env.run(&["thread", "step", t])
+}
+
+#[test]
+fn a_thread_over_its_cost_budget_is_paused_and_goes_on_after_a_raise() {
+    let (api, env) = priced_debate();
+    let t = env.start(&p(&example("debate.yaml")), PROMPT);
+    let set = json(&env.ok(&["limits", "set", "debate", "--max-cost-per-thread", "0.0005"]));
+    assert_eq!(set.get("maxCostPerThread"), Some(&Value::Number(0.0005)));
+    // The first step runs (nothing spent yet) and crosses the budget.
+    let r = step(&env, &t);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let calls = api.requests();
+    // The next one does not start: the thread is paused for its budget, exit 4, one line.
+    let r = step(&env, &t);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    let line = r.stderr.lines().next().unwrap();
+    assert!(
+        line.contains("has spent $0.00") && line.contains("of its budget of $0.0005"),
+        "{line}"
+    );
+    assert_eq!(api.requests(), calls, "no model call after the budget");
+    let show = env.show(&t);
+    assert_eq!(show.get("status"), Some(&Value::str("paused")));
+    assert_eq!(show.get("pausedFor"), Some(&Value::str("budget")));
+    // Still over: resume says so and changes nothing.
+    let r = env.run(&["thread", "resume", &t]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert_eq!(env.show(&t).get("pausedFor"), Some(&Value::str("budget")));
+    // A raise does not start it by itself; a resume then does.
+    env.ok(&["limits", "set", "debate", "--max-cost-per-thread", "1"]);
+    assert_eq!(env.show(&t).get("status"), Some(&Value::str("paused")));
+    env.ok(&["thread", "resume", &t]);
+    let show = env.show(&t);
+    assert_eq!(show.get("status"), Some(&Value::str("idle")));
+    assert_eq!(show.get("pausedFor"), None, "{}", show.to_json());
+    let out = env.ok(&["thread", "step", &t, "--count", "5"]);
+    assert!(out.contains("\"done\":true"), "{out}");
+}
+
+#[test]
+fn a_token_budget_for_every_workflow_and_a_warning_for_unpriced_models() {
+    let api = debater(None);
+    let env = env_for(&api, "");
+    let t = env.start(&p(&example("debate.yaml")), PROMPT);
+    let r = env.run(&["limits", "set", "*", "--max-cost-per-thread", "5"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("warning: no price in config.yaml for default, extract"),
+        "{}",
+        r.stderr
+    );
+    env.ok(&["limits", "set", "*", "--max-tokens-per-thread", "100"]);
+    let list = json(&env.ok(&["limits", "list"]));
+    assert_eq!(
+        list.to_json(),
+        r#"[{"workflow":"*","concurrency":null,"overflow":"queue","maxQueue":null,"maxRetries":null,"maxCostPerThread":5,"maxTokensPerThread":100}]"#
+    );
+    assert_eq!(step(&env, &t).code, 0);
+    let r = step(&env, &t);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tokens of its budget of 100 tokens"),
+        "{}",
+        r.stderr
+    );
+    env.fails(
+        &["limits", "set", "*", "--concurrency", "2"],
+        "budgets only",
+    );
+    env.fails(&["limits", "set", "debate"], "nothing to set");
+    env.fails(
+        &["limits", "set", "debate", "--max-cost-per-day=-1"],
+        "--max-cost-per-day must be a number of USD",
+    );
+    // Removing the budget lets the thread go on once resumed.
+    assert!(env.ok(&["limits", "rm", "*"]).contains("\"removed\":true"));
+    env.ok(&["thread", "resume", &t]);
+    assert_eq!(step(&env, &t).code, 0);
+}
+
+#[test]
+fn a_spent_day_holds_back_every_runner_of_the_workflow() {
+    let (api, env) = priced_debate();
+    let threads: Vec<String> = (0..12)
+        .map(|_| env.start(&p(&example("debate.yaml")), PROMPT))
+        .collect();
+    env.ok(&["limits", "set", "debate", "--max-cost-per-day", "0.002"]);
+    // Two runners on the same store (PostgreSQL in CI's second run).
+    let spawn = || {
+        env.spawn_cmd()
+            .args(["run", "--until-idle", "-j", "2"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&a.stderr),
+        String::from_utf8_lossy(&b.stderr)
+    );
+    assert!(a.status.success() && b.status.success(), "{said}");
+    assert!(
+        said.contains("uwf run: workflow debate has spent $0.00")
+            && said.contains("of its day budget of $0.0020 today (UTC)"),
+        "{said}"
+    );
+    // The day stopped new steps: not every thread finished, and what was spent exceeds the
+    // budget by at most the steps in flight (four runners' slots, four calls a step at most).
+    let done = threads
+        .iter()
+        .filter(|t| env.show(t).get("status") == Some(&Value::str("completed")))
+        .count();
+    assert!(done < threads.len(), "all {done} threads ran");
+    let u = json(&env.ok(&["usage"]));
+    let per_step_max = 4.0 * ((200.0 * 2.0 + 30.0 * 8.0) / 1e6);
+    assert!(
+        num(&u, "costUsd") < 0.002 + 4.0 * per_step_max,
+        "{}",
+        u.to_json()
+    );
+    assert!(api.requests() < 12 * 5);
+    // Held threads are not paused, and `uwf ps` says why nothing of it runs.
+    let waiting = threads
+        .iter()
+        .find(|t| env.show(t).get("status") == Some(&Value::str("idle")))
+        .expect("a waiting thread");
+    let r = step(&env, waiting);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("day budget"), "{}", r.stderr);
+    assert_eq!(env.show(waiting).get("status"), Some(&Value::str("idle")));
+    let r = env.run(&["ps"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("uwf ps: workflow debate has spent"),
+        "{}",
+        r.stderr
+    );
+    // A raise lets them go on.
+    env.ok(&["limits", "set", "debate", "--max-cost-per-day", "100"]);
+    let r = step(&env, waiting);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}

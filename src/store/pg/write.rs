@@ -112,13 +112,16 @@ pub(crate) struct PgWriter<'c> {
     usage: Option<Box<UsageDeltas>>,
 }
 
+/// A row of the threads' aggregate: (thread, day, role, model).
+type ThreadDay = (String, u32, String, String);
+
 /// Usage added in one transaction, by aggregate row.
 #[derive(Default)]
 struct UsageDeltas {
     /// The server's UTC day, read once.
     today: Option<u32>,
     /// (thread, day, role, model) → (workflow, totals).
-    threads: HashMap<(String, u32, String, String), (Option<i64>, UsageTotals)>,
+    threads: HashMap<ThreadDay, (Option<i64>, UsageTotals)>,
     /// (workflow name, day) → totals.
     days: HashMap<(String, u32), UsageTotals>,
 }
