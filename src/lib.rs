@@ -27,6 +27,7 @@ pub mod store;
 pub(crate) mod supervise;
 pub mod thread;
 pub(crate) mod time;
+pub(crate) mod traces;
 pub mod workflow;
 
 pub use error::ErrorKind;

@@ -14,24 +14,30 @@ use std::time::{Duration, Instant};
 /// Looks up a variable (the environment, then `.env`) for `${VAR}` and `apiKeyEnv` keys.
 pub type Vars = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// A clock, ms since the epoch.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
+
 /// The models of `config.yaml`, resolved when first needed (a broken model entry matters only
 /// to a step that calls a model).
 #[derive(Clone)]
 pub struct Models {
     pub(super) config: Config,
     vars: Vars,
+    /// The clock, ms since the epoch (when a model call was sent).
+    now: Clock,
     /// Whether output without valid frontmatter may be extracted by a model (`--no-llm` and
     /// `llmExtract: false` turn it off).
     pub llm_extract: bool,
 }
 
 impl Models {
-    /// The models of `config`, with keys looked up by `vars`.
-    pub fn new(config: Config, vars: Vars) -> Models {
+    /// The models of `config`, with keys looked up by `vars`, and the clock.
+    pub fn new(config: Config, vars: Vars, now: Clock) -> Models {
         let llm_extract = config.llm_extract();
         Models {
             config,
             vars,
+            now,
             llm_extract,
         }
     }
@@ -69,6 +75,7 @@ impl Models {
         let alias = self.config.extract_model_alias()?;
         Some(ModelExtract {
             setup: self.model(&alias).map_err(|e| e.to_string()),
+            now: self.now.clone(),
             calls: Mutex::new(Vec::new()),
         })
     }
@@ -76,7 +83,12 @@ impl Models {
 
 /// The usage record of one call that `setup`'s provider answered in `took`: the cost the
 /// provider reported, else the configured price's, else none.
-pub(crate) fn model_call(setup: &ModelSetup, usage: &Usage, took: Duration) -> ModelCall {
+pub(crate) fn model_call(
+    setup: &ModelSetup,
+    usage: &Usage,
+    started_ms: u64,
+    took: Duration,
+) -> ModelCall {
     let (input, output, cached) = (
         usage.prompt_tokens,
         usage.completion_tokens,
@@ -88,6 +100,7 @@ pub(crate) fn model_call(setup: &ModelSetup, usage: &Usage, took: Duration) -> M
         input_tokens: input,
         output_tokens: output,
         cached_input_tokens: cached,
+        started_ms,
         duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
         cost_usd: usage
             .cost_usd
@@ -99,6 +112,7 @@ pub(crate) fn model_call(setup: &ModelSetup, usage: &Usage, took: Duration) -> M
 /// that carries the validation errors.
 pub struct ModelExtract {
     setup: Result<ModelSetup, String>,
+    now: Clock,
     calls: Mutex<Vec<ModelCall>>,
 }
 
@@ -110,14 +124,14 @@ impl ModelExtract {
         setup: &ModelSetup,
         req: &crate::llm::ChatRequest,
     ) -> Result<crate::llm::ChatReply, String> {
-        let clock = Instant::now();
+        let (clock, sent) = (Instant::now(), (self.now)());
         let reply = client
             .chat_blocking(&setup.provider, req)
             .map_err(|e| e.to_string())?;
         self.calls
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(model_call(setup, &reply.usage, clock.elapsed()));
+            .push(model_call(setup, &reply.usage, sent, clock.elapsed()));
         Ok(reply)
     }
 }

@@ -148,7 +148,7 @@ impl Agent for CommandAgent {
         )
         .map_err(thread::ThreadError::from)?;
         let calls: Vec<ModelCall> = preset
-            .and_then(|p| reported_call(p, &reading, run.elapsed.as_millis() as u64))
+            .and_then(|p| reported_call(p, &reading, started_ms, run.elapsed.as_millis() as u64))
             .into_iter()
             .collect();
         let reply = Reply {
@@ -164,7 +164,12 @@ impl Agent for CommandAgent {
 
 /// The usage a coding-agent CLI reported for its turn, as one call (its own total cost wins
 /// over any price; a CLI that reports no usage gives none).
-fn reported_call(preset: Preset, reading: &Reading, duration_ms: u64) -> Option<ModelCall> {
+fn reported_call(
+    preset: Preset,
+    reading: &Reading,
+    started_ms: u64,
+    duration_ms: u64,
+) -> Option<ModelCall> {
     let usage = reading.fields.get("usage")?.as_object()?;
     let n = |k: &str| match usage.get(k) {
         Some(Value::Number(n)) if *n >= 0.0 => *n as u64,
@@ -182,6 +187,7 @@ fn reported_call(preset: Preset, reading: &Reading, duration_ms: u64) -> Option<
         input_tokens: n("inputTokens") + cached + n("cacheCreationInputTokens"),
         output_tokens: n("outputTokens"),
         cached_input_tokens: cached,
+        started_ms,
         duration_ms,
         cost_usd: match reading.fields.get("totalCostUsd") {
             Some(Value::Number(c)) => Some(*c),

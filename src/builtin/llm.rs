@@ -72,7 +72,7 @@ impl Agent for LlmAgent {
         for attempt in 0..=CORRECTIONS {
             let interrupt = turn.interrupt;
             let stop = move || interrupt.and_then(Interrupt::signal).is_some();
-            let sent = Instant::now();
+            let (sent, sent_ms) = (Instant::now(), (turn.now)());
             let reply = match client.chat_blocking_until(&setup.provider, &req, &stop) {
                 Err(LlmError::Cancelled { .. }) => {
                     let signal = turn.interrupt.and_then(Interrupt::signal).unwrap_or(2);
@@ -80,7 +80,7 @@ impl Agent for LlmAgent {
                 }
                 r => r?,
             };
-            calls.push(model_call(&setup, &reply.usage, sent.elapsed()));
+            calls.push(model_call(&setup, &reply.usage, sent_ms, sent.elapsed()));
             usage.prompt_tokens += reply.usage.prompt_tokens;
             usage.completion_tokens += reply.usage.completion_tokens;
             usage.total_tokens += reply.usage.total_tokens;

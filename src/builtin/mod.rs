@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(agent("debate", "for"), "uwf-hermes");
         assert_eq!(agent("review-loop", "reviewer"), "uwf-llm");
         assert_eq!(agent("debate", "against"), "uwf-claude-code");
-        let models = Models::new(c, Arc::new(|_| None));
+        let models = Models::new(c, Arc::new(|_| None), Arc::new(|| 0));
         let m = models
             .model(&models.config.extract_model_alias().unwrap())
             .unwrap();

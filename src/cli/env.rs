@@ -160,7 +160,7 @@ impl Env {
                 .or_else(|| dotenv.get(k).cloned())
                 .filter(|v| !v.is_empty())
         });
-        let mut m = crate::builtin::Models::new(config.clone(), vars);
+        let mut m = crate::builtin::Models::new(config.clone(), vars, self.shared_clock());
         if no_llm {
             m.llm_extract = false;
         }

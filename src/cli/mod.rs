@@ -286,6 +286,10 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
         Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
     );
     start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
+    // Traces of the steps this command runs, flushed when it ends (`OTEL_*`; off unset).
+    let _traces = (logged && !reads_only(&cli.command))
+        .then(|| crate::traces::start(&|k| std::env::var(k).ok()))
+        .flatten();
     // The store catches the database engine's panics in its own operations; this catches
     // those of the few reads that run outside them (a table a command iterates itself).
     let r = store::catching_damage(&env.db_path(), || {

@@ -46,8 +46,13 @@ use std::time::Duration;
 /// # Errors
 /// A [`StepError`]; the head is unchanged and the lease released.
 pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
+    let started_ms = (opts.now)();
     let attempt = std::cell::RefCell::new(Attempt::default());
-    let e = match step_inner(opts, &attempt) {
+    let result = step_inner(opts, &attempt);
+    if crate::traces::enabled() {
+        trace_step(opts, started_ms, &attempt.borrow(), &result);
+    }
+    let e = match result {
         Ok(r) => return Ok(r),
         Err(e) => e,
     };
@@ -83,12 +88,53 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
     Err(e)
 }
 
+/// Exports the spans of a step that ended with `result` (traces are on).
+fn trace_step(
+    opts: &StepOptions<'_>,
+    started_ms: u64,
+    attempt: &Attempt,
+    result: &Result<StepResult>,
+) {
+    let (head, outcome, error) = match result {
+        Ok(r) if r.output.done => (Some(r.output.head.clone()), "completed".to_string(), None),
+        Ok(r) => (Some(r.output.head.clone()), "ok".to_string(), None),
+        Err(e) => (None, e.kind().name().to_string(), Some(e.to_string())),
+    };
+    // The calls kept with the StepNode the step made (none when it made none).
+    let calls = head
+        .as_deref()
+        .and_then(|h| NodeId::parse(h).ok())
+        .and_then(|id| opts.store.step_usage(id).ok().flatten())
+        .map(|c| c.calls)
+        .unwrap_or_default();
+    let span = crate::traces::StepSpan {
+        thread: opts.thread.to_string(),
+        workflow: attempt.workflow.clone(),
+        workflow_id: attempt.workflow_id.clone(),
+        role: attempt.role.clone(),
+        started_ms,
+        ended_ms: (opts.now)(),
+        head,
+        outcome,
+        error,
+        agent: attempt
+            .agent_ran
+            .map(|(from, to)| (attempt.agent.clone(), from, to)),
+    };
+    crate::traces::step(&span, &calls);
+}
+
 /// What a step's agent did, for the failure record: the agent's command line, and whether its
-/// run failed in a way that counts as a failed step ([`Adapter::counts_as_failure`]).
+/// run failed in a way that counts as a failed step ([`Adapter::counts_as_failure`]); and, for
+/// its trace, the workflow, the role and when the agent ran.
 #[derive(Default)]
 struct Attempt {
     agent: String,
     agent_failed: bool,
+    workflow: String,
+    workflow_id: String,
+    role: String,
+    agent_ran: Option<(u64, u64)>,
 }
 
 fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
@@ -101,6 +147,12 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
     )?;
     let mut m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
+    {
+        let mut a = attempt.borrow_mut();
+        a.workflow.clone_from(&m.wf.name);
+        a.workflow_id = m.wf_id.to_wire();
+        a.role.clone_from(&decision.role);
+    }
     tracing::info!(
         tag = "JN8SQVEH",
         thread = %opts.thread,
@@ -236,7 +288,10 @@ fn run_agent(
         env,
         timeout,
     };
-    let (id, more) = adapter.run(&call).inspect_err(|e| {
+    let from = (opts.now)();
+    let ran = adapter.run(&call);
+    attempt.borrow_mut().agent_ran = Some((from, (opts.now)()));
+    let (id, more) = ran.inspect_err(|e| {
         attempt.borrow_mut().agent_failed = adapter.counts_as_failure(e);
     })?;
     notes.extend(more);

@@ -17,7 +17,7 @@
 //! {"kind":"thread","thread":"06…","workflow":"48YZ260G6XFJ6","head":"…","updatedAt":…,"status":"active"}
 //! {"kind":"history","thread":"06…","workflow":"…","head":"…","completedAt":…,"reason":"completed"}
 //! {"kind":"state","thread":"06…","phase":"paused","maxRounds":null,"failures":0,"lastError":null}
-//! {"kind":"usage","step":"…","thread":"06…","workflow":"…","workflowName":"debate","role":"against","day":"2026-01-01","calls":[{"provider":"openai","model":"default","inputTokens":120,"outputTokens":30,"cachedInputTokens":0,"durationMs":812,"costUsd":0.00048}]}
+//! {"kind":"usage","step":"…","thread":"06…","workflow":"…","workflowName":"debate","role":"against","day":"2026-01-01","calls":[{"provider":"openai","model":"default","inputTokens":120,"outputTokens":30,"cachedInputTokens":0,"startedAt":1767225600000,"durationMs":812,"costUsd":0.00048}]}
 //! ```
 //!
 //! - `workflow`: a registry name whose workflow the TypeScript tool cannot read (the others are
@@ -373,6 +373,7 @@ fn usage_line(s: &mut String, step: &str, c: &StepCalls) {
         number(s, "inputTokens", m.input_tokens);
         number(s, "outputTokens", m.output_tokens);
         number(s, "cachedInputTokens", m.cached_input_tokens);
+        number(s, "startedAt", m.started_ms);
         number(s, "durationMs", m.duration_ms);
         match m.cost_usd {
             Some(c) => {
@@ -402,6 +403,7 @@ fn model_call(v: &Value) -> Result<ModelCall, String> {
         input_tokens: count("inputTokens")?,
         output_tokens: count("outputTokens")?,
         cached_input_tokens: count("cachedInputTokens")?,
+        started_ms: count("startedAt")?,
         duration_ms: count("durationMs")?,
         cost_usd: match v.get("costUsd") {
             None | Some(Value::Null) => None,
@@ -490,6 +492,7 @@ mod tests {
                             input_tokens: 120,
                             output_tokens: 30,
                             cached_input_tokens: 4,
+                            started_ms: 1_767_225_600_000,
                             duration_ms: 812,
                             cost_usd: Some(0.00048),
                         },
@@ -499,6 +502,7 @@ mod tests {
                             input_tokens: 1,
                             output_tokens: 2,
                             cached_input_tokens: 0,
+                            started_ms: 0,
                             duration_ms: 3,
                             cost_usd: None,
                         },

@@ -243,6 +243,8 @@ pub struct ModelCall {
     pub output_tokens: u64,
     /// Input tokens read from the provider's cache.
     pub cached_input_tokens: u64,
+    /// When the call was sent, ms since the epoch.
+    pub started_ms: u64,
     /// How long the call took, ms.
     pub duration_ms: u64,
     /// Its cost in USD: reported by the provider or CLI, else from a configured price; `None`
@@ -353,7 +355,7 @@ pub(crate) fn by_model(calls: &[ModelCall]) -> Vec<(&str, UsageTotals)> {
 pub(crate) const DAY_MS: u64 = 86_400_000;
 
 impl Record for ModelCall {
-    type Wire = (String, String, u64, u64, u64, u64, Option<f64>);
+    type Wire = (String, String, u64, u64, u64, u64, u64, Option<f64>);
     const WHAT: &'static str = "model call";
     fn to_wire(&self) -> Self::Wire {
         (
@@ -362,17 +364,19 @@ impl Record for ModelCall {
             self.input_tokens,
             self.output_tokens,
             self.cached_input_tokens,
+            self.started_ms,
             self.duration_ms,
             self.cost_usd,
         )
     }
-    fn from_wire((provider, model, i, o, c, d, cost): Self::Wire) -> Self {
+    fn from_wire((provider, model, i, o, c, s, d, cost): Self::Wire) -> Self {
         ModelCall {
             provider,
             model,
             input_tokens: i,
             output_tokens: o,
             cached_input_tokens: c,
+            started_ms: s,
             duration_ms: d,
             cost_usd: cost,
         }

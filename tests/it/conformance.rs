@@ -540,6 +540,7 @@ fn call(model: &str, input: u64, cost: Option<f64>) -> ModelCall {
         input_tokens: input,
         output_tokens: 2,
         cached_input_tokens: 1,
+        started_ms: 7,
         duration_ms: 5,
         cost_usd: cost,
     }

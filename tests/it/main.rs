@@ -34,6 +34,7 @@ mod store;
 mod store_batch;
 mod supervise;
 mod thread;
+mod traces;
 mod transfer;
 mod ts_golden;
 mod usage;

@@ -460,3 +460,13 @@ fn a_spent_day_holds_back_every_runner_of_the_workflow() {
     let r = step(&env, waiting);
     assert_eq!(r.code, 0, "{}", r.stderr);
 }
+
+/// The debate's model server (for other suites).
+pub(crate) fn debater_api() -> FakeApi {
+    debater(None)
+}
+
+/// A root whose LLM agent and extraction use `api`, `default` priced (for other suites).
+pub(crate) fn priced_env(api: &FakeApi) -> TestEnv {
+    env_for(api, "    price: {input: 2, output: 8}\n")
+}
