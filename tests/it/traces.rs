@@ -21,8 +21,11 @@ const PROMPT: &str = "Is Rust better than Go?";
 /// protobuf) and answers 200; it stops after two minutes.
 pub(crate) struct Receiver {
     pub url: String,
-    pub bodies: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    pub bodies: Arc<Mutex<Vec<Request>>>,
 }
+
+/// A request's path and body.
+type Request = (String, Vec<u8>);
 
 impl Receiver {
     pub(crate) fn start() -> Receiver {
@@ -64,7 +67,7 @@ impl Receiver {
 }
 
 /// Answers the requests of one connection (kept alive) until it closes.
-fn serve(s: std::net::TcpStream, kept: &Mutex<Vec<(String, Vec<u8>)>>) {
+fn serve(s: std::net::TcpStream, kept: &Mutex<Vec<Request>>) {
     let mut w = s.try_clone().unwrap();
     let mut r = BufReader::new(s);
     loop {
