@@ -23,6 +23,7 @@ mod model;
 mod models;
 mod pg;
 mod pg_gc;
+mod phoenix;
 mod postgres;
 mod props;
 mod proto7a0c;
