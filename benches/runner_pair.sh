@@ -4,6 +4,9 @@
 #
 #   benches/runner_pair.sh BEFORE/uwf AFTER/uwf [THREADS] [ROUNDS]
 #
+# `PAIR_BEFORE_ENV` / `PAIR_AFTER_ENV` (`NAME=value …`) add variables to one side's runs: the
+# same binary with traces off and on, say (`PAIR_AFTER_ENV=OTEL_EXPORTER_OTLP_ENDPOINT=…`).
+#
 # Each binary must be named `uwf` (the runner runs `uwf agent …` agents in process only then).
 # The store is made once, by the first binary (both must read its format).
 set -euo pipefail
@@ -46,9 +49,11 @@ done
 for r in $(seq 1 "$rounds"); do
   for which in before after; do
     bin=${!which}
+    if [ "$which" = before ]; then extra=${PAIR_BEFORE_ENV:-}; else extra=${PAIR_AFTER_ENV:-}; fi
     rm -rf "$work/run"; cp -a "$work/base" "$work/run"
     s=$(date +%s%N)
-    UWF_HOME="$work/run" "$bin" run --until-idle -j 256 \
+    # shellcheck disable=SC2086 # NAME=value words, split on purpose.
+    env $extra UWF_HOME="$work/run" "$bin" run --until-idle -j 256 \
       --agent "$bin agent scripted --script $work/count.script.yaml" >/dev/null 2>&1
     e=$(date +%s%N)
     ms=$(( (e - s) / 1000000 ))
