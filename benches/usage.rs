@@ -53,14 +53,22 @@ fn fill(s: &Store, n: usize) -> String {
     let roles = ["planner", "coder", "reviewer"];
     let workflows = ["solve-issue", "review", "triage", "docs"];
     let ids: Vec<String> = (0..n)
-        .map(|i| ThreadId::generate(NOW_MS - (i as u64 % 1000)).as_str().to_string())
+        .map(|i| {
+            ThreadId::generate(NOW_MS - (i as u64 % 1000))
+                .as_str()
+                .to_string()
+        })
         .collect();
     let began = Instant::now();
     for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
         s.write(|w| {
             for &i in chunk {
                 let k = i as u64;
-                let calls = [call("default", k), call("default", k + 1), call("extract", k)];
+                let calls = [
+                    call("default", k),
+                    call("default", k + 1),
+                    call("extract", k),
+                ];
                 w.add_usage(
                     &StepUsage {
                         step: NodeId(k + 1),

@@ -478,28 +478,13 @@ impl Record for TotalsRec {
     type Wire = (Option<u64>, u64, u64, u64, u64, f64, u64);
     const WHAT: &'static str = "usage totals";
     fn to_wire(&self) -> Self::Wire {
-        let t = &self.1;
-        (
-            self.0.map(|w| w.0),
-            t.calls,
-            t.input_tokens,
-            t.output_tokens,
-            t.cached_input_tokens,
-            t.cost_usd,
-            t.costed_calls,
-        )
+        let (calls, i, o, c, cost, costed) = self.1.to_wire();
+        (self.0.map(|w| w.0), calls, i, o, c, cost, costed)
     }
     fn from_wire((w, calls, i, o, c, cost, costed): Self::Wire) -> Self {
         TotalsRec(
             w.map(NodeId),
-            UsageTotals {
-                calls,
-                input_tokens: i,
-                output_tokens: o,
-                cached_input_tokens: c,
-                cost_usd: cost,
-                costed_calls: costed,
-            },
+            UsageTotals::from_wire((calls, i, o, c, cost, costed)),
         )
     }
 }

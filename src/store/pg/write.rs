@@ -126,6 +126,27 @@ struct UsageDeltas {
     days: HashMap<(String, u32), UsageTotals>,
 }
 
+/// The statements of a table of records keyed by name.
+struct ByName {
+    select: &'static str,
+    upsert: &'static str,
+    delete: &'static str,
+}
+
+const LIMITS_BY_NAME: ByName = ByName {
+    select: "SELECT rec FROM uwf_limits WHERE name = $1",
+    upsert: "INSERT INTO uwf_limits (name, rec) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
+    delete: "DELETE FROM uwf_limits WHERE name = $1",
+};
+
+const BUDGETS_BY_NAME: ByName = ByName {
+    select: "SELECT rec FROM uwf_budgets WHERE name = $1",
+    upsert: "INSERT INTO uwf_budgets (name, rec) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
+    delete: "DELETE FROM uwf_budgets WHERE name = $1",
+};
+
 /// The totals of aggregate rows, as the columns of an `unnest`.
 #[derive(Default)]
 struct Cols {
@@ -806,20 +827,22 @@ impl<'c> PgWriter<'c> {
         name: &str,
         limits: Option<&WorkflowLimits>,
     ) -> Result<Option<WorkflowLimits>> {
+        self.set_by_name(&LIMITS_BY_NAME, name, limits)
+    }
+
+    /// Sets (`Some`) or removes (`None`) the record `name` of the table `t` names (locking the
+    /// name); returns the old one.
+    fn set_by_name<T: Record>(
+        &mut self,
+        t: &ByName,
+        name: &str,
+        rec: Option<&T>,
+    ) -> Result<Option<T>> {
         self.lock(2, name)?;
-        let old = self
-            .s()?
-            .opt("SELECT rec FROM uwf_limits WHERE name = $1", &[&name])
-            .map_err(self.e())?;
-        match limits {
-            Some(l) => self.s()?.execute(
-                "INSERT INTO uwf_limits (name, rec) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
-                &[&name, &enc(l)],
-            ),
-            None => self
-                .s()?
-                .execute("DELETE FROM uwf_limits WHERE name = $1", &[&name]),
+        let old = self.s()?.opt(t.select, &[&name]).map_err(self.e())?;
+        match rec {
+            Some(r) => self.s()?.execute(t.upsert, &[&name, &enc(r)]),
+            None => self.s()?.execute(t.delete, &[&name]),
         }
         .map_err(self.e())?;
         old.map(|r| dec(r.get(0))).transpose()
@@ -956,23 +979,7 @@ impl<'c> PgWriter<'c> {
     }
 
     pub(crate) fn set_budget(&mut self, name: &str, b: Option<&Budget>) -> Result<Option<Budget>> {
-        self.lock(2, name)?;
-        let old = self
-            .s()?
-            .opt("SELECT rec FROM uwf_budgets WHERE name = $1", &[&name])
-            .map_err(self.e())?;
-        match b {
-            Some(b) => self.s()?.execute(
-                "INSERT INTO uwf_budgets (name, rec) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
-                &[&name, &enc(b)],
-            ),
-            None => self
-                .s()?
-                .execute("DELETE FROM uwf_budgets WHERE name = $1", &[&name]),
-        }
-        .map_err(self.e())?;
-        old.map(|r| dec(r.get(0))).transpose()
+        self.set_by_name(&BUDGETS_BY_NAME, name, b)
     }
 
     pub(crate) fn lock_workflow(&mut self, key: &str) -> Result<()> {

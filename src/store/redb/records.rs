@@ -48,6 +48,38 @@ pub(crate) fn create_tables(tx: &WriteTransaction) -> Result<()> {
     Ok(())
 }
 
+/// Every record of a table keyed by name (created when first written), in name order.
+pub(crate) fn by_name<T: Record>(
+    tx: &ReadTransaction,
+    table: TableDefinition<&str, &[u8]>,
+) -> Result<Vec<(String, T)>> {
+    let Some(t) = opt_table(tx, table)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        out.push((k.value().to_string(), dec(v.value())?));
+    }
+    Ok(out)
+}
+
+/// Sets (`Some`) or removes (`None`) the record `name` of a table keyed by name; returns the
+/// old one.
+pub(crate) fn set_by_name<T: Record>(
+    tx: &WriteTransaction,
+    table: TableDefinition<&str, &[u8]>,
+    name: &str,
+    rec: Option<&T>,
+) -> Result<Option<T>> {
+    let mut t = tx.open_table(table)?;
+    let old = match rec {
+        Some(r) => t.insert(name, enc(r).as_slice())?,
+        None => t.remove(name)?,
+    };
+    old.map(|v| dec(v.value())).transpose()
+}
+
 /// Opens `t` in a read transaction: `None` when it was never created.
 pub(crate) fn opt_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     tx: &ReadTransaction,
@@ -178,15 +210,7 @@ pub(crate) mod read {
     }
 
     pub(crate) fn workflow_limits(tx: &ReadTransaction) -> Result<Vec<(String, WorkflowLimits)>> {
-        let Some(t) = opt_table(tx, LIMITS)? else {
-            return Ok(Vec::new());
-        };
-        let mut out = Vec::new();
-        for e in t.iter()? {
-            let (k, v) = e?;
-            out.push((k.value().to_string(), dec(v.value())?));
-        }
-        Ok(out)
+        by_name(tx, LIMITS)
     }
 
     pub(crate) fn removal_mark(tx: &ReadTransaction) -> Result<u64> {
@@ -407,12 +431,7 @@ impl Tx<'_> {
         name: &str,
         limits: Option<&WorkflowLimits>,
     ) -> Result<Option<WorkflowLimits>> {
-        let mut t = self.0.open_table(LIMITS)?;
-        let old = match limits {
-            Some(l) => t.insert(name, enc(l).as_slice())?,
-            None => t.remove(name)?,
-        };
-        old.map(|v| dec(v.value())).transpose()
+        set_by_name(self.0, LIMITS, name, limits)
     }
 
     pub(crate) fn record_removal(&self, r: &Removal) -> Result<()> {

@@ -8,7 +8,7 @@
 //!   budget
 //! - `budgets`: workflow name (`*` for the defaults) → [`Budget`]
 
-use super::records::opt_table;
+use super::records::{by_name, opt_table, set_by_name};
 use crate::cas::NodeId;
 use crate::store::error::Result;
 use crate::store::records::{
@@ -37,15 +37,7 @@ pub(crate) fn day(tx: &ReadTransaction, name: &str, day: u32) -> Result<UsageTot
 
 /// Every budget, in name order.
 pub(crate) fn budgets(tx: &ReadTransaction) -> Result<Vec<(String, Budget)>> {
-    let Some(t) = opt_table(tx, BUDGETS)? else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for e in t.iter()? {
-        let (k, v) = e?;
-        out.push((k.value().to_string(), dec(v.value())?));
-    }
-    Ok(out)
+    by_name(tx, BUDGETS)
 }
 
 /// Sets or removes workflow `name`'s budget; returns the old one.
@@ -54,12 +46,7 @@ pub(crate) fn set_budget(
     name: &str,
     budget: Option<&Budget>,
 ) -> Result<Option<Budget>> {
-    let mut t = tx.open_table(BUDGETS)?;
-    let old = match budget {
-        Some(b) => t.insert(name, enc(b).as_slice())?,
-        None => t.remove(name)?,
-    };
-    old.map(|v| dec(v.value())).transpose()
+    set_by_name(tx, BUDGETS, name, budget)
 }
 
 /// The aggregate's rows, of `thread` only when given.
