@@ -18,6 +18,7 @@ pub mod fuzzing;
 pub mod interchange;
 pub mod llm;
 pub(crate) mod logs;
+pub(crate) mod mcp;
 pub mod model;
 pub(crate) mod proc;
 pub(crate) mod query;

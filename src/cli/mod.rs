@@ -190,6 +190,9 @@ enum Command {
     Limits(limits::LimitsCommand),
     /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
+    /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
+    /// mcp config` prints a client's configuration for it.
+    Mcp(crate::mcp::McpArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -427,6 +430,7 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
         Command::Store(c) => store_cmd::run(c, env),
         Command::Limits(c) => limits::limits(c, env),
         Command::Usage(a) => usage::run(a, env),
+        Command::Mcp(a) => crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
     }
 }
 

@@ -275,6 +275,14 @@ impl Price {
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 impl Config {
+    /// The names under `agents:`.
+    pub(crate) fn agent_names(&self) -> Vec<String> {
+        match self.doc.get("agents") {
+            Some(Value::Object(m)) => m.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// The names under `models:` without a `price`.
     pub(crate) fn unpriced_models(&self) -> Vec<String> {
         match self.doc.get("models") {

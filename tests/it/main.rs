@@ -19,6 +19,7 @@ mod interchange;
 mod interop;
 mod llm;
 mod logs;
+mod mcp;
 mod model;
 mod models;
 mod pg;

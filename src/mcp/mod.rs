@@ -1,0 +1,66 @@
+//! `uwf mcp`: a Model Context Protocol server over stdio, on the official Rust SDK (`rmcp`).
+//!
+//! Each tool runs the command of the CLI it names (this binary, with the server's environment:
+//! `UWF_HOME`, `UWF_STORE`, …) and answers with its output: JSON objects as they are, lists
+//! wrapped as `{"items": […]}`, markdown as `{"markdown": …}`; a command that fails is a tool
+//! error carrying its one-line message and `hint:` lines. Resources: a thread as markdown
+//! (`uwf://thread/{id}`) and a workflow as YAML (`uwf://workflow/{name}`).
+//!
+//! A tool that runs a step never runs an arbitrary command a client names: `agent` may name an
+//! agent of `config.yaml` or a built-in `uwf agent …` command; any other command only when the
+//! server was started with `--allow-commands`.
+
+mod config;
+mod tools;
+
+pub(crate) use config::{ConfigArgs, config};
+
+use rmcp::ServiceExt;
+use std::path::PathBuf;
+
+/// The arguments of `uwf mcp`.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct McpArgs {
+    /// Let `thread_step` run any agent command a client names (otherwise only agents of
+    /// config.yaml and the built-in `uwf agent …` commands).
+    #[arg(long)]
+    allow_commands: bool,
+    #[command(subcommand)]
+    command: Option<McpCommand>,
+}
+
+/// `uwf mcp …`.
+#[derive(clap::Subcommand, Debug)]
+enum McpCommand {
+    /// Print the snippet an MCP client's configuration takes to start `uwf mcp` (nothing is
+    /// written).
+    Config(ConfigArgs),
+}
+
+/// `uwf mcp`: serves until the client closes standard input.
+///
+/// # Errors
+/// The protocol could not start (a client that sent no `initialize`), or I/O failed.
+pub(crate) fn run(a: McpArgs, root: PathBuf) -> Result<(), String> {
+    if let Some(McpCommand::Config(c)) = a.command {
+        return config(&c, &root);
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let server = tools::Uwf::new(exe, root, a.allow_commands);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let service = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| format!("the MCP session did not start: {e}"))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| format!("the MCP session failed: {e}"))?;
+        Ok(())
+    })
+}

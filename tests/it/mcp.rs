@@ -1,0 +1,154 @@
+//! `uwf mcp` driven by a client nobody here wrote: the official MCP Python SDK (PyPI `mcp`,
+//! pinned in `.ci/run`, which installs it into a cache folder and names its Python in
+//! `UWF_MCP_PYTHON`) runs a whole debate over stdio (`tests/fixtures/mcp/debate_client.py`).
+//! Without it the test says so and passes, unless `CI` is set.
+
+use crate::common::{TestEnv, example, json, uwf_bin};
+use std::path::PathBuf;
+use uwf::cas::Value;
+
+/// A Python with the MCP SDK: `UWF_MCP_PYTHON`, else `python3` when it has `mcp`.
+fn python() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("UWF_MCP_PYTHON").map(PathBuf::from) {
+        return p.is_file().then_some(p);
+    }
+    let ok = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| PathBuf::from("python3"))
+}
+
+fn strs(v: &Value, k: &str) -> Vec<String> {
+    v.get(k)
+        .and_then(Value::as_array)
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_python_sdk_runs_a_debate_through_uwf_mcp() {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP Python SDK is missing: .ci/run installs mcp and sets UWF_MCP_PYTHON"
+        );
+        eprintln!("skipped: no MCP Python SDK (pip install mcp, or set UWF_MCP_PYTHON)");
+        return;
+    };
+    let env = TestEnv::new();
+    let client =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/debate_client.py");
+    let run = std::process::Command::new(py)
+        .arg(client)
+        .arg(uwf_bin())
+        .arg(example("debate.yaml"))
+        .arg(example("debate.script.yaml"))
+        .env("UWF_HOME", env.root())
+        .env("HOME", env.root())
+        .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let seen = json(String::from_utf8_lossy(&run.stdout).trim());
+    assert_eq!(seen.get("server"), Some(&Value::str("uwf")));
+    assert_eq!(
+        strs(&seen, "tools"),
+        [
+            "agent_context",
+            "agent_submit",
+            "thread_cancel",
+            "thread_fork",
+            "thread_list",
+            "thread_pause",
+            "thread_read",
+            "thread_resume",
+            "thread_show",
+            "thread_start",
+            "thread_step",
+            "thread_steps",
+            "usage",
+            "workflow_list",
+            "workflow_put",
+            "workflow_show",
+            "workflow_validate"
+        ]
+    );
+    assert_eq!(strs(&seen, "destructive"), ["thread_cancel"]);
+    assert!(strs(&seen, "read_only").contains(&"thread_show".to_string()));
+    assert!(!strs(&seen, "read_only").contains(&"thread_step".to_string()));
+    let schema = seen.get("thread_step_schema").unwrap();
+    assert_eq!(schema.get("required").unwrap().to_json(), r#"["thread"]"#);
+    // The CLI's own answers: `workflow put`, then the thread to its end.
+    let t = seen
+        .get("thread")
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        seen.get("put").unwrap().get("name"),
+        Some(&Value::str("debate"))
+    );
+    assert_eq!(seen.get("steps"), Some(&Value::Number(3.0)));
+    assert_eq!(seen.get("status"), Some(&Value::str("completed")));
+    assert_eq!(env.show(&t).get("status"), Some(&Value::str("completed")));
+    // The thread as a resource is `thread read`'s markdown.
+    assert_eq!(
+        seen.get("markdown").and_then(Value::as_str),
+        Some(env.ok(&["thread", "read", &t]).as_str())
+    );
+    assert_eq!(seen.get("mime"), Some(&Value::str("text/markdown")));
+    // An arbitrary command is refused, and nothing ran.
+    let refused = seen.get("refused").unwrap();
+    assert_eq!(refused.get("isError"), Some(&Value::Bool(true)));
+    assert!(
+        refused
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap()
+            .contains("--allow-commands")
+    );
+    // A CLI error is the tool's error, with the CLI's one line.
+    let missing = seen.get("missing").unwrap();
+    assert_eq!(missing.get("isError"), Some(&Value::Bool(true)));
+    assert_eq!(
+        missing.get("text").and_then(Value::as_str),
+        Some("thread not found: 01JNOSUCHTHREAD00000000000")
+    );
+}
+
+#[test]
+fn mcp_config_prints_each_clients_snippet_with_the_store() {
+    let env = TestEnv::new();
+    let generic = json(&env.ok(&["mcp", "config"]));
+    let server = generic.get("mcpServers").unwrap().get("uwf").unwrap();
+    assert_eq!(server.get("args").unwrap().to_json(), r#"["mcp"]"#);
+    assert_eq!(
+        server
+            .get("env")
+            .unwrap()
+            .get("UWF_HOME")
+            .and_then(Value::as_str),
+        Some(env.root().to_str().unwrap())
+    );
+    assert!(
+        server
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap()
+            .ends_with("/uwf")
+    );
+    let claude = env.ok(&["mcp", "config", "--client", "claude-code"]);
+    assert!(
+        claude.contains("claude mcp add uwf -e UWF_HOME="),
+        "{claude}"
+    );
+    assert!(claude.contains(" mcp\n"), "{claude}");
+    let cursor = env.ok(&["mcp", "config", "--client", "cursor"]);
+    assert!(cursor.contains(".cursor/mcp.json"), "{cursor}");
+    let r = env.run(&["mcp", "config", "--client", "vim"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
