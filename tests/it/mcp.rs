@@ -152,3 +152,39 @@ fn mcp_config_prints_each_clients_snippet_with_the_store() {
     let r = env.run(&["mcp", "config", "--client", "vim"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
 }
+
+#[test]
+fn an_agent_that_speaks_only_mcp_completes_its_role() {
+    let Some(py) = python() else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "the MCP Python SDK is missing: .ci/run installs mcp and sets UWF_MCP_PYTHON"
+        );
+        eprintln!("skipped: no MCP Python SDK (pip install mcp, or set UWF_MCP_PYTHON)");
+        return;
+    };
+    let env = TestEnv::new();
+    let t = env.start(
+        &crate::common::p(&example("debate.yaml")),
+        "Is Rust better than Go?",
+    );
+    let agent = format!(
+        "{} {} {}",
+        py.display(),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/mcp/mcp_agent.py")
+            .display(),
+        uwf_bin().display()
+    );
+    // `uwf thread step` runs it with UWF_THREAD and UWF_ROLE; it reads its context and
+    // submits through `uwf mcp`'s agent_context and agent_submit only.
+    let out = json(&env.ok(&["thread", "step", &t, "--agent", &agent]));
+    assert_eq!(out.get("done"), Some(&Value::Bool(true)));
+    let steps = json(&env.ok(&["thread", "steps", &t]));
+    let step = &steps.get("steps").and_then(Value::as_array).unwrap()[1];
+    assert_eq!(step.get("role"), Some(&Value::str("against")));
+    assert_eq!(
+        step.get("output").unwrap().to_json(),
+        r#"{"$status":"conceded","argument":"against via mcp"}"#
+    );
+}
