@@ -5,6 +5,9 @@
 //!   `uwf run --jobs 8`, beside 8 parallel shell loops of `uwf thread step`;
 //! - `fdatasync` calls per step of one `uwf thread step` process and of `uwf run` (strace);
 //! - the file log's cost per step: `uwf run` and `uwf thread step` with it on and off;
+//! - the traces' cost: `uwf run` with `OTEL_EXPORTER_OTLP_ENDPOINT` unset and set (a loopback
+//!   OTLP/HTTP receiver in the bench process that reads each request and answers 200), in
+//!   turns;
 //! - `thread start --batch` of 10,000 threads (100,000 with `UWF_BENCH_FULL`) in one process,
 //!   beside 100 `thread start` processes;
 //! - opt-in (`UWF_BENCH_SLEEP=1`): 10,000 threads whose agent sleeps 1 s, `uwf run -j 500`,
@@ -441,6 +444,98 @@ fn logging(c: &mut Criterion) {
     g.finish();
 }
 
+/// An OTLP/HTTP receiver on 127.0.0.1 for the traces bench: reads each request whole and
+/// answers 200; counts requests and bytes.
+struct Sink {
+    url: String,
+    seen: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Sink {
+    fn start() -> Sink {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = seen.clone();
+        std::thread::spawn(move || {
+            for s in listener.incoming() {
+                let Ok(s) = s else { continue };
+                let counted = counted.clone();
+                std::thread::spawn(move || {
+                    let mut w = s.try_clone().unwrap();
+                    let mut r = BufReader::new(s);
+                    loop {
+                        let (mut line, mut len) = (String::new(), 0usize);
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line.trim_end().is_empty() {
+                                break;
+                            }
+                            if let Some((k, v)) = line.split_once(':')
+                                && k.eq_ignore_ascii_case("content-length")
+                            {
+                                len = v.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        let mut body = vec![0; len];
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        counted.fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+                        let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                    }
+                });
+            }
+        });
+        Sink { url, seen }
+    }
+}
+
+/// `uwf run` over 200 threads of 20 steps with traces off and on, in turns.
+fn traces(c: &mut Criterion) {
+    let n = 200;
+    let sink = Sink::start();
+    let mut g = c.benchmark_group("traces");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(5));
+    for (label, vars) in [
+        ("off", vec![]),
+        ("on", vec![("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url.as_str())]),
+    ] {
+        g.bench_function(format!("uwf_run_{n}x{STEPS}_traces_{label}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let h = Home::new();
+                    h.start(n, &[]);
+                    let agent = h.scripted();
+                    let before = sink.seen.load(std::sync::atomic::Ordering::Relaxed);
+                    let t = Instant::now();
+                    uwf_with(
+                        &h.home,
+                        &vars,
+                        &["run", "--until-idle", "-j", "256", "--agent", &agent],
+                    );
+                    let took = t.elapsed();
+                    let sent = sink.seen.load(std::sync::atomic::Ordering::Relaxed) - before;
+                    assert_eq!(sent > 0, label == "on", "bytes received: {sent}");
+                    report(&format!("uwf run, traces {label}"), n * STEPS, took);
+                    total += took / (n * STEPS) as u32;
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}
+
 /// 10,000 threads (`UWF_BENCH_SLEEP_THREADS` to change) of one step each, whose agent sleeps
 /// 1 s, through one `uwf run --jobs 500` (the agent is a `sh` script under the built-in command
 /// adapter): steps per second against the 500/s the sleeping agents allow, and the runner's
@@ -540,6 +635,7 @@ criterion_group!(
     in_process,
     external,
     logging,
+    traces,
     sleeping,
     start_batch
 );
