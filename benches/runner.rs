@@ -507,7 +507,10 @@ fn traces(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(5));
     for (label, vars) in [
         ("off", vec![]),
-        ("on", vec![("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url.as_str())]),
+        (
+            "on",
+            vec![("OTEL_EXPORTER_OTLP_ENDPOINT", sink.url.as_str())],
+        ),
     ] {
         g.bench_function(format!("uwf_run_{n}x{STEPS}_traces_{label}"), |b| {
             b.iter_custom(|iters| {

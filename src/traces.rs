@@ -14,24 +14,48 @@
 //! processor sends from its own thread with a short time limit (a full queue drops spans), and
 //! the queue is flushed when the process ends, within a second.
 
+use crate::cas::NodeId;
 use crate::cas::id::digit_value;
 use crate::store::ModelCall;
+use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::trace::{Span, SpanKind, Status, TraceContextExt, TraceId, Tracer};
 use opentelemetry::{Context, KeyValue, global};
 use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::trace::{
     BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, SdkTracerProvider,
 };
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Whether traces are exported by this process.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
+/// The tracer of this process, made once.
+static TRACER: OnceLock<opentelemetry_sdk::trace::SdkTracer> = OnceLock::new();
+
 thread_local! {
     /// The trace id the next root span of this OS thread gets (the step's thread).
     static NEXT_TRACE: Cell<Option<u128>> = const { Cell::new(None) };
+    /// The model calls of the StepNode this OS thread wrote last (its id with them), so that
+    /// a step run in this process need not read them back from the store.
+    static WRITTEN: RefCell<Option<(NodeId, Vec<ModelCall>)>> = const { RefCell::new(None) };
+}
+
+/// Notes the calls kept with StepNode `step`, written by this OS thread (traces are on).
+pub(crate) fn wrote(step: NodeId, calls: &[ModelCall]) {
+    if enabled() {
+        WRITTEN.with(|w| *w.borrow_mut() = Some((step, calls.to_vec())));
+    }
+}
+
+/// The calls this OS thread noted for `step`, if it wrote that StepNode.
+pub(crate) fn written(step: NodeId) -> Option<Vec<ModelCall>> {
+    WRITTEN.with(|w| match w.borrow_mut().take() {
+        Some((id, calls)) if id == step => Some(calls),
+        _ => None,
+    })
 }
 
 /// Ids: a root span's trace id is the one [`NEXT_TRACE`] holds; the rest random.
@@ -106,6 +130,7 @@ pub(crate) fn start(var: &dyn Fn(&str) -> Option<String>) -> Option<Exporter> {
         )
         .build();
     global::set_tracer_provider(provider.clone());
+    let _ = TRACER.set(provider.tracer("uwf"));
     ENABLED.store(true, Ordering::SeqCst);
     Some(Exporter(provider))
 }
@@ -139,9 +164,8 @@ pub(crate) fn trace_id(thread: &str) -> u128 {
 pub(crate) struct StepSpan {
     /// The thread.
     pub thread: String,
-    /// The workflow's name and node id.
+    /// The workflow's name.
     pub workflow: String,
-    pub workflow_id: String,
     /// The role the moderator chose (empty when the step ended before).
     pub role: String,
     /// When the step started and ended, ms since the epoch.
@@ -163,15 +187,13 @@ fn at(ms: u64) -> SystemTime {
 
 /// Exports the spans of one step: the step, its agent, and each model call of `calls`.
 pub(crate) fn step(s: &StepSpan, calls: &[ModelCall]) {
-    if !enabled() {
+    let Some(tracer) = TRACER.get().filter(|_| enabled()) else {
         return;
-    }
-    let tracer = global::tracer("uwf");
+    };
     NEXT_TRACE.with(|c| c.set(Some(trace_id(&s.thread))));
     let mut attrs = vec![
         KeyValue::new("uwf.thread", s.thread.clone()),
         KeyValue::new("uwf.workflow", s.workflow.clone()),
-        KeyValue::new("uwf.workflow.id", s.workflow_id.clone()),
         KeyValue::new("uwf.role", s.role.clone()),
         KeyValue::new("uwf.outcome", s.outcome.clone()),
     ];
@@ -188,7 +210,7 @@ pub(crate) fn step(s: &StepSpan, calls: &[ModelCall]) {
         .with_kind(SpanKind::Internal)
         .with_start_time(at(s.started_ms))
         .with_attributes(attrs)
-        .start_with_context(&tracer, &Context::new());
+        .start_with_context(tracer, &Context::new());
     NEXT_TRACE.with(|c| c.set(None));
     if let Some(e) = &s.error {
         step.set_status(Status::error(e.clone()));
@@ -199,7 +221,7 @@ pub(crate) fn step(s: &StepSpan, calls: &[ModelCall]) {
             .span_builder(format!("agent {}", agent_name(agent)))
             .with_start_time(at(*from))
             .with_attributes([KeyValue::new("uwf.agent", agent_name(agent))])
-            .start_with_context(&tracer, &cx);
+            .start_with_context(tracer, &cx);
         a.end_with_timestamp(at(*to));
     }
     for c in calls {
@@ -222,7 +244,7 @@ pub(crate) fn step(s: &StepSpan, calls: &[ModelCall]) {
             .with_kind(SpanKind::Client)
             .with_start_time(at(c.started_ms))
             .with_attributes(attrs)
-            .start_with_context(&tracer, &cx);
+            .start_with_context(tracer, &cx);
         m.end_with_timestamp(at(c.started_ms + c.duration_ms));
     }
     step.end_with_timestamp(at(s.ended_ms));

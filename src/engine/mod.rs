@@ -100,17 +100,19 @@ fn trace_step(
         Ok(r) => (Some(r.output.head.clone()), "ok".to_string(), None),
         Err(e) => (None, e.kind().name().to_string(), Some(e.to_string())),
     };
-    // The calls kept with the StepNode the step made (none when it made none).
+    // The calls kept with the StepNode the step made: noted when this thread wrote it (an
+    // agent in this process), else read back (one in another process).
     let calls = head
         .as_deref()
         .and_then(|h| NodeId::parse(h).ok())
-        .and_then(|id| opts.store.step_usage(id).ok().flatten())
-        .map(|c| c.calls)
+        .and_then(|id| {
+            crate::traces::written(id)
+                .or_else(|| opts.store.step_usage(id).ok().flatten().map(|c| c.calls))
+        })
         .unwrap_or_default();
     let span = crate::traces::StepSpan {
         thread: opts.thread.to_string(),
         workflow: attempt.workflow.clone(),
-        workflow_id: attempt.workflow_id.clone(),
         role: attempt.role.clone(),
         started_ms,
         ended_ms: (opts.now)(),
@@ -132,7 +134,6 @@ struct Attempt {
     agent: String,
     agent_failed: bool,
     workflow: String,
-    workflow_id: String,
     role: String,
     agent_ran: Option<(u64, u64)>,
 }
@@ -150,7 +151,6 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
     {
         let mut a = attempt.borrow_mut();
         a.workflow.clone_from(&m.wf.name);
-        a.workflow_id = m.wf_id.to_wire();
         a.role.clone_from(&decision.role);
     }
     tracing::info!(

@@ -127,7 +127,7 @@ pub(crate) fn usage(s: &Store, sel: &Selection, cwd: &Path) -> CliResult<Usage> 
             groups
                 .iter()
                 .map(|(k, t)| Group {
-                    key: BTreeMap::from([(by.key(), k.clone())]),
+                    key: BTreeMap::from([(by.key(), shown_key(by, k))]),
                     totals: Totals::from(t),
                 })
                 .collect()
@@ -147,12 +147,21 @@ fn workflow_ids(s: &Store, w: &str, cwd: &Path) -> CliResult<Vec<NodeId>> {
     Ok(ids)
 }
 
+/// A group's key as printed: a day's date (`YYYY-MM-DD`), the others as they are.
+fn shown_key(by: By, k: &str) -> String {
+    match (by, k.parse::<u64>()) {
+        (By::Day, Ok(day)) => crate::time::format_iso(day * DAY_MS)[..10].to_string(),
+        _ => k.to_string(),
+    }
+}
+
 fn group_key(by: By, r: &UsageRow, names: &[(String, NodeId)]) -> String {
     match by {
         By::Thread => r.thread.clone(),
         By::Role => r.role.clone(),
         By::Model => r.model.clone(),
-        By::Day => crate::time::format_iso(u64::from(r.day) * DAY_MS)[..10].to_string(),
+        // The day's number, in order; its date only once a group (see `shown_key`).
+        By::Day => format!("{:010}", r.day),
         By::Workflow => match r.workflow {
             Some(w) => names
                 .iter()

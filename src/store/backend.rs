@@ -14,11 +14,11 @@
 use super::error::Result;
 use super::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use super::records::{
-    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
-    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use super::types::TypeInfo;
+use super::usage::{Budget, StepCalls, StepUsage, UsageRow, UsageTotals};
 use crate::cas::NodeId;
 use crate::model::ThreadId;
 use std::ops::ControlFlow;
@@ -455,7 +455,7 @@ pub(crate) trait ReadTx {
     /// # Errors
     /// A store failure.
     fn today(&self, now_ms: u64) -> Result<u32> {
-        Ok(u32::try_from(now_ms / super::records::DAY_MS).unwrap_or(u32::MAX))
+        Ok(u32::try_from(now_ms / super::usage::DAY_MS).unwrap_or(u32::MAX))
     }
 }
 

@@ -34,6 +34,7 @@ mod report;
 mod roots;
 mod threads;
 mod types;
+mod usage;
 mod writer;
 
 pub use copy::{CopyProgress, CopyReport, copy};
@@ -49,15 +50,15 @@ pub use nodes::{Bulk, Snapshot};
 pub use pg::Listener;
 pub use pg::SCHEMA_VERSION as PG_SCHEMA_VERSION;
 pub(crate) use pg::{mask_url, url_password};
-pub(crate) use records::DAY_MS;
 pub use records::{
-    Budget, Counts, HistoryEntry, Lease, Merge, ModelCall, Phase, RegistryEntry, Removal,
-    StepCalls, StepFailure, StepUsage, ThreadRecord, ThreadState, UsageRow, UsageTotals,
-    WorkflowLimits,
+    Counts, HistoryEntry, Lease, Merge, Phase, RegistryEntry, Removal, StepFailure, ThreadRecord,
+    ThreadState, WorkflowLimits,
 };
 pub use redb::migrate::{FORMAT_VERSION, MIGRATIONS, Migration};
 pub use redb::{DEFAULT_CACHE_BYTES, set_cache_size};
 pub use report::{Damage, GcOptions, GcReport, Progress, VerifyReport};
+pub(crate) use usage::DAY_MS;
+pub use usage::{Budget, ModelCall, StepCalls, StepUsage, UsageRow, UsageTotals};
 pub use writer::Writer;
 
 /// File name of the store inside a storage root.

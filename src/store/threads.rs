@@ -6,9 +6,9 @@ use super::error::{Result, StoreError};
 use super::handle::Store;
 use super::nodes::streamed;
 use super::records::{
-    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord,
-    ThreadState, UsageRow, UsageTotals, WorkflowLimits,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
+use super::usage::{Budget, StepCalls, UsageRow, UsageTotals};
 use super::writer::Writer;
 use crate::cas::NodeId;
 use crate::model::ThreadId;

@@ -6,9 +6,9 @@ use super::backend::WriteTx;
 use super::error::Result;
 use super::node::{Prepared, PutOutcome};
 use super::records::{
-    Budget, HistoryEntry, Lease, Merge, RegistryEntry, Removal, StepUsage, ThreadRecord,
-    ThreadState, WorkflowLimits,
+    HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
+use super::usage::{Budget, StepUsage};
 use crate::cas::NodeId;
 use crate::model::{FinishReason, ThreadId};
 

@@ -298,6 +298,7 @@ fn submit_with(
     if !checked && let Some(f) = input.fallback {
         calls.extend(f.calls());
     }
+    crate::traces::wrote(id, &calls);
     // Most steps call no model: nothing to carry into the write for them.
     let usage = (!calls.is_empty()).then(|| StepCallsOwned {
         thread: input.thread.as_str().to_string(),

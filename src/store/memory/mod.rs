@@ -16,13 +16,13 @@ use crate::store::backend::{
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats, bootstrap_nodes};
 use crate::store::records::{
-    Budget, Counts, DAY_MS, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
-    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits, by_model,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{
     Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node,
 };
 use crate::store::roots::{gc_roots, keep_from};
+use crate::store::usage::{Budget, DAY_MS, StepCalls, StepUsage, UsageRow, UsageTotals, by_model};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -9,10 +9,10 @@ use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, Visit
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, StepUsage,
-    ThreadRecord, ThreadState, UsageRow, UsageTotals, WorkflowLimits,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
+use crate::store::usage::{Budget, StepCalls, StepUsage, UsageRow, UsageTotals};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, MutexGuard};

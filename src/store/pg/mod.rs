@@ -32,11 +32,10 @@ use crate::model::ThreadId;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
-    Budget, Record, StepCalls, StepUsage, UsageRow, UsageTotals, by_model, dec, enc,
-};
-use crate::store::records::{
     HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
+use crate::store::records::{Record, dec, enc};
+use crate::store::usage::{Budget, StepCalls, UsageRow, UsageTotals};
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Statement};
 use std::collections::{HashMap, HashSet, VecDeque};

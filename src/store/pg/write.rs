@@ -112,6 +112,9 @@ pub(crate) struct PgWriter<'c> {
     usage: Option<Box<UsageDeltas>>,
 }
 
+#[path = "write_usage.rs"]
+mod usage;
+
 /// A row of the threads' aggregate: (thread, day, role, model).
 type ThreadDay = (String, u32, String, String);
 
@@ -146,30 +149,6 @@ const BUDGETS_BY_NAME: ByName = ByName {
              ON CONFLICT (name) DO UPDATE SET rec = EXCLUDED.rec",
     delete: "DELETE FROM uwf_budgets WHERE name = $1",
 };
-
-/// The totals of aggregate rows, as the columns of an `unnest`.
-#[derive(Default)]
-struct Cols {
-    day: Vec<i32>,
-    calls: Vec<i64>,
-    input: Vec<i64>,
-    output: Vec<i64>,
-    cached: Vec<i64>,
-    cost: Vec<f64>,
-    costed: Vec<i64>,
-}
-
-impl Cols {
-    fn push(&mut self, day: i32, t: &UsageTotals, n: impl Fn(u64) -> i64) {
-        self.day.push(day);
-        self.calls.push(n(t.calls));
-        self.input.push(n(t.input_tokens));
-        self.output.push(n(t.output_tokens));
-        self.cached.push(n(t.cached_input_tokens));
-        self.cost.push(t.cost_usd);
-        self.costed.push(n(t.costed_calls));
-    }
-}
 
 impl Drop for PgWriter<'_> {
     fn drop(&mut self) {
@@ -848,140 +827,6 @@ impl<'c> PgWriter<'c> {
         old.map(|r| dec(r.get(0))).transpose()
     }
 
-    /// Records a step's calls and adds them to the aggregate (at commit), on `u.day`, else the
-    /// server's UTC day.
-    pub(crate) fn add_usage(&mut self, u: &StepUsage<'_>) -> Result<()> {
-        let day = match (u.day, self.usage.as_ref().and_then(|d| d.today)) {
-            (Some(d), _) | (None, Some(d)) => d,
-            (None, None) => {
-                let r = self
-                    .s()?
-                    .query("SELECT floor(extract(epoch FROM now()) / 86400)::int4", &[])
-                    .map_err(self.e())?;
-                let d = r
-                    .first()
-                    .and_then(|r| u32::try_from(r.get::<_, i32>(0)).ok())
-                    .unwrap_or(0);
-                self.usage.get_or_insert_default().today = Some(d);
-                d
-            }
-        };
-        let new = self
-            .s()?
-            .execute(
-                "INSERT INTO uwf_usage_calls (step, rec) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                &[&key(u.step), &enc(&StepCalls::of(u, day))],
-            )
-            .map_err(self.e())?;
-        if new == 0 {
-            return Ok(());
-        }
-        let d = self.usage.get_or_insert_default();
-        for (model, t) in by_model(u.calls) {
-            d.threads
-                .entry((
-                    u.thread.to_string(),
-                    day,
-                    u.role.to_string(),
-                    model.to_string(),
-                ))
-                .or_insert((u.workflow.map(key), UsageTotals::default()))
-                .1
-                .add(&t);
-        }
-        let t = d
-            .days
-            .entry((u.workflow_name.to_string(), day))
-            .or_default();
-        u.calls.iter().for_each(|c| t.add_call(c));
-        Ok(())
-    }
-
-    /// Adds `u` to the aggregate's rows: one statement for the threads' rows, one for the
-    /// workflows' days.
-    fn flush_usage(&mut self, u: &UsageDeltas) -> Result<()> {
-        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        let day = |d: u32| i32::try_from(d).unwrap_or(i32::MAX);
-        if !u.threads.is_empty() {
-            let mut cols = Cols::default();
-            let (mut thread, mut role, mut model, mut wf) = (vec![], vec![], vec![], vec![]);
-            for ((t, d, r, m), (w, tot)) in &u.threads {
-                thread.push(t.as_str());
-                role.push(r.as_str());
-                model.push(m.as_str());
-                wf.push(*w);
-                cols.push(day(*d), tot, n);
-            }
-            self.s()?
-                .execute(
-                    "INSERT INTO uwf_usage AS u (thread, day, role, model, workflow, calls,
-                         input_tokens, output_tokens, cached_input_tokens, cost_usd, costed_calls)
-                     SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[],
-                         $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
-                         $10::float8[], $11::int8[])
-                     ON CONFLICT (thread, day, role, model) DO UPDATE SET
-                         calls = u.calls + EXCLUDED.calls,
-                         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
-                         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
-                         cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens,
-                         cost_usd = u.cost_usd + EXCLUDED.cost_usd,
-                         costed_calls = u.costed_calls + EXCLUDED.costed_calls",
-                    &[
-                        &thread,
-                        &cols.day,
-                        &role,
-                        &model,
-                        &wf,
-                        &cols.calls,
-                        &cols.input,
-                        &cols.output,
-                        &cols.cached,
-                        &cols.cost,
-                        &cols.costed,
-                    ],
-                )
-                .map_err(self.e())?;
-        }
-        if !u.days.is_empty() {
-            let mut cols = Cols::default();
-            let mut name = vec![];
-            for ((w, d), tot) in &u.days {
-                name.push(w.as_str());
-                cols.push(day(*d), tot, n);
-            }
-            self.s()?
-                .execute(
-                    "INSERT INTO uwf_usage_days AS u (name, day, calls, input_tokens,
-                         output_tokens, cached_input_tokens, cost_usd, costed_calls)
-                     SELECT * FROM unnest($1::text[], $2::int4[], $3::int8[], $4::int8[],
-                         $5::int8[], $6::int8[], $7::float8[], $8::int8[])
-                     ON CONFLICT (name, day) DO UPDATE SET
-                         calls = u.calls + EXCLUDED.calls,
-                         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
-                         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
-                         cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens,
-                         cost_usd = u.cost_usd + EXCLUDED.cost_usd,
-                         costed_calls = u.costed_calls + EXCLUDED.costed_calls",
-                    &[
-                        &name,
-                        &cols.day,
-                        &cols.calls,
-                        &cols.input,
-                        &cols.output,
-                        &cols.cached,
-                        &cols.cost,
-                        &cols.costed,
-                    ],
-                )
-                .map_err(self.e())?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn set_budget(&mut self, name: &str, b: Option<&Budget>) -> Result<Option<Budget>> {
-        self.set_by_name(&BUDGETS_BY_NAME, name, b)
-    }
-
     pub(crate) fn lock_workflow(&mut self, key: &str) -> Result<()> {
         self.lock(3, key)
     }
@@ -1033,58 +878,5 @@ pub(crate) fn touch(pg: &Pg, c: &mut Client, ids: &[i64]) -> Result<HashSet<i64>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_bytea_in_text_form_is_decoded_or_refused() {
-        assert_eq!(unhex("\\x00ff10"), Some(vec![0, 255, 16]));
-        assert_eq!(unhex("\\x"), Some(vec![]));
-        assert_eq!(unhex("\\x0"), None);
-        assert_eq!(unhex("\\xzz"), None);
-        assert_eq!(unhex("00ff"), None);
-    }
-
-    #[test]
-    fn a_url_is_masked_and_named_without_its_password() {
-        assert_eq!(
-            mask_url("postgres://bob:s3cret@db.example:5433/uwf?sslmode=require"),
-            "postgres://bob@db.example:5433/uwf?sslmode=require"
-        );
-        assert_eq!(mask_url("postgresql://db/uwf"), "postgresql://db/uwf");
-        let env = |_: &str| None;
-        let c = config_of("postgres://bob:s3cret@db.example:5433/uwf", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://bob@db.example:5433/uwf");
-        assert!(!server_name(&c).contains("s3cret"));
-    }
-
-    #[test]
-    fn libpq_variables_fill_what_the_url_leaves_out() {
-        let env = |k: &str| match k {
-            "PGHOST" => Some("10.1.2.3".to_string()),
-            "PGPORT" => Some("6543".to_string()),
-            "PGUSER" => Some("carol".to_string()),
-            "PGPASSWORD" => Some("pw".to_string()),
-            "PGDATABASE" => Some("flows".to_string()),
-            _ => None,
-        };
-        let c = config_of("postgres://", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://carol@10.1.2.3:6543/flows");
-        assert_eq!(c.get_password(), Some(&b"pw"[..]));
-        let c = config_of("postgres://dave@h/x", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://dave@h:6543/x");
-        // A port in the URL wins.
-        let c = config_of("postgres://dave:pw@h:7000/x", &env).unwrap();
-        assert_eq!(server_name(&c), "postgres://dave@h:7000/x");
-        assert_eq!(c.get_password(), Some(&b"pw"[..]));
-    }
-
-    #[test]
-    fn stored_keys_keep_id_order() {
-        let ids = [0u64, 1, 1 << 62, (1 << 63) - 1, 1 << 63, u64::MAX];
-        for w in ids.windows(2) {
-            assert!(key(NodeId(w[0])) < key(NodeId(w[1])));
-            assert_eq!(unkey(key(NodeId(w[0]))), NodeId(w[0]));
-        }
-    }
-}
+#[path = "write_tests.rs"]
+mod tests;

@@ -28,10 +28,10 @@ use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome};
 use crate::store::records::{
-    Budget, HistoryEntry, Lease, RegistryEntry, Removal, StepUsage, ThreadRecord, ThreadState,
-    WorkflowLimits,
+    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
+use crate::store::usage::{Budget, StepUsage};
 use migrate::FORMAT_VERSION;
 use redb::{ConcurrencyMode, Database, ReadableTable, WriteTransaction};
 use std::path::Path;

@@ -9,9 +9,9 @@ use crate::store::backend::{Each, Order, ReadTx, Visit, WalkReport};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{StoredNode, WalkStats};
 use crate::store::records::{
-    Budget, Counts, HistoryEntry, Lease, RegistryEntry, Removal, StepCalls, ThreadRecord,
-    ThreadState, UsageRow, UsageTotals, WorkflowLimits,
+    Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
+use crate::store::usage::{Budget, StepCalls, UsageRow, UsageTotals};
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 use std::collections::{HashSet, VecDeque};
 use std::sync::OnceLock;

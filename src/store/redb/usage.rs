@@ -11,8 +11,9 @@
 use super::records::{by_name, opt_table, set_by_name};
 use crate::cas::NodeId;
 use crate::store::error::Result;
-use crate::store::records::{
-    Budget, DAY_MS, StepCalls, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model, dec, enc,
+use crate::store::records::{dec, enc};
+use crate::store::usage::{
+    Budget, DAY_MS, StepCalls, StepUsage, TotalsRec, UsageRow, UsageTotals, by_model,
 };
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 use std::ops::ControlFlow;
