@@ -3,18 +3,22 @@
 //! Pages (`/`, `/threads/{id}`, `/workflows`, `/workflows/{name}`) are HTML rendered here, with
 //! one embedded stylesheet and script; the JSON API under `/api/` answers with the bytes the
 //! CLI prints for the same question (`thread list --all`, `thread show`, `thread steps`,
-//! `thread read`, `workflow list`, `workflow show`, `workflow history`), built by the CLI's own
-//! functions. `/api/events` is a server-sent event stream that says `change` whenever the store
-//! file changes; the pages' script then fetches the page again and swaps its `<main>`.
+//! `thread read`, `usage --thread`, `workflow list`, `workflow show`, `workflow history`,
+//! `usage --workflow --by day`), built by the CLI's own functions. A thread's page shows what
+//! its model calls add up to, a workflow's its spend per UTC day as a chart (`spend`).
+//! `/api/events` is a server-sent event stream that says `change` whenever the store file
+//! changes; the pages' script then fetches the page again and swaps its `<main>`.
 //!
 //! Invariants: the store is opened read-only and only read (one handle; each read is a read
 //! transaction or snapshot of its own); every read runs on the blocking pool inside
 //! `store::catching_damage`, so a damaged file gives an error answer, never a panic.
 
 mod page;
+mod spend;
 
 use crate::query::error::{CliError, CliResult};
 use crate::query::output::json_line;
+use crate::query::usage::{By, Selection, usage};
 use crate::query::{running, thread as answers, workflow as workflows};
 use crate::store::{self, Store};
 use crate::thread::{self, ListFilter, ReadOptions, Status};
@@ -87,9 +91,11 @@ pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std:
         .route("/api/threads/{id}", get(api_thread))
         .route("/api/threads/{id}/steps", get(api_steps))
         .route("/api/threads/{id}/read", get(api_read))
+        .route("/api/threads/{id}/usage", get(api_thread_usage))
         .route("/api/workflows", get(api_workflows))
         .route("/api/workflows/{name}", get(api_workflow))
         .route("/api/workflows/{name}/history", get(api_history))
+        .route("/api/workflows/{name}/usage", get(api_workflow_usage))
         .route("/api/events", get(events))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
@@ -326,6 +332,20 @@ async fn api_read(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Re
     .await
 }
 
+/// `/api/threads/{id}/usage`: `uwf usage --thread`.
+async fn api_thread_usage(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
+        let sel = Selection {
+            thread: Some(t.as_str().to_string()),
+            ..Selection::default()
+        };
+        let out = usage(&app.ctx.store, &sel, &app.ctx.cwd)?;
+        Ok(json(json_line(&out)?))
+    })
+    .await
+}
+
 /// What `uwf thread read THREAD` prints.
 fn thread_markdown(app: &App, t: &thread::ThreadId) -> CliResult<String> {
     let opts = ReadOptions {
@@ -367,6 +387,20 @@ async fn api_history(State(app): State<Shared>, UrlPath(name): UrlPath<String>) 
     .await
 }
 
+/// `/api/workflows/{name}/usage`: `uwf usage --workflow NAME --by day`.
+async fn api_workflow_usage(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
+    read(app, Answer::Api, move |app| {
+        let sel = Selection {
+            workflow: Some(name),
+            by: Some(By::Day),
+            ..Selection::default()
+        };
+        let out = usage(&app.ctx.store, &sel, &app.ctx.cwd)?;
+        Ok(json(json_line(&out)?))
+    })
+    .await
+}
+
 /// `/`: the threads, newest first, with their states.
 async fn threads_page(State(app): State<Shared>, Query(q): Query<ListQuery>) -> Response {
     read(app, Answer::Page, move |app| {
@@ -382,7 +416,7 @@ async fn threads_page(State(app): State<Shared>, Query(q): Query<ListQuery>) -> 
     .await
 }
 
-/// `/threads/{id}`: a thread's state, graph, conversation and steps.
+/// `/threads/{id}`: a thread's state, model usage, graph, conversation and steps.
 async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
@@ -397,6 +431,7 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
             t.as_str(),
             EVENTS_ON_PAGE,
         );
+        let usage = s.thread_usage(t.as_str())?;
         Ok(html(page::thread(
             app.version(),
             &page::ThreadView {
@@ -406,6 +441,7 @@ async fn thread_page(State(app): State<Shared>, UrlPath(id): UrlPath<String>) ->
                 workflow: &wf,
                 workflow_name: names.get(&steps.workflow.to_wire()).map(String::as_str),
                 events: &events,
+                usage: &usage,
             },
         )))
     })
@@ -426,7 +462,8 @@ async fn workflows_page(State(app): State<Shared>) -> Response {
     .await
 }
 
-/// `/workflows/{name}`: a workflow, its graph and its registered versions.
+/// `/workflows/{name}`: a workflow, its graph, its spend per UTC day (the days of the name it
+/// gives itself, which its day budget counts) and its registered versions.
 async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>) -> Response {
     read(app, Answer::Page, move |app| {
         let s = &app.ctx.store;
@@ -437,11 +474,13 @@ async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>
             true => None,
             false => Some(workflows::history(s, name.clone())?),
         };
+        let days = s.usage_days(&wf.name)?;
         Ok(html(page::workflow(
             app.version(),
             &name,
             &shown,
             &wf,
+            &days,
             history.as_ref(),
         )))
     })

@@ -2,7 +2,9 @@
 //! script, every value escaped; the conversation's markdown rendered here with raw HTML shown
 //! as text.
 
+use super::spend;
 use crate::query::workflow::{History, ListRow, Shown};
+use crate::store::UsageTotals;
 use crate::thread::{Listed, StepOutput, Steps};
 use crate::time::{format_duration, format_utc};
 use crate::workflow::StoredWorkflow;
@@ -184,6 +186,8 @@ pub(crate) struct ThreadView<'a> {
     pub workflow_name: Option<&'a str>,
     /// Its latest log events, oldest first.
     pub events: &'a [serde_json::Map<String, serde_json::Value>],
+    /// What its model calls add up to.
+    pub usage: &'a UsageTotals,
 }
 
 /// `/threads/{id}`: state, graph with the current role marked, conversation, steps.
@@ -218,6 +222,12 @@ pub(crate) fn thread(version: u64, v: &ThreadView<'_>) -> String {
             esc(&e.message)
         );
     }
+    let _ = writeln!(
+        m,
+        "<section class=\"panel\" id=\"usage\"><h2>Model usage</h2>{}<p class=\"more\"><a href=\"/api/threads/{}/usage\">as JSON</a></p></section>",
+        spend::thread_usage(v.usage),
+        seg(t)
+    );
     let current = if st.done {
         st.status
             .as_str()
@@ -332,12 +342,14 @@ pub(crate) fn workflows(
     layout("Workflows", Some(Section::Workflows), version, &m)
 }
 
-/// `/workflows/{name}`: description, roles, graph and registered versions.
+/// `/workflows/{name}`: description, roles, graph, spend per UTC day (`days`, the days of the
+/// name the workflow gives itself, oldest first) and registered versions.
 pub(crate) fn workflow(
     version: u64,
     name: &str,
     shown: &Shown,
     wf: &StoredWorkflow,
+    days: &[(u32, UsageTotals)],
     history: Option<&History>,
 ) -> String {
     let mut m = format!("<h1>Workflow {}</h1>\n", esc(&wf.name));
@@ -363,6 +375,12 @@ pub(crate) fn workflow(
         );
     }
     m.push_str("</tbody></table></section></div>\n");
+    let _ = writeln!(
+        m,
+        "<section class=\"panel\" id=\"usage\"><h2>Spend per day</h2>{}<p class=\"more\"><a href=\"/api/workflows/{}/usage\">as JSON</a></p></section>",
+        spend::workflow_days(&wf.name, days),
+        seg(name)
+    );
     m.push_str("<section class=\"panel\" id=\"history\"><h2>Versions</h2>");
     match history {
         None => {

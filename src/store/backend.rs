@@ -443,6 +443,12 @@ pub(crate) trait ReadTx {
     /// A store failure or a corrupt record.
     fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals>;
 
+    /// The UTC days of workflow `name` that have calls, with their totals, oldest first.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>>;
+
     /// Every budget, in name order (`*` for the store's defaults).
     ///
     /// # Errors

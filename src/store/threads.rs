@@ -180,6 +180,16 @@ impl Store {
         self.guard(|| self.read()?.day_usage(name, day))
     }
 
+    /// Workflow `name`'s UTC days (days since 1970-01-01) that have calls, with what the calls
+    /// of each add up to, oldest first: the aggregate the day budget reads, by the name the
+    /// workflow gives itself.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+        self.guard(|| self.read()?.usage_days(name))
+    }
+
     /// Today, days since 1970-01-01 in UTC: by `now_ms`, or by the server's clock on a server
     /// (the day the calls of a step made now count on).
     ///

@@ -556,6 +556,8 @@ fn usage_aggregate(s: &Store) {
         call("a", 30, Some(0.25)),
     ];
     let (t1, t2) = (tid(1), tid(2));
+    // No calls yet: no days.
+    assert!(s.usage_days("debate").expect("days").is_empty());
     let add = |step: u64, thread: &ThreadId, role: &str, calls: &[ModelCall]| {
         s.write(|w| {
             w.add_usage(
@@ -666,6 +668,59 @@ fn usage_aggregate(s: &Store) {
         s.step_usage(NodeId(4)).expect("kept").map(|c| c.day),
         Some(7)
     );
+    usage_days(s, day, &calls);
+}
+
+/// The days of a workflow after `usage_aggregate`'s writes: today's five calls and the
+/// imported step's day 7, oldest first; another workflow's days, even under a longer name
+/// that begins with this one, are its own.
+fn usage_days(s: &Store, day: u32, calls: &[ModelCall]) {
+    s.write(|w| {
+        w.add_usage(
+            &StepUsage {
+                step: NodeId(5),
+                thread: tid(3).as_str(),
+                workflow: None,
+                workflow_name: "debate-2",
+                role: "for",
+                calls: &calls[2..],
+                day: Some(3),
+            },
+            now_ms(),
+        )
+    })
+    .expect("add another workflow's step");
+    let days = s.usage_days("debate").expect("days");
+    assert_eq!(
+        days.iter().map(|(d, _)| *d).collect::<Vec<_>>(),
+        [7, day],
+        "{days:?}"
+    );
+    let (old, today) = (days[0].1, days[1].1);
+    assert_eq!(
+        (old.calls, old.input_tokens, old.costed_calls, old.cost()),
+        (1, 10, 1, Some(0.5))
+    );
+    assert_eq!(
+        (
+            today.calls,
+            today.input_tokens,
+            today.output_tokens,
+            today.cached_input_tokens,
+            today.costed_calls
+        ),
+        (5, 90, 10, 5, 3)
+    );
+    assert!((today.cost_usd - 1.25).abs() < 1e-9, "{today:?}");
+    // The same totals as the day's own read.
+    assert_eq!(s.day_usage("debate", day).expect("day"), today);
+    let other = s.usage_days("debate-2").expect("days");
+    assert_eq!(other.len(), 1);
+    assert_eq!(
+        (other[0].0, other[0].1.calls, other[0].1.cost()),
+        (3, 1, Some(0.25))
+    );
+    assert!(s.usage_days("debat").expect("days").is_empty());
 }
 
 fn budgets(s: &Store) {

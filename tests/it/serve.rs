@@ -1,6 +1,7 @@
 //! `uwf serve`: a real server process on a free port of 127.0.0.1. The JSON API answers with the
-//! CLI's bytes, pages show threads, steps and graphs, the event stream reports steps, the store
-//! file is never written; and a headless Chromium driven over WebDriver sees the thread list,
+//! CLI's bytes, pages show threads, steps and graphs, a thread's model usage and a workflow's
+//! spend per day (from calls to a local model server), the event stream reports steps, the
+//! store file is never written; and a headless Chromium driven over WebDriver sees the thread list,
 //! a thread's steps and graph, and a step appear without a reload (screenshots in
 //! `target/serve-screenshots/`).
 
@@ -179,12 +180,20 @@ fn api_answers_with_the_cli_bytes() {
         same(&format!("/api/threads/{t}"), &["thread", "show", t]);
         same(&format!("/api/threads/{t}/steps"), &["thread", "steps", t]);
         same(&format!("/api/threads/{t}/read"), &["thread", "read", t]);
+        same(
+            &format!("/api/threads/{t}/usage"),
+            &["usage", "--thread", t],
+        );
     }
     same("/api/workflows", &["workflow", "list"]);
     same("/api/workflows/debate", &["workflow", "show", "debate"]);
     same(
         "/api/workflows/debate/history",
         &["workflow", "history", "debate"],
+    );
+    same(
+        "/api/workflows/debate/usage",
+        &["usage", "--workflow", "debate", "--by", "day"],
     );
     // Errors: the CLI's JSON error object with a 404 or 400.
     let (status, body) = server.get("/api/threads/06H0BC6VKJH5J4CGMT9MDDFENC");
@@ -198,6 +207,7 @@ fn api_answers_with_the_cli_bytes() {
         "{body}"
     );
     assert_eq!(server.get("/api/workflows/nope").0, 404);
+    assert_eq!(server.get("/api/workflows/nope/usage").0, 404);
     assert_eq!(server.get("/api/threads?status=sleepy").0, 400);
     assert_eq!(server.get("/no/such/page").0, 404);
     // Only loopback names reach a loopback server (no DNS rebinding).
@@ -266,6 +276,8 @@ fn pages_show_threads_steps_graphs_and_versions() {
         done.contains(r#"class="node terminal current" data-node="$END""#),
         "{done}"
     );
+    // The scripted agent calls no model.
+    assert!(done.contains("No model calls recorded."), "{done}");
     let wfs = server.ok("/workflows");
     assert!(wfs.contains(r#"href="/workflows/solve-issue""#), "{wfs}");
     assert!(
@@ -280,6 +292,123 @@ fn pages_show_threads_steps_graphs_and_versions() {
     // Assets are embedded.
     assert!(server.ok("/assets/app.js").contains("EventSource"));
     assert!(server.ok("/assets/style.css").contains("svg.graph"));
+}
+
+/// The value of attribute `name` in the first tag of `page` that contains `marker`.
+fn attr_in(page: &str, marker: &str, name: &str) -> String {
+    let at = page
+        .find(marker)
+        .unwrap_or_else(|| panic!("no {marker} in {page}"));
+    let tag = &page[page[..=at].rfind('<').unwrap()..];
+    let tag = &tag[..tag.find('>').unwrap()];
+    let key = format!("{name}=\"");
+    let from = tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len();
+    tag[from..][..tag[from..].find('"').unwrap()].to_string()
+}
+
+#[test]
+fn pages_show_a_threads_usage_and_a_workflows_spend_per_day() {
+    use crate::usage::{PROMPT, debater, env_for};
+    let api = debater(None);
+    let env = env_for(&api, "    price: {input: 2, output: 8, cachedInput: 0.5}\n");
+    env.ok(&[
+        "workflow",
+        "put",
+        &example("debate.yaml").display().to_string(),
+    ]);
+    let t = env.start("debate", PROMPT);
+    let out = env.ok(&["thread", "step", &t, "--count", "5"]);
+    assert!(out.contains("\"done\":true"), "{out}");
+    let server = Server::start(&env);
+    // The API: the CLI's bytes; the thread's own answer is unchanged.
+    let thread_usage = cli(&env, &["usage", "--thread", &t]);
+    assert_eq!(server.ok(&format!("/api/threads/{t}/usage")), thread_usage);
+    assert_eq!(
+        server.ok(&format!("/api/threads/{t}")),
+        cli(&env, &["thread", "show", &t])
+    );
+    let days = cli(&env, &["usage", "--workflow", "debate", "--by", "day"]);
+    assert_eq!(server.ok("/api/workflows/debate/usage"), days);
+
+    // The thread's page: its calls, tokens and cost (four of the five calls are priced:
+    // the extraction's model has no price).
+    let u = json(&thread_usage);
+    let n = |v: &uwf::cas::Value, k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap();
+    assert_eq!(n(&u, "calls"), 5.0);
+    let cost = n(&u, "costUsd");
+    let page = server.ok(&format!("/threads/{t}"));
+    for (class, key) in [
+        ("calls", "calls"),
+        ("input", "inputTokens"),
+        ("output", "outputTokens"),
+        ("cached", "cachedInputTokens"),
+    ] {
+        let cell = format!(r#"<td class="{class}">{}</td>"#, n(&u, key));
+        assert!(page.contains(&cell), "{cell}: {page}");
+    }
+    assert_eq!(
+        attr_in(&page, r#"<td class="cost""#, "data-usd"),
+        cost.to_string()
+    );
+    assert!(
+        page.contains(&format!(
+            "${cost:.4} <span class=\"note\">(4 of 5 calls)</span>"
+        )),
+        "{page}"
+    );
+    assert!(page.contains(&format!(r#"href="/api/threads/{t}/usage""#)));
+
+    // The workflow's page: a chart of its one day by cost, with the day's totals below.
+    let by = json(&days);
+    let day = &by.get("by").and_then(|b| b.as_array()).unwrap()[0];
+    let date = day.get("day").and_then(|d| d.as_str()).unwrap().to_string();
+    assert_eq!(n(day, "calls"), 5.0);
+    let wf = server.ok("/workflows/debate");
+    assert!(
+        wf.contains(r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart""#),
+        "{wf}"
+    );
+    assert_eq!(attr_in(&wf, r#"class="chart""#, "data-metric"), "cost");
+    assert_eq!(wf.matches(r#"<g class="bar""#).count(), 1, "{wf}");
+    let bar = attr_in(
+        &wf,
+        &format!(r#"<g class="bar" data-day="{date}""#),
+        "data-value",
+    );
+    assert!(
+        (bar.parse::<f64>().unwrap() - n(day, "costUsd")).abs() < 1e-12,
+        "{bar}"
+    );
+    assert!(
+        wf.contains(&format!(">{date}</text>")),
+        "the date on the axis: {wf}"
+    );
+    assert!(wf.contains(">cost (USD)</text>"), "the axis title: {wf}");
+    assert!(
+        wf.contains(&format!(
+            r#"<tr class="day" data-day="{date}"><td>{date}</td><td class="calls">5</td>"#
+        )),
+        "{wf}"
+    );
+    assert!(
+        wf.contains("<th>Total, 1 day</th><td class=\"calls\">5</td>"),
+        "{wf}"
+    );
+    // A workflow with no calls says so.
+    env.ok(&[
+        "workflow",
+        "put",
+        &example("solve-issue.yaml").display().to_string(),
+    ]);
+    let other = server.ok("/workflows/solve-issue");
+    assert!(
+        other.contains("No model calls recorded for workflow"),
+        "{other}"
+    );
+    assert!(!other.contains(r#"class="chart""#), "{other}");
 }
 
 #[test]
@@ -339,6 +468,8 @@ fn browsing_never_writes_the_store() {
         format!("/api/threads/{solve}/steps"),
         format!("/api/threads/{solve}/read"),
         "/api/workflows/solve-issue/history".to_string(),
+        format!("/api/threads/{debate}/usage"),
+        "/api/workflows/debate/usage".to_string(),
     ] {
         server.ok(&path);
     }

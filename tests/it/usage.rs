@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use uwf::cas::Value;
 
-const PROMPT: &str = "Is Rust better than Go?";
+pub(crate) const PROMPT: &str = "Is Rust better than Go?";
 const VALID: &str = r#"{"$status":"continue","argument":"from the model"}"#;
 
 /// The usage the server reports for its `n`th answer (from 0): prompt, completion, cached.
@@ -36,7 +36,7 @@ fn answer(content: &str, n: usize, cost: Option<f64>) -> Answer {
 
 /// The debate's model: `against` never writes frontmatter (two corrections, then the
 /// extraction, answered by the `extract` model), `for` concedes at once.
-fn debater(cost: Option<f64>) -> FakeApi {
+pub(crate) fn debater(cost: Option<f64>) -> FakeApi {
     FakeApi::with(Arc::new(move |body: &str, n| {
         let v = json(body);
         let msgs = v.get("messages").and_then(Value::as_array).unwrap();
@@ -54,7 +54,7 @@ fn debater(cost: Option<f64>) -> FakeApi {
 
 /// A root whose LLM agent runs `default` and whose extraction runs `extract`, both at `api`;
 /// `default` priced when `price` is given.
-fn env_for(api: &FakeApi, price: &str) -> TestEnv {
+pub(crate) fn env_for(api: &FakeApi, price: &str) -> TestEnv {
     let env = TestEnv::new();
     std::fs::write(
         env.root().join("config.yaml"),

@@ -22,9 +22,11 @@ use crate::store::report::{
     Count, Damage, GcOptions, GcReport, Progress, VerifyReport, check_node,
 };
 use crate::store::roots::{gc_roots, keep_from};
-use crate::store::usage::{Budget, DAY_MS, StepCalls, StepUsage, UsageRow, UsageTotals, by_model};
+use crate::store::usage::{Budget, StepCalls, StepUsage, UsageRow, UsageTotals};
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+mod usage;
 
 /// A stored node.
 #[derive(Clone)]
@@ -38,9 +40,6 @@ struct Node {
 }
 
 /// Everything a store holds.
-/// A row of the usage aggregate: (thread, day, role, model).
-type UsageKey = (String, u32, String, String);
-
 #[derive(Clone, Default)]
 struct State {
     nodes: BTreeMap<u64, Node>,
@@ -61,10 +60,7 @@ struct State {
     removals: BTreeMap<u64, Removal>,
     next_removal_seq: u64,
     pins: BTreeMap<u64, u64>,
-    usage_calls: BTreeMap<u64, StepCalls>,
-    usage: BTreeMap<UsageKey, (Option<NodeId>, UsageTotals)>,
-    usage_days: BTreeMap<(String, u32), UsageTotals>,
-    budgets: BTreeMap<String, Budget>,
+    usage: usage::Usage,
 }
 
 impl State {
@@ -620,53 +616,29 @@ impl ReadTx for MemRead {
     fn pins(&self) -> Result<Vec<(NodeId, u64)>> {
         Ok(self.0.pins.iter().map(|(k, v)| (NodeId(*k), *v)).collect())
     }
+
     fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
-        Ok(self
-            .0
-            .usage
-            .iter()
-            .filter(|((t, ..), _)| thread.is_none_or(|th| th == t))
-            .map(
-                |((thread, day, role, model), (workflow, totals))| UsageRow {
-                    thread: thread.clone(),
-                    day: *day,
-                    role: role.clone(),
-                    model: model.clone(),
-                    workflow: *workflow,
-                    totals: *totals,
-                },
-            )
-            .collect())
+        Ok(self.0.usage.rows(thread))
     }
 
     fn step_usage(&self, step: NodeId) -> Result<Option<StepCalls>> {
-        Ok(self.0.usage_calls.get(&step.0).cloned())
+        Ok(self.0.usage.step(step))
     }
 
     fn day_usage(&self, name: &str, day: u32) -> Result<UsageTotals> {
-        Ok(self
-            .0
-            .usage_days
-            .get(&(name.to_string(), day))
-            .copied()
-            .unwrap_or_default())
+        Ok(self.0.usage.day(name, day))
+    }
+
+    fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+        Ok(self.0.usage.days(name))
     }
 
     fn budgets(&self) -> Result<Vec<(String, Budget)>> {
-        Ok(self
-            .0
-            .budgets
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect())
+        Ok(self.0.usage.budgets())
     }
 
     fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
-        for (id, c) in &self.0.usage_calls {
-            if f((NodeId(*id), c.clone())).is_break() {
-                break;
-            }
-        }
+        self.0.usage.each_step(f);
         Ok(())
     }
 }
@@ -889,39 +861,11 @@ impl WriteTx for MemTx<'_> {
     }
 
     fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
-        let s = &mut self.0;
-        if s.usage_calls.contains_key(&u.step.0) {
-            return Ok(());
-        }
-        let day = u
-            .day
-            .unwrap_or_else(|| u32::try_from(now_ms / DAY_MS).unwrap_or(u32::MAX));
-        s.usage_calls.insert(u.step.0, StepCalls::of(u, day));
-        for (model, add) in by_model(u.calls) {
-            let key = (
-                u.thread.to_string(),
-                day,
-                u.role.to_string(),
-                model.to_string(),
-            );
-            s.usage
-                .entry(key)
-                .or_insert((u.workflow, UsageTotals::default()))
-                .1
-                .add(&add);
-        }
-        let t = s
-            .usage_days
-            .entry((u.workflow_name.to_string(), day))
-            .or_default();
-        u.calls.iter().for_each(|c| t.add_call(c));
+        self.0.usage.add(u, now_ms);
         Ok(())
     }
 
     fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
-        Ok(match budget {
-            Some(b) => self.0.budgets.insert(name.to_string(), *b),
-            None => self.0.budgets.remove(name),
-        })
+        Ok(self.0.usage.set_budget(name, budget))
     }
 }

@@ -362,6 +362,10 @@ impl ReadTx for PgRead {
         self.pg.day_usage(name, day)
     }
 
+    fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+        self.pg.usage_days(name)
+    }
+
     fn budgets(&self) -> Result<Vec<(String, Budget)>> {
         self.pg.budgets()
     }

@@ -246,15 +246,26 @@ impl Pg {
                 &[&name, &day],
             )
             .map_err(|e| self.err(&e))?;
-        let n = |r: &postgres::Row, i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
-        Ok(r.map_or_else(UsageTotals::default, |r| UsageTotals {
-            calls: n(&r, 0),
-            input_tokens: n(&r, 1),
-            output_tokens: n(&r, 2),
-            cached_input_tokens: n(&r, 3),
-            cost_usd: r.get(4),
-            costed_calls: n(&r, 5),
-        }))
+        Ok(r.map_or_else(UsageTotals::default, |r| day_totals(&r, 0)))
+    }
+
+    /// Workflow `name`'s days with their totals, oldest first.
+    pub(crate) fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT day, calls, input_tokens, output_tokens, cached_input_tokens, cost_usd,
+                        costed_calls FROM uwf_usage_days WHERE name = $1 ORDER BY day",
+                &[&name],
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let day = u32::try_from(r.get::<_, i32>(0)).unwrap_or(0);
+                (day, day_totals(r, 1))
+            })
+            .collect())
     }
 
     pub(crate) fn budgets(&self) -> Result<Vec<(String, Budget)>> {
@@ -275,5 +286,19 @@ impl Pg {
         Ok(r.first()
             .and_then(|r| u32::try_from(r.get::<_, i32>(0)).ok())
             .unwrap_or(0))
+    }
+}
+
+/// The totals of a `uwf_usage_days` row whose `calls` is column `at`, followed by
+/// `input_tokens`, `output_tokens`, `cached_input_tokens`, `cost_usd` and `costed_calls`.
+fn day_totals(r: &postgres::Row, at: usize) -> UsageTotals {
+    let n = |i: usize| u64::try_from(r.get::<_, i64>(at + i)).unwrap_or(0);
+    UsageTotals {
+        calls: n(0),
+        input_tokens: n(1),
+        output_tokens: n(2),
+        cached_input_tokens: n(3),
+        cost_usd: r.get(at + 4),
+        costed_calls: n(5),
     }
 }

@@ -394,6 +394,10 @@ impl ReadTx for RedbRead {
         super::usage::day(&self.tx, name, day)
     }
 
+    fn usage_days(&self, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+        super::usage::days(&self.tx, name)
+    }
+
     fn budgets(&self) -> Result<Vec<(String, Budget)>> {
         super::usage::budgets(&self.tx)
     }

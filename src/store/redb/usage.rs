@@ -36,6 +36,19 @@ pub(crate) fn day(tx: &ReadTransaction, name: &str, day: u32) -> Result<UsageTot
     })
 }
 
+/// Workflow `name`'s days with their totals, oldest first.
+pub(crate) fn days(tx: &ReadTransaction, name: &str) -> Result<Vec<(u32, UsageTotals)>> {
+    let Some(t) = opt_table(tx, USAGE_DAYS)? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in t.range((name, 0)..=(name, u32::MAX))? {
+        let (k, v) = e?;
+        out.push((k.value().1, dec(v.value())?));
+    }
+    Ok(out)
+}
+
 /// Every budget, in name order.
 pub(crate) fn budgets(tx: &ReadTransaction) -> Result<Vec<(String, Budget)>> {
     by_name(tx, BUDGETS)
