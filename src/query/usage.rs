@@ -3,7 +3,7 @@
 
 use super::error::CliResult;
 use crate::cas::NodeId;
-use crate::store::{DAY_MS, Store, UsageRow, UsageTotals};
+use crate::store::{DAY_MS, GroupKey, Store, UsageGroup, UsageQuery, UsageTotals};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,6 +24,16 @@ pub(crate) enum By {
 }
 
 impl By {
+    fn group(self) -> UsageGroup {
+        match self {
+            By::Thread => UsageGroup::Thread,
+            By::Workflow => UsageGroup::Workflow,
+            By::Role => UsageGroup::Role,
+            By::Model => UsageGroup::Model,
+            By::Day => UsageGroup::Day,
+        }
+    }
+
     fn key(self) -> &'static str {
         match self {
             By::Thread => "thread",
@@ -95,44 +105,69 @@ pub(crate) struct Usage {
 /// # Errors
 /// A workflow that names nothing known, store failures.
 pub(crate) fn usage(s: &Store, sel: &Selection, cwd: &Path) -> CliResult<Usage> {
-    let rows = s.usage_rows(sel.thread.as_deref())?;
     let workflows = match &sel.workflow {
         Some(w) => Some(workflow_ids(s, w, cwd)?),
         None => None,
     };
-    let from_day = sel.since_ms.map(|ms| ms / DAY_MS);
-    let names = match sel.by {
-        Some(By::Workflow) => s.registry()?,
-        _ => Vec::new(),
+    let q = UsageQuery {
+        thread: sel.thread.as_deref(),
+        workflows: workflows.as_deref(),
+        from_day: sel
+            .since_ms
+            .map(|ms| u32::try_from(ms / DAY_MS).unwrap_or(u32::MAX)),
+        by: sel.by.map(By::group),
     };
+    let sums = s.usage_sums(&q)?;
     let mut all = UsageTotals::default();
-    let mut groups: BTreeMap<String, UsageTotals> = BTreeMap::new();
-    for r in rows.iter().filter(|r| {
-        from_day.is_none_or(|d| u64::from(r.day) >= d)
-            && workflows
-                .as_ref()
-                .is_none_or(|ws| r.workflow.is_some_and(|w| ws.contains(&w)))
-    }) {
-        all.add(&r.totals);
-        if let Some(by) = sel.by {
-            groups
-                .entry(group_key(by, r, &names))
-                .or_default()
-                .add(&r.totals);
-        }
-    }
+    sums.iter().for_each(|(_, t)| all.add(t));
+    let by = match sel.by {
+        Some(by) => Some(groups(s, by, sums)?),
+        None => None,
+    };
     Ok(Usage {
         totals: Totals::from(&all),
-        by: sel.by.map(|by| {
-            groups
-                .iter()
-                .map(|(k, t)| Group {
-                    key: BTreeMap::from([(by.key(), shown_key(by, k))]),
-                    totals: Totals::from(t),
-                })
-                .collect()
-        }),
+        by,
     })
+}
+
+/// The groups of `--by`, in the order of their printed keys (days in time order).
+fn groups(s: &Store, by: By, sums: Vec<(GroupKey, UsageTotals)>) -> CliResult<Vec<Group>> {
+    let names = match by {
+        By::Workflow => s.registry()?,
+        _ => Vec::new(),
+    };
+    let mut out: BTreeMap<String, (String, UsageTotals)> = BTreeMap::new();
+    for (k, t) in sums {
+        let (order, shown) = match k {
+            GroupKey::All => continue,
+            GroupKey::Text(t) => (t.clone(), t),
+            GroupKey::Day(d) => (
+                format!("{d:010}"),
+                crate::time::format_iso(u64::from(d) * DAY_MS)[..10].to_string(),
+            ),
+            GroupKey::Workflow(w) => {
+                let shown = match w {
+                    Some(w) => names
+                        .iter()
+                        .find(|(_, id)| *id == w)
+                        .map_or_else(|| w.to_string(), |(n, _)| n.clone()),
+                    None => "(unknown)".into(),
+                };
+                (shown.clone(), shown)
+            }
+        };
+        out.entry(order)
+            .or_insert_with(|| (shown, UsageTotals::default()))
+            .1
+            .add(&t);
+    }
+    Ok(out
+        .into_values()
+        .map(|(shown, t)| Group {
+            key: BTreeMap::from([(by.key(), shown)]),
+            totals: Totals::from(&t),
+        })
+        .collect())
 }
 
 /// The workflow nodes `w` names: every version registered under the name, or the workflow a
@@ -145,29 +180,4 @@ fn workflow_ids(s: &Store, w: &str, cwd: &Path) -> CliResult<Vec<NodeId>> {
         .collect();
     ids.push(super::workflow::workflow_id(s, w, cwd)?);
     Ok(ids)
-}
-
-/// A group's key as printed: a day's date (`YYYY-MM-DD`), the others as they are.
-fn shown_key(by: By, k: &str) -> String {
-    match (by, k.parse::<u64>()) {
-        (By::Day, Ok(day)) => crate::time::format_iso(day * DAY_MS)[..10].to_string(),
-        _ => k.to_string(),
-    }
-}
-
-fn group_key(by: By, r: &UsageRow, names: &[(String, NodeId)]) -> String {
-    match by {
-        By::Thread => r.thread.clone(),
-        By::Role => r.role.clone(),
-        By::Model => r.model.clone(),
-        // The day's number, in order; its date only once a group (see `shown_key`).
-        By::Day => format!("{:010}", r.day),
-        By::Workflow => match r.workflow {
-            Some(w) => names
-                .iter()
-                .find(|(_, id)| *id == w)
-                .map_or_else(|| w.to_string(), |(n, _)| n.clone()),
-            None => "(unknown)".into(),
-        },
-    }
 }

@@ -18,7 +18,7 @@ use super::records::{
 };
 use super::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
 use super::types::TypeInfo;
-use super::usage::{Budget, StepCalls, StepUsage, UsageRow, UsageTotals};
+use super::usage::{Budget, GroupKey, StepCalls, StepUsage, UsageQuery, UsageRow, UsageTotals};
 use crate::cas::NodeId;
 use crate::model::ThreadId;
 use std::ops::ControlFlow;
@@ -454,6 +454,14 @@ pub(crate) trait ReadTx {
     /// # Errors
     /// A store failure or a corrupt record.
     fn budgets(&self) -> Result<Vec<(String, Budget)>>;
+
+    /// The aggregate's rows `q` selects, added up by its groups, in key order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn usage_sums(&self, q: &UsageQuery<'_>) -> Result<Vec<(GroupKey, UsageTotals)>> {
+        Ok(super::usage::sum_rows(&self.usage_rows(q.thread)?, q))
+    }
 
     /// Today's UTC day, days since 1970-01-01: of `now_ms`, or of the server's clock on a
     /// server.

@@ -58,7 +58,10 @@ pub use redb::migrate::{FORMAT_VERSION, MIGRATIONS, Migration};
 pub use redb::{DEFAULT_CACHE_BYTES, set_cache_size};
 pub use report::{Damage, GcOptions, GcReport, Progress, VerifyReport};
 pub(crate) use usage::DAY_MS;
-pub use usage::{Budget, ModelCall, StepCalls, StepUsage, UsageRow, UsageTotals};
+pub use usage::{
+    Budget, GroupKey, ModelCall, StepCalls, StepUsage, UsageGroup, UsageQuery, UsageRow,
+    UsageTotals,
+};
 pub use writer::Writer;
 
 /// File name of the store inside a storage root.

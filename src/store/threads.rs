@@ -8,7 +8,7 @@ use super::nodes::streamed;
 use super::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
-use super::usage::{Budget, StepCalls, UsageRow, UsageTotals};
+use super::usage::{Budget, GroupKey, StepCalls, UsageQuery, UsageRow, UsageTotals};
 use super::writer::Writer;
 use crate::cas::NodeId;
 use crate::model::ThreadId;
@@ -158,6 +158,15 @@ impl Store {
     /// A store failure or a corrupt record.
     pub fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
         self.guard(|| self.read()?.usage_rows(thread))
+    }
+
+    /// The usage aggregate's rows that `q` selects, added up by its groups, in key order (on a
+    /// server, by the server).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn usage_sums(&self, q: &UsageQuery<'_>) -> Result<Vec<(GroupKey, UsageTotals)>> {
+        self.guard(|| self.read()?.usage_sums(q))
     }
 
     /// What thread `thread`'s calls add up to, every day, role and model.

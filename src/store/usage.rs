@@ -323,3 +323,66 @@ impl Record for Budget {
         }
     }
 }
+
+/// Which rows of the aggregate `uwf usage` adds up, and how it groups them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UsageQuery<'a> {
+    /// One thread's rows.
+    pub thread: Option<&'a str>,
+    /// The rows of these workflow nodes.
+    pub workflows: Option<&'a [NodeId]>,
+    /// The rows of this UTC day and later.
+    pub from_day: Option<u32>,
+    /// Grouped so; one group of everything without.
+    pub by: Option<UsageGroup>,
+}
+
+/// What `uwf usage --by` groups by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageGroup {
+    /// Each thread.
+    Thread,
+    /// Each workflow node.
+    Workflow,
+    /// Each role.
+    Role,
+    /// Each model.
+    Model,
+    /// Each UTC day.
+    Day,
+}
+
+/// The key of one group of [`UsageQuery`]'s sums.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum GroupKey {
+    /// Everything (no grouping).
+    All,
+    /// A thread, role or model.
+    Text(String),
+    /// A workflow node (`None` for rows without one).
+    Workflow(Option<NodeId>),
+    /// A UTC day.
+    Day(u32),
+}
+
+/// `rows` added up as `q` asks, in key order: the reference every backend's sums agree with.
+pub(crate) fn sum_rows(rows: &[UsageRow], q: &UsageQuery<'_>) -> Vec<(GroupKey, UsageTotals)> {
+    let mut out: std::collections::BTreeMap<GroupKey, UsageTotals> = Default::default();
+    for r in rows.iter().filter(|r| {
+        q.thread.is_none_or(|t| t == r.thread)
+            && q.from_day.is_none_or(|d| r.day >= d)
+            && q.workflows
+                .is_none_or(|ws| r.workflow.is_some_and(|w| ws.contains(&w)))
+    }) {
+        let key = match q.by {
+            None => GroupKey::All,
+            Some(UsageGroup::Thread) => GroupKey::Text(r.thread.clone()),
+            Some(UsageGroup::Role) => GroupKey::Text(r.role.clone()),
+            Some(UsageGroup::Model) => GroupKey::Text(r.model.clone()),
+            Some(UsageGroup::Workflow) => GroupKey::Workflow(r.workflow),
+            Some(UsageGroup::Day) => GroupKey::Day(r.day),
+        };
+        out.entry(key).or_default().add(&r.totals);
+    }
+    out.into_iter().collect()
+}

@@ -12,7 +12,9 @@ use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
 };
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
-use crate::store::usage::{Budget, StepCalls, StepUsage, UsageRow, UsageTotals};
+use crate::store::usage::{
+    Budget, GroupKey, StepCalls, StepUsage, UsageQuery, UsageRow, UsageTotals,
+};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -368,6 +370,10 @@ impl ReadTx for PgRead {
 
     fn budgets(&self) -> Result<Vec<(String, Budget)>> {
         self.pg.budgets()
+    }
+
+    fn usage_sums(&self, q: &UsageQuery<'_>) -> Result<Vec<(GroupKey, UsageTotals)>> {
+        self.pg.usage_sums(q)
     }
 
     fn today(&self, _now_ms: u64) -> Result<u32> {

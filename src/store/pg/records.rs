@@ -1,6 +1,7 @@
 //! Reads of the thread layer's records on the server.
 
 use super::*;
+use crate::store::usage::{GroupKey, UsageGroup, UsageQuery};
 use std::ops::ControlFlow;
 
 impl Pg {
@@ -302,3 +303,68 @@ fn day_totals(r: &postgres::Row, at: usize) -> UsageTotals {
         costed_calls: n(5),
     }
 }
+
+impl Pg {
+    /// The aggregate's rows `q` selects, summed by the server.
+    pub(crate) fn usage_sums(&self, q: &UsageQuery<'_>) -> Result<Vec<(GroupKey, UsageTotals)>> {
+        let sql = match q.by {
+            None => SUMS_ALL,
+            Some(UsageGroup::Thread) => SUMS_THREAD,
+            Some(UsageGroup::Role) => SUMS_ROLE,
+            Some(UsageGroup::Model) => SUMS_MODEL,
+            Some(UsageGroup::Workflow) => SUMS_WORKFLOW,
+            Some(UsageGroup::Day) => SUMS_DAY,
+        };
+        let thread: Option<&str> = q.thread;
+        let workflows: Option<Vec<i64>> =
+            q.workflows.map(|ws| ws.iter().map(|w| key(*w)).collect());
+        let from: Option<i32> = q.from_day.map(|d| i32::try_from(d).unwrap_or(i32::MAX));
+        let rows = self
+            .conn()?
+            .query(sql, &[&thread, &workflows, &from])
+            .map_err(|e| self.err(&e))?;
+        let mut out: Vec<(GroupKey, UsageTotals)> = rows
+            .iter()
+            .map(|r| {
+                let text: Option<String> = r.get(0);
+                let int: Option<i64> = r.get(1);
+                let k = match q.by {
+                    None => GroupKey::All,
+                    Some(UsageGroup::Workflow) => GroupKey::Workflow(int.map(unkey)),
+                    Some(UsageGroup::Day) => {
+                        GroupKey::Day(int.and_then(|d| u32::try_from(d).ok()).unwrap_or(0))
+                    }
+                    Some(_) => GroupKey::Text(text.unwrap_or_default()),
+                };
+                (k, day_totals(r, 2))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+}
+
+/// The sums of `uwf usage`, one statement a grouping: the key as text or as a number, then
+/// the totals; `$1` a thread, `$2` workflow keys, `$3` the first day (each null for all).
+macro_rules! sums {
+    ($text:literal, $int:literal) => {
+        concat!(
+            "SELECT ",
+            $text,
+            ", ",
+            $int,
+            ", sum(calls)::int8, sum(input_tokens)::int8, \
+             sum(output_tokens)::int8, sum(cached_input_tokens)::int8, \
+             sum(cost_usd)::float8, sum(costed_calls)::int8 FROM uwf_usage \
+             WHERE ($1::text IS NULL OR thread = $1) \
+             AND ($2::int8[] IS NULL OR workflow = ANY($2)) \
+             AND ($3::int4 IS NULL OR day >= $3) GROUP BY 1, 2"
+        )
+    };
+}
+const SUMS_ALL: &str = sums!("NULL::text", "NULL::int8");
+const SUMS_THREAD: &str = sums!("thread", "NULL::int8");
+const SUMS_ROLE: &str = sums!("role", "NULL::int8");
+const SUMS_MODEL: &str = sums!("model", "NULL::int8");
+const SUMS_WORKFLOW: &str = sums!("NULL::text", "workflow");
+const SUMS_DAY: &str = sums!("NULL::text", "day::int8");
