@@ -30,6 +30,22 @@ impl Cols {
     }
 }
 
+/// An upsert of aggregate rows: `insert` up to its conflict target, then the totals added to
+/// the row that is there.
+macro_rules! added {
+    ($insert:literal) => {
+        concat!(
+            $insert,
+            " DO UPDATE SET calls = u.calls + EXCLUDED.calls, \
+             input_tokens = u.input_tokens + EXCLUDED.input_tokens, \
+             output_tokens = u.output_tokens + EXCLUDED.output_tokens, \
+             cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens, \
+             cost_usd = u.cost_usd + EXCLUDED.cost_usd, \
+             costed_calls = u.costed_calls + EXCLUDED.costed_calls"
+        )
+    };
+}
+
 impl PgWriter<'_> {
     /// Records a step's calls and adds them to the aggregate (at commit), on `u.day`, else the
     /// server's UTC day.
@@ -97,18 +113,15 @@ impl PgWriter<'_> {
             }
             self.s()?
                 .execute(
-                    "INSERT INTO uwf_usage AS u (thread, day, role, model, workflow, calls,
-                         input_tokens, output_tokens, cached_input_tokens, cost_usd, costed_calls)
-                     SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[],
-                         $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
-                         $10::float8[], $11::int8[])
-                     ON CONFLICT (thread, day, role, model) DO UPDATE SET
-                         calls = u.calls + EXCLUDED.calls,
-                         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
-                         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
-                         cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens,
-                         cost_usd = u.cost_usd + EXCLUDED.cost_usd,
-                         costed_calls = u.costed_calls + EXCLUDED.costed_calls",
+                    added!(
+                        "INSERT INTO uwf_usage AS u (thread, day, role, model, workflow, calls,
+                             input_tokens, output_tokens, cached_input_tokens, cost_usd,
+                             costed_calls)
+                         SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[],
+                             $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
+                             $10::float8[], $11::int8[])
+                         ON CONFLICT (thread, day, role, model)"
+                    ),
                     &[
                         &thread,
                         &cols.day,
@@ -134,17 +147,13 @@ impl PgWriter<'_> {
             }
             self.s()?
                 .execute(
-                    "INSERT INTO uwf_usage_days AS u (name, day, calls, input_tokens,
-                         output_tokens, cached_input_tokens, cost_usd, costed_calls)
-                     SELECT * FROM unnest($1::text[], $2::int4[], $3::int8[], $4::int8[],
-                         $5::int8[], $6::int8[], $7::float8[], $8::int8[])
-                     ON CONFLICT (name, day) DO UPDATE SET
-                         calls = u.calls + EXCLUDED.calls,
-                         input_tokens = u.input_tokens + EXCLUDED.input_tokens,
-                         output_tokens = u.output_tokens + EXCLUDED.output_tokens,
-                         cached_input_tokens = u.cached_input_tokens + EXCLUDED.cached_input_tokens,
-                         cost_usd = u.cost_usd + EXCLUDED.cost_usd,
-                         costed_calls = u.costed_calls + EXCLUDED.costed_calls",
+                    added!(
+                        "INSERT INTO uwf_usage_days AS u (name, day, calls, input_tokens,
+                             output_tokens, cached_input_tokens, cost_usd, costed_calls)
+                         SELECT * FROM unnest($1::text[], $2::int4[], $3::int8[], $4::int8[],
+                             $5::int8[], $6::int8[], $7::float8[], $8::int8[])
+                         ON CONFLICT (name, day)"
+                    ),
                     &[
                         &name,
                         &cols.day,
