@@ -391,6 +391,13 @@ fn the_claude_code_preset_keeps_session_usage_and_cost() {
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // Its usage is counted as one call: input 10 + cache read 2 + cache creation 1, and the
+    // CLI's own total cost.
+    let u = json(&env.ok(&["usage", "--by", "model"]));
+    assert_eq!(
+        u.to_json(),
+        r#"{"calls":1,"inputTokens":13,"outputTokens":5,"cachedInputTokens":2,"costUsd":0.0125,"by":[{"model":"claude-code","calls":1,"inputTokens":13,"outputTokens":5,"cachedInputTokens":2,"costUsd":0.0125}]}"#
+    );
     let head = env.head(&t);
     let node = payload(&env, &head);
     assert_eq!(node.get("agent"), Some(&Value::str("uwf-claude-code")));

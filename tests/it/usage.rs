@@ -4,7 +4,6 @@
 
 use crate::common::{TestEnv, example, json, on_postgres, p};
 use crate::fake_api::{Answer, FakeApi};
-use crate::models::{fake_clis, run_with};
 use std::sync::Arc;
 use std::time::Duration;
 use uwf::cas::Value;
@@ -194,35 +193,6 @@ fn no_price_gives_a_null_cost_and_a_reported_cost_wins_over_a_price() {
     env.ok(&["thread", "step", &t, "--count", "5"]);
     let u = json(&env.ok(&["usage"]));
     assert!((num(&u, "costUsd") - 1.25).abs() < 1e-12, "{}", u.to_json());
-}
-
-#[test]
-fn a_coding_agent_clis_reported_usage_and_cost_are_counted() {
-    let api = debater(None);
-    let env = env_for(&api, "");
-    let bin = fake_clis(&env, "normal");
-    let t = env.start(&p(&example("debate.yaml")), PROMPT);
-    let r = run_with(
-        &env,
-        &bin,
-        &[
-            "thread",
-            "step",
-            &t,
-            "--agent",
-            "uwf agent command --preset claude-code",
-        ],
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let u = json(&env.ok(&["usage", "--by", "model"]));
-    // input 10 + cache read 2 + cache creation 1; the CLI's own total cost.
-    assert_eq!(num(&u, "calls"), 1.0);
-    assert_eq!(num(&u, "inputTokens"), 13.0);
-    assert_eq!(num(&u, "outputTokens"), 5.0);
-    assert_eq!(num(&u, "cachedInputTokens"), 2.0);
-    assert_eq!(num(&u, "costUsd"), 0.0125);
-    assert_eq!(groups(&u, "model")[0].0, "claude-code");
-    assert_eq!(api.requests(), 0);
 }
 
 #[test]
