@@ -281,7 +281,7 @@ fn a_step_without_an_agent_points_at_setup() {
 
 /// A directory with fake `hermes` and `claude` programs that behave as `mode` says, logging
 /// their arguments to `calls.log` beside them.
-pub(crate) fn fake_clis(env: &TestEnv, mode: &str) -> std::path::PathBuf {
+fn fake_clis(env: &TestEnv, mode: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let bin = env.root().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -318,7 +318,7 @@ printf '%s\n' '{{"type":"result","subtype":"success","is_error":false,"duration_
     bin
 }
 
-pub(crate) fn run_with(env: &TestEnv, bin: &std::path::Path, args: &[&str]) -> Run {
+fn run_with(env: &TestEnv, bin: &std::path::Path, args: &[&str]) -> Run {
     let path = format!(
         "{}:{}",
         bin.display(),
