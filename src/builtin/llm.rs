@@ -36,6 +36,19 @@ impl LlmAgent {
     }
 }
 
+/// The detail's `usage`: the replies' tokens added up.
+fn usage_field(usage: &Usage) -> Value {
+    let mut u = Map::new();
+    for (k, n) in [
+        ("promptTokens", usage.prompt_tokens),
+        ("completionTokens", usage.completion_tokens),
+        ("totalTokens", usage.total_tokens),
+    ] {
+        u.insert(k.into(), Value::Number(n as f64));
+    }
+    Value::Object(u)
+}
+
 impl Agent for LlmAgent {
     fn name(&self) -> String {
         "uwf-llm".into()
@@ -117,20 +130,7 @@ impl Agent for LlmAgent {
             Value::Number(clock.elapsed().as_millis() as f64),
         );
         fields.insert("turnCount".into(), Value::Number(replies.len() as f64));
-        let mut u = Map::new();
-        u.insert(
-            "promptTokens".into(),
-            Value::Number(usage.prompt_tokens as f64),
-        );
-        u.insert(
-            "completionTokens".into(),
-            Value::Number(usage.completion_tokens as f64),
-        );
-        u.insert(
-            "totalTokens".into(),
-            Value::Number(usage.total_tokens as f64),
-        );
-        fields.insert("usage".into(), Value::Object(u));
+        fields.insert("usage".into(), usage_field(&usage));
         let turns: Vec<(&str, &str)> = replies.iter().map(|r| ("assistant", r.as_str())).collect();
         let detail = store_detail(turn.store, DetailKind::Llm, fields, &turns, (turn.now)())
             .map_err(thread::ThreadError::from)?;

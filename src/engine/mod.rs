@@ -138,6 +138,14 @@ struct Attempt {
     agent_ran: Option<(u64, u64)>,
 }
 
+impl Attempt {
+    /// The moderator chose `role` of workflow `workflow`.
+    fn chose(&mut self, workflow: &str, role: &str) {
+        self.workflow = workflow.to_string();
+        self.role = role.to_string();
+    }
+}
+
 fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
@@ -148,11 +156,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
     )?;
     let mut m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
-    {
-        let mut a = attempt.borrow_mut();
-        a.workflow.clone_from(&m.wf.name);
-        a.role.clone_from(&decision.role);
-    }
+    attempt.borrow_mut().chose(&m.wf.name, &decision.role);
     tracing::info!(
         tag = "JN8SQVEH",
         thread = %opts.thread,

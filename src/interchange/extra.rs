@@ -321,27 +321,7 @@ impl Extra {
             }
             "usage" => Extra::Usage {
                 step: text("step")?,
-                calls: StepCalls {
-                    thread: text("thread")?,
-                    workflow: match v.get("workflow") {
-                        None | Some(Value::Null) => None,
-                        Some(_) => Some(
-                            NodeId::parse(&text("workflow")?)
-                                .map_err(|_| "\"workflow\" is not a node id".to_string())?,
-                        ),
-                    },
-                    workflow_name: text("workflowName")?,
-                    role: text("role")?,
-                    day: crate::time::parse_time(&text("day")?, 0)
-                        .and_then(|ms| u32::try_from(ms / DAY_MS).ok())
-                        .ok_or("\"day\" is not a date")?,
-                    calls: match v.get("calls") {
-                        Some(Value::Array(a)) => {
-                            a.iter().map(model_call).collect::<Result<_, _>>()?
-                        }
-                        _ => return Err("\"calls\" is not an array".into()),
-                    },
-                },
+                calls: step_calls(&v, &text)?,
             },
             other => return Err(format!("kind \"{other}\" is not known to this uwf")),
         })
@@ -385,6 +365,32 @@ fn usage_line(s: &mut String, step: &str, c: &StepCalls) {
         s.push('}');
     }
     s.push(']');
+}
+
+/// The calls of a `usage` line, with whose they are and their day.
+fn step_calls(
+    v: &Value,
+    text: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<StepCalls, String> {
+    Ok(StepCalls {
+        thread: text("thread")?,
+        workflow: match v.get("workflow") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(
+                NodeId::parse(&text("workflow")?)
+                    .map_err(|_| "\"workflow\" is not a node id".to_string())?,
+            ),
+        },
+        workflow_name: text("workflowName")?,
+        role: text("role")?,
+        day: crate::time::parse_time(&text("day")?, 0)
+            .and_then(|ms| u32::try_from(ms / DAY_MS).ok())
+            .ok_or("\"day\" is not a date")?,
+        calls: match v.get("calls") {
+            Some(Value::Array(a)) => a.iter().map(model_call).collect::<Result<_, _>>()?,
+            _ => return Err("\"calls\" is not an array".into()),
+        },
+    })
 }
 
 /// One call of a `usage` line.

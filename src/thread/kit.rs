@@ -202,15 +202,16 @@ pub(crate) fn submit_moderated(
     Ok(submit_with(store, &c, input, false)?.expect("not deferred"))
 }
 
-/// Writes the nodes of a submission; `None`, with nothing written, when the fast path fails
-/// and `defer` asks to leave the second layer to the caller.
-fn submit_with(
+/// The role's output from the raw output: the frontmatter fast path (checked with the
+/// validator `prepare` would use: `true`), else the second layer (`false`); `None` when the
+/// fast path fails and `defer` leaves the second layer to the caller. A failure of both keeps
+/// the raw output as a text node that the error names.
+fn role_output(
     store: &Store,
     c: &Ctx<'_>,
     input: &SubmitInput<'_>,
     defer: bool,
-) -> Result<Option<NodeId>> {
-    let text = TEXT;
+) -> Result<Option<(Value, bool)>> {
     // The store compiles a schema's validator once per process.
     let info = store.type_info(c.role.schema)?;
     let schema_id = c.role.schema.to_wire();
@@ -236,7 +237,7 @@ fn submit_with(
             match second {
                 Some(Ok(v)) => (v, false),
                 failed => {
-                    let raw = store.prepare(text, &Value::str(input.raw), false)?;
+                    let raw = store.prepare(TEXT, &Value::str(input.raw), false)?;
                     let id = raw.id;
                     store.put(&[raw], input.now_ms)?;
                     let message = match failed {
@@ -251,6 +252,21 @@ fn submit_with(
                 }
             }
         }
+    };
+    Ok(Some((out, checked)))
+}
+
+/// Writes the nodes of a submission; `None`, with nothing written, when the fast path fails
+/// and `defer` asks to leave the second layer to the caller.
+fn submit_with(
+    store: &Store,
+    c: &Ctx<'_>,
+    input: &SubmitInput<'_>,
+    defer: bool,
+) -> Result<Option<NodeId>> {
+    let text = TEXT;
+    let Some((out, checked)) = role_output(store, c, input, defer)? else {
+        return Ok(None);
     };
     let output = store.prepare(c.role.schema, &out, !checked)?;
     let mut nodes = vec![output];
@@ -293,7 +309,6 @@ fn submit_with(
     let id = step.id;
     nodes.extend(input.detail_nodes.iter().cloned());
     nodes.push(step);
-    let now = input.now_ms;
     let mut calls = input.usage.to_vec();
     if !checked && let Some(f) = input.fallback {
         calls.extend(f.calls());
@@ -307,6 +322,18 @@ fn submit_with(
         role: input.role.to_string(),
         calls,
     });
+    write_step(store, nodes, id, usage, input.now_ms)?;
+    Ok(Some(id))
+}
+
+/// Writes a step's nodes and its calls in one (grouped) transaction.
+fn write_step(
+    store: &Store,
+    nodes: Vec<crate::store::Prepared>,
+    id: NodeId,
+    usage: Option<StepCallsOwned>,
+    now: u64,
+) -> Result<()> {
     store.write_grouped(move |w| {
         w.put(&nodes, now)?;
         match &usage {
@@ -325,7 +352,7 @@ fn submit_with(
             None => Ok(()),
         }
     })?;
-    Ok(Some(id))
+    Ok(())
 }
 
 /// A step's calls carried into its write.
