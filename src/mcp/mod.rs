@@ -1,4 +1,5 @@
-//! `uwf mcp`: a Model Context Protocol server over stdio, on the official Rust SDK (`rmcp`).
+//! `uwf mcp`: a Model Context Protocol server over stdio (or, with `--http`, Streamable HTTP on
+//! loopback with a bearer token), on the official Rust SDK (`rmcp`).
 //!
 //! Each tool runs the command of the CLI it names (this binary, with the server's environment:
 //! `UWF_HOME`, `UWF_STORE`, …) and answers with its output: JSON objects as they are, lists
@@ -6,11 +7,14 @@
 //! error carrying its one-line message and `hint:` lines. Resources: a thread as markdown
 //! (`uwf://thread/{id}`) and a workflow as YAML (`uwf://workflow/{name}`).
 //!
+//! Over HTTP (`http`), every request carries the random bearer token printed at start.
+//!
 //! A tool that runs a step never runs an arbitrary command a client names: `agent` may name an
 //! agent of `config.yaml` or a built-in `uwf agent …` command; any other command only when the
 //! server was started with `--allow-commands`.
 
 mod config;
+mod http;
 mod tools;
 
 pub(crate) use config::{ConfigArgs, config};
@@ -26,6 +30,11 @@ pub(crate) struct McpArgs {
     /// config.yaml and the built-in `uwf agent …` commands).
     #[arg(long)]
     allow_commands: bool,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (a loopback address only;
+    /// default 127.0.0.1 with a free port), every request with the bearer token printed at
+    /// start.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    http: Option<String>,
     #[command(subcommand)]
     command: Option<McpCommand>,
 }
@@ -48,10 +57,14 @@ pub(crate) fn run(a: McpArgs, root: PathBuf) -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let server = tools::Uwf::new(exe, root, a.allow_commands);
+    let addr = a.http.as_deref().map(http::loopback).transpose()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    if let Some(addr) = addr {
+        return rt.block_on(http::serve(server, addr));
+    }
     rt.block_on(async move {
         let service = server
             .serve(rmcp::transport::stdio())

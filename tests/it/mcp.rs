@@ -187,3 +187,106 @@ fn an_agent_that_speaks_only_mcp_completes_its_role() {
         r#"{"$status":"conceded","argument":"against via mcp"}"#
     );
 }
+
+/// `node_modules` holding the MCP TypeScript SDK: `UWF_MCP_NODE_MODULES`; `None` (the test
+/// says so and passes) without it, or without `node`, unless `CI` is set.
+fn node_modules() -> Option<PathBuf> {
+    let found = std::env::var_os("UWF_MCP_NODE_MODULES")
+        .map(PathBuf::from)
+        .filter(|p| p.join("@modelcontextprotocol/sdk").is_dir())
+        .filter(|_| {
+            std::process::Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        });
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "node or the MCP TypeScript SDK is missing: .ci/run installs it and sets UWF_MCP_NODE_MODULES"
+        );
+        eprintln!(
+            "skipped: no MCP TypeScript SDK (npm install @modelcontextprotocol/sdk, then set UWF_MCP_NODE_MODULES)"
+        );
+    }
+    found
+}
+
+/// A `uwf mcp --http` process, killed when dropped.
+struct HttpServer(std::process::Child);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_typescript_sdk_calls_uwf_mcp_over_http_with_the_token_and_is_refused_without() {
+    let Some(modules) = node_modules() else {
+        return;
+    };
+    let env = TestEnv::new();
+    let mut child = env
+        .std_cmd()
+        .args(["mcp", "--http"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stderr.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let _server = HttpServer(child);
+    // `uwf mcp: serving Streamable HTTP at http://127.0.0.1:PORT/mcp; token T (…)`
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .unwrap()
+        .trim_end_matches(';')
+        .to_string();
+    let token = line
+        .split_whitespace()
+        .skip_while(|w| *w != "token")
+        .nth(1)
+        .unwrap()
+        .to_string();
+    assert_eq!(token.len(), 40, "{line}");
+    let client =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp/http_client.cjs");
+    let run = std::process::Command::new("node")
+        .arg(client)
+        .args([&url, &token])
+        .arg(example("debate.yaml"))
+        .env("NODE_PATH", &modules)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let seen = json(String::from_utf8_lossy(&run.stdout).trim());
+    let refused = seen.get("withoutToken").and_then(Value::as_str).unwrap();
+    assert!(refused.contains("a bearer token is required"), "{refused}");
+    assert_eq!(strs(&seen, "tools").len(), 17);
+    assert_eq!(
+        seen.get("startSchema")
+            .unwrap()
+            .get("required")
+            .unwrap()
+            .to_json(),
+        r#"["workflow","prompt"]"#
+    );
+    assert_eq!(
+        seen.get("workflows").unwrap().to_json(),
+        format!(r#"{{"items":{}}}"#, env.ok(&["workflow", "list"]).trim())
+    );
+    // Only loopback addresses.
+    let r = env.run(&["mcp", "--http", "0.0.0.0:0"]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("loopback address only"), "{}", r.stderr);
+}
