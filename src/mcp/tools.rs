@@ -4,11 +4,12 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
-    ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig,
+    PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, RequestMetaObject, ResourceContents,
+    ResourceTemplate, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_handler, tool_router};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -170,19 +171,30 @@ impl Uwf {
         args: Vec<String>,
         stdin: Option<String>,
     ) -> Result<CallToolResult, ErrorData> {
-        let r = self.uwf(args, stdin).await?;
-        if !r.ok {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(
-                r.stderr.trim_end().to_string(),
-            )]));
+        Ok(answer_of(&self.uwf(args, stdin).await?))
+    }
+
+    /// [`Uwf::uwf`] for step `i`, telling `progress` every 5 s that it still runs.
+    async fn uwf_watched(
+        &self,
+        args: Vec<String>,
+        progress: &Progress,
+        i: u32,
+    ) -> Result<Ran, ErrorData> {
+        let run = self.uwf(args, None);
+        tokio::pin!(run);
+        let began = std::time::Instant::now();
+        loop {
+            tokio::select! {
+                r = &mut run => return r,
+                () = tokio::time::sleep(std::time::Duration::from_secs(5)) => {
+                    let secs = began.elapsed().as_secs();
+                    progress
+                        .say(f64::from(i), format!("step {} running for {secs} s", i + 1))
+                        .await;
+                }
+            }
         }
-        let v = match serde_json::from_str::<Value>(r.stdout.trim()) {
-            Ok(Value::Array(items)) => json!({ "items": items }),
-            Ok(v @ Value::Object(_)) => v,
-            Ok(other) => json!({ "value": other }),
-            Err(_) => json!({ "text": r.stdout }),
-        };
-        Ok(CallToolResult::structured(v))
     }
 
     /// Whether `agent` may run from a client: a configured agent's name, a built-in
@@ -199,6 +211,42 @@ impl Uwf {
             .ok()
             .is_some_and(|c| c.agent_names().iter().any(|n| n == agent))
     }
+}
+
+/// Where a tool's progress goes: the client's token, if it asked for progress.
+struct Progress {
+    token: Option<ProgressToken>,
+    peer: Peer<RoleServer>,
+    total: u32,
+}
+
+impl Progress {
+    async fn say(&self, done: f64, message: String) {
+        if let Some(t) = &self.token {
+            let _ = self
+                .peer
+                .notify_progress(
+                    ProgressNotificationParam::new(t.clone(), done)
+                        .with_total(f64::from(self.total))
+                        .with_message(message),
+                )
+                .await;
+        }
+    }
+}
+
+/// A command's output as a tool's answer: its JSON (a list as `{"items": …}`), or its error.
+fn answer_of(r: &Ran) -> CallToolResult {
+    if !r.ok {
+        return CallToolResult::error(vec![ContentBlock::text(r.stderr.trim_end().to_string())]);
+    }
+    let v = match serde_json::from_str::<Value>(r.stdout.trim()) {
+        Ok(Value::Array(items)) => json!({ "items": items }),
+        Ok(v @ Value::Object(_)) => v,
+        Ok(other) => json!({ "value": other }),
+        Err(_) => json!({ "text": r.stdout }),
+    };
+    CallToolResult::structured(v)
 }
 
 fn args(a: &[&str]) -> Vec<String> {
@@ -277,9 +325,16 @@ impl Uwf {
         self.answer(a, None).await
     }
 
-    /// Runs the next steps of a thread with its agent (`count`, default 1).
+    /// Runs the next step of a thread with its agent; with `count`, up to that many, one at a
+    /// time (`{"items": […]}`, a state a step, as `thread step --count` prints them). A client
+    /// that asks for progress hears of each step as it ends, and every 5 s of a long one.
     #[tool]
-    async fn thread_step(&self, p: Parameters<StepArg>) -> Result<CallToolResult, ErrorData> {
+    async fn thread_step(
+        &self,
+        p: Parameters<StepArg>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
         let mut a = args(&["thread", "step", &p.0.thread]);
         if let Some(agent) = p.0.agent {
             if !self.allowed_agent(&agent) {
@@ -289,10 +344,30 @@ impl Uwf {
             }
             a.extend(["--agent".into(), agent]);
         }
-        if let Some(n) = p.0.count {
-            a.extend(["--count".into(), n.to_string()]);
+        let progress = Progress {
+            token: meta.get_progress_token(),
+            peer,
+            total: p.0.count.unwrap_or(1),
+        };
+        let Some(count) = p.0.count else {
+            return Ok(answer_of(&self.uwf_watched(a, &progress, 0).await?));
+        };
+        let mut items = Vec::new();
+        for i in 0..count {
+            let r = self.uwf_watched(a.clone(), &progress, i).await?;
+            if !r.ok {
+                return Ok(answer_of(&r));
+            }
+            let state: Value = serde_json::from_str(r.stdout.trim()).unwrap_or(Value::Null);
+            let done = state.get("done") == Some(&Value::Bool(true));
+            let said = format!("step {} of {count} done", i + 1);
+            progress.say(f64::from(i + 1), said).await;
+            items.push(state);
+            if done {
+                break;
+            }
         }
-        self.answer(a, None).await
+        Ok(CallToolResult::structured(json!({ "items": items })))
     }
 
     /// A thread's state: status, head, the role that runs next.

@@ -115,6 +115,15 @@ fn the_python_sdk_runs_a_debate_through_uwf_mcp() {
             .unwrap()
             .contains("--allow-commands")
     );
+    // Several steps in one call: a state a step, to the end, and a progress note after each.
+    assert_eq!(
+        seen.get("many").unwrap().to_json(),
+        r#"["idle","idle","completed"]"#
+    );
+    assert_eq!(
+        seen.get("progress").unwrap().to_json(),
+        r#"[[1,10,"step 1 of 10 done"],[2,10,"step 2 of 10 done"],[3,10,"step 3 of 10 done"]]"#
+    );
     // A CLI error is the tool's error, with the CLI's one line.
     let missing = seen.get("missing").unwrap();
     assert_eq!(missing.get("isError"), Some(&Value::Bool(true)));
