@@ -195,6 +195,22 @@ fn report(name: &str, steps: usize, took: Duration) -> f64 {
     rate
 }
 
+/// A fresh root with `n` threads, then one `uwf run -j 256` of them with the scripted agent
+/// (`vars` added to its environment): the root, the run's output and how long it took.
+fn run_once(n: usize, vars: &[(&str, &str)]) -> (Home, String, Duration) {
+    let h = Home::new();
+    h.start(n, &[]);
+    let agent = h.scripted();
+    let t = Instant::now();
+    let out = uwf_with(
+        &h.home,
+        vars,
+        &["run", "--until-idle", "-j", "256", "--agent", &agent],
+    );
+    let took = t.elapsed();
+    (h, out, took)
+}
+
 fn in_process(c: &mut Criterion) {
     let n = threads();
     let mut g = c.benchmark_group("runner_scripted");
@@ -402,16 +418,7 @@ fn logging(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let h = Home::new();
-                    h.start(n, &[]);
-                    let agent = h.scripted();
-                    let t = Instant::now();
-                    uwf_with(
-                        &h.home,
-                        &vars,
-                        &["run", "--until-idle", "-j", "256", "--agent", &agent],
-                    );
-                    let took = t.elapsed();
+                    let (h, _, took) = run_once(n, &vars);
                     if label == "on" {
                         let logs = std::fs::read_dir(h.home.join("logs")).unwrap().count();
                         assert!(logs > 0, "no log written");
@@ -516,17 +523,8 @@ fn traces(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let h = Home::new();
-                    h.start(n, &[]);
-                    let agent = h.scripted();
                     let before = sink.seen.load(std::sync::atomic::Ordering::Relaxed);
-                    let t = Instant::now();
-                    uwf_with(
-                        &h.home,
-                        &vars,
-                        &["run", "--until-idle", "-j", "256", "--agent", &agent],
-                    );
-                    let took = t.elapsed();
+                    let (_h, _, took) = run_once(n, &vars);
                     let sent = sink.seen.load(std::sync::atomic::Ordering::Relaxed) - before;
                     assert_eq!(sent > 0, label == "on", "bytes received: {sent}");
                     report(&format!("uwf run, traces {label}"), n * STEPS, took);

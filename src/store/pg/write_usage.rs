@@ -2,7 +2,7 @@
 
 use super::{BUDGETS_BY_NAME, PgWriter, UsageDeltas};
 use crate::store::error::Result;
-use crate::store::pg::key;
+use crate::store::pg::{Param, key};
 use crate::store::records::enc;
 use crate::store::usage::{Budget, StepCalls, StepUsage, UsageTotals, by_model};
 
@@ -27,6 +27,18 @@ impl Cols {
         self.cached.push(n(t.cached_input_tokens));
         self.cost.push(t.cost_usd);
         self.costed.push(n(t.costed_calls));
+    }
+
+    /// The totals' parameters, after the key's.
+    fn totals(&self) -> [&dyn Param; 6] {
+        [
+            &self.calls,
+            &self.input,
+            &self.output,
+            &self.cached,
+            &self.cost,
+            &self.costed,
+        ]
     }
 }
 
@@ -122,19 +134,10 @@ impl PgWriter<'_> {
                              $10::float8[], $11::int8[])
                          ON CONFLICT (thread, day, role, model)"
                     ),
-                    &[
-                        &thread,
-                        &cols.day,
-                        &role,
-                        &model,
-                        &wf,
-                        &cols.calls,
-                        &cols.input,
-                        &cols.output,
-                        &cols.cached,
-                        &cols.cost,
-                        &cols.costed,
-                    ],
+                    &[&thread as &dyn Param, &cols.day, &role, &model, &wf]
+                        .into_iter()
+                        .chain(cols.totals())
+                        .collect::<Vec<_>>(),
                 )
                 .map_err(self.e())?;
         }
@@ -154,16 +157,10 @@ impl PgWriter<'_> {
                              $5::int8[], $6::int8[], $7::float8[], $8::int8[])
                          ON CONFLICT (name, day)"
                     ),
-                    &[
-                        &name,
-                        &cols.day,
-                        &cols.calls,
-                        &cols.input,
-                        &cols.output,
-                        &cols.cached,
-                        &cols.cost,
-                        &cols.costed,
-                    ],
+                    &[&name as &dyn Param, &cols.day]
+                        .into_iter()
+                        .chain(cols.totals())
+                        .collect::<Vec<_>>(),
                 )
                 .map_err(self.e())?;
         }
