@@ -31,6 +31,8 @@ pub(crate) fn config(a: &ConfigArgs, root: &Path) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let exe = exe.display().to_string();
     let mut env = serde_json::Map::new();
+    // A client starts the server from a directory of its own: the root as an absolute path.
+    let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
     env.insert("UWF_HOME".into(), json!(root.display().to_string()));
     if let Ok(s) = std::env::var("UWF_STORE")
         && !s.is_empty()

@@ -160,6 +160,26 @@ fn mcp_config_prints_each_clients_snippet_with_the_store() {
         "{claude}"
     );
     assert!(claude.contains(" mcp\n"), "{claude}");
+    // A relative UWF_HOME is given to the client as an absolute path.
+    let rel = env
+        .cmd()
+        .current_dir(env.root().parent().unwrap())
+        .env("UWF_HOME", env.root().file_name().unwrap())
+        .args(["mcp", "config"])
+        .output()
+        .unwrap();
+    let rel = json(&String::from_utf8_lossy(&rel.stdout));
+    assert_eq!(
+        rel.get("mcpServers")
+            .unwrap()
+            .get("uwf")
+            .unwrap()
+            .get("env")
+            .unwrap()
+            .get("UWF_HOME")
+            .and_then(Value::as_str),
+        Some(env.root().to_str().unwrap())
+    );
     let cursor = env.ok(&["mcp", "config", "--client", "cursor"]);
     assert!(cursor.contains(".cursor/mcp.json"), "{cursor}");
     let r = env.run(&["mcp", "config", "--client", "vim"]);
