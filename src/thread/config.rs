@@ -520,6 +520,36 @@ mod tests {
     }
 
     #[test]
+    fn a_models_price_prices_its_calls_and_a_bad_one_is_one_line() {
+        let c = Config::parse(
+            "providers:\n  o: {baseUrl: 'http://x/v1', apiKey: k}\nmodels:\n  a: {provider: o, name: m, price: {input: 2, output: 8, cachedInput: 0.5}}\n  b: {provider: o, name: m, price: {input: 2, output: 8}}\n  c: {provider: o, name: m, price: {input: -1, output: 8}}\n  d: {provider: o, name: m, price: {output: 8}}\n  e: {provider: o, name: m, price: cheap}\n  f: {provider: o, name: m}\n",
+            "t",
+        )
+        .unwrap();
+        let none = |_: &str| None;
+        let a = c.model("a", &none).unwrap().price.unwrap();
+        // 1,000 input tokens of which 400 cached, 100 output: (600×2 + 400×0.5 + 100×8) / 1e6.
+        assert!((a.cost(1_000, 100, 400) - 0.0022).abs() < 1e-12);
+        // No cached price: cached tokens cost the input price.
+        let b = c.model("b", &none).unwrap().price.unwrap();
+        assert!((b.cost(1_000, 100, 400) - 0.0028).abs() < 1e-12);
+        for (m, says) in [
+            ("c", "input must be a number of at least 0"),
+            ("d", "needs input and output"),
+            ("e", "must be a mapping"),
+        ] {
+            let e = c.model(m, &none).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("config.models.{m}.price")) && e.contains(says),
+                "{e}"
+            );
+            assert!(!e.contains('\n'), "{e}");
+        }
+        assert_eq!(c.model("f", &none).unwrap().price, None);
+        assert_eq!(c.unpriced_models(), ["f"]);
+    }
+
+    #[test]
     fn models_and_keys() {
         let c = Config::parse(
             "providers:\n  o: {baseUrl: 'http://x/v1', apiKey: '${K}-2'}\n  e: {baseUrl: 'http://y', apiKeyEnv: KE, timeoutSeconds: 2}\n  n: {baseUrl: 'http://z'}\nmodels:\n  default: {provider: o, name: m1}\n  cheap: {provider: e, name: m2}\n  bad: {provider: n, name: m3}\n  lost: {provider: q, name: m4}\ndefaultModel: cheap\nmodelOverrides: {extract: default}\n",
