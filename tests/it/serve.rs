@@ -571,8 +571,14 @@ fn writes_need_the_token_and_act_as_the_cli() {
     let out = value(&server.act(&format!("/api/threads/{new}/cancel"), ""));
     assert_eq!(out["cancelled"], true);
     assert_eq!(status(&env, &new), "cancelled");
-    // Reads on loopback stay open.
+    // Reads on loopback stay open; the pages have the actions.
     server.ok(&format!("/api/threads/{solve}"));
+    let page = server.ok(&format!("/threads/{solve}"));
+    for act in ["pause", "resume", "cancel", "step"] {
+        assert!(page.contains(&format!("data-act=\"{act}\"")), "{act}");
+    }
+    let page = server.ok("/workflows/solve-issue");
+    assert!(page.contains(r#"id="start-thread" data-workflow="solve-issue""#));
 }
 
 #[test]
@@ -825,6 +831,33 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         );
         std::fs::write(shots.join("thread.png"), c.screenshot().await.unwrap()).unwrap();
 
+        // Pause from the page (the token of the URL line): the status changes live, and the
+        // page says what the action did.
+        c.goto(&server.url(&format!("/threads/{solve}?token={}", server.token)))
+            .await
+            .unwrap();
+        wait_live().await;
+        wait_count("#actions button[data-act]", 4).await;
+        c.execute(
+            "document.querySelector(\"button[data-act='pause']\").click()",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while attr("#summary".into(), "data-status").await.as_deref() != Some("paused") {
+            assert!(Instant::now() < deadline, "the page did not show the pause");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let said = text("#action-result".into()).await.unwrap_or_default();
+        assert!(said.contains("status paused"), "{said}");
+        assert_eq!(status(&env, &solve), "paused");
+        std::fs::write(
+            shots.join("thread-actions.png"),
+            c.screenshot().await.unwrap(),
+        )
+        .unwrap();
+
         // The list follows too.
         c.goto(&server.url("/")).await.unwrap();
         wait_live().await;
@@ -849,7 +882,13 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         std::fs::write(shots.join("workflow.png"), c.screenshot().await.unwrap()).unwrap();
         c.close().await.unwrap();
     });
-    for f in ["threads.png", "thread.png", "workflows.png", "workflow.png"] {
+    for f in [
+        "threads.png",
+        "thread.png",
+        "thread-actions.png",
+        "workflows.png",
+        "workflow.png",
+    ] {
         let b = std::fs::read(shots.join(f)).unwrap();
         assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
     }
