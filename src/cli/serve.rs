@@ -43,7 +43,7 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
     };
     if !a.bind.is_loopback() {
         eprintln!(
-            "warning: listening on {}, reachable from other machines; the view has no authentication",
+            "warning: listening on {}, reachable from other machines; every request needs the token",
             a.bind
         );
     }
@@ -64,7 +64,8 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
             IpAddr::V6(ip) => format!("http://[{ip}]:{}/", local.port()),
             IpAddr::V4(ip) => format!("http://{ip}:{}/", local.port()),
         };
-        eprintln!("serving {} at {url}", env.root.display());
+        let token = crate::serve::token();
+        eprintln!("serving {} at {url}?token={token}", env.root.display());
         crate::serve::run(
             listener,
             crate::serve::Context {
@@ -72,9 +73,25 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
                 root: env.root.clone(),
                 cwd: env.cwd.clone(),
                 loopback: a.bind.is_loopback(),
+                token,
+                exe: std::env::current_exe()?,
+                env: child_env(env),
             },
         )
         .await
         .map_err(|e| CliError::of(crate::ErrorKind::Internal, format!("serve: {e}")))
     })
+}
+
+/// What the view's writes run with: the root, and the store this process was pointed at.
+fn child_env(env: &Env) -> Vec<(String, String)> {
+    let mut vars = vec![("UWF_HOME".to_string(), env.root.display().to_string())];
+    if env.store.is_some() {
+        let s = match env.server_url() {
+            Some(url) => url.to_string(),
+            None => env.db_path().display().to_string(),
+        };
+        vars.push(("UWF_STORE".to_string(), s));
+    }
+    vars
 }

@@ -13,6 +13,7 @@
 //! transaction or snapshot of its own); every read runs on the blocking pool inside
 //! `store::catching_damage`, so a damaged file gives an error answer, never a panic.
 
+mod act;
 mod page;
 mod spend;
 
@@ -27,7 +28,7 @@ use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +47,15 @@ pub(crate) struct Context {
     /// address or `localhost`, so a web page whose name resolves to 127.0.0.1 (DNS
     /// rebinding) cannot read the view.
     pub loopback: bool,
+    /// The per-process token: writes need it, and every request on a non-loopback address.
+    pub token: String,
+    /// This binary, run to act (`uwf thread pause` …).
+    pub exe: PathBuf,
+    /// The variables its runs get besides the server's own (`UWF_HOME`, `UWF_STORE`).
+    pub env: Vec<(String, String)>,
 }
+
+pub(crate) use act::token;
 
 /// The shared state of the handlers.
 struct App {
@@ -97,7 +106,16 @@ pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std:
         .route("/api/workflows/{name}/history", get(api_history))
         .route("/api/workflows/{name}/usage", get(api_workflow_usage))
         .route("/api/events", get(events))
+        .route("/api/threads/{id}/pause", post(act::pause))
+        .route("/api/threads/{id}/resume", post(act::resume))
+        .route("/api/threads/{id}/cancel", post(act::cancel))
+        .route("/api/threads/{id}/step", post(act::step))
+        .route("/api/workflows/{name}/threads", post(act::start))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            act::guard,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             local_host,

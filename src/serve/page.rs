@@ -60,12 +60,48 @@ fn layout(title: &str, section: Option<Section>, version: u64, main: &str) -> St
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{} · uwf</title><link rel="stylesheet" href="/assets/style.css"></head>
 <body data-version="{version}"><header><a class="brand" href="/">uwf</a><nav>{}{}</nav><span id="live" class="live" title="live updates">connecting</span></header>
+<p id="action-result" class="action-result" role="status" hidden></p>
 <main>{main}</main>
 <script src="/assets/app.js"></script></body></html>
 "#,
         esc(title),
         nav(Section::Threads, "/", "Threads"),
         nav(Section::Workflows, "/workflows", "Workflows"),
+    )
+}
+
+/// A thread's actions: buttons the script posts to `/api/threads/{id}/…` with the token.
+fn thread_actions(thread: &str) -> String {
+    let mut m = format!(
+        r#"<div class="actions" id="actions" data-thread="{}">"#,
+        esc(thread)
+    );
+    for (act, label, title) in [
+        ("pause", "Pause", "no step starts until it is resumed"),
+        ("resume", "Resume", "idle again, its failures forgotten"),
+        ("cancel", "Cancel", "archive the thread as cancelled"),
+        (
+            "step",
+            "Step once",
+            "run one step with the configured agent",
+        ),
+    ] {
+        let _ = write!(
+            m,
+            r#"<button type="button" data-act="{act}" title="{title}">{label}</button>"#
+        );
+    }
+    m.push_str("</div>\n");
+    m
+}
+
+/// A workflow's form to start a thread: the script posts it to
+/// `/api/workflows/{name}/threads` with the token.
+fn start_form(name: &str) -> String {
+    format!(
+        r#"<form class="start" id="start-thread" data-workflow="{}"><input id="start-prompt" name="prompt" placeholder="Prompt of a new thread" required><input id="start-cwd" name="cwd" placeholder="Working directory (optional)"><button type="submit">Start thread</button></form>
+"#,
+        esc(name)
     )
 }
 
@@ -213,6 +249,7 @@ pub(crate) fn thread(version: u64, v: &ThreadView<'_>) -> String {
         );
     }
     m.push_str("</dl>\n");
+    m.push_str(&thread_actions(t));
     if let Some(e) = &st.last_error {
         let _ = writeln!(
             m,
@@ -361,6 +398,7 @@ pub(crate) fn workflow(
         shown.timestamp.map(time).unwrap_or_else(|| "—".into()),
         esc(&wf.description),
     );
+    m.push_str(&start_form(name));
     let _ = write!(
         m,
         "\n<div class=\"cols\"><section class=\"panel\" id=\"graph\"><h2>Graph</h2>{}</section>\n<section class=\"panel\" id=\"roles\"><h2>Roles</h2><table><tbody>",

@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 struct Server {
     child: Child,
     port: u16,
+    /// The token of its URL line (`?token=`).
+    token: String,
 }
 
 impl Server {
@@ -39,11 +41,13 @@ impl Server {
         let line = rx
             .recv_timeout(Duration::from_secs(30))
             .expect("uwf serve prints its URL");
-        let port = line
+        let (port, token) = line
             .rsplit_once("http://127.0.0.1:")
-            .and_then(|(_, p)| p.trim_end_matches('/').parse().ok())
-            .unwrap_or_else(|| panic!("no URL in {line:?}"));
-        Server { child, port }
+            .and_then(|(_, rest)| rest.split_once("/?token="))
+            .and_then(|(p, t)| Some((p.parse().ok()?, t.to_string())))
+            .unwrap_or_else(|| panic!("no URL with a token in {line:?}"));
+        assert_eq!(token.len(), 40, "160 bits as hex: {line}");
+        Server { child, port, token }
     }
 
     fn url(&self, path: &str) -> String {
@@ -72,11 +76,19 @@ impl Drop for Server {
 
 /// A plain HTTP/1.1 GET over a fresh connection: the status and the (de-chunked) body.
 fn get(port: u16, path: &str) -> (u16, String) {
+    request(port, "GET", path, &[], "")
+}
+
+/// An HTTP/1.1 request over a fresh connection (`headers` as `Name: value` lines): the status
+/// and the (de-chunked) body.
+fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut raw = Vec::new();
@@ -481,6 +493,94 @@ fn browsing_never_writes_the_store() {
     );
 }
 
+impl Server {
+    /// `POST path` with `headers`: the status and the body.
+    fn post(&self, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+        request(self.port, "POST", path, headers, body)
+    }
+
+    /// `POST path` with the token from the page's own origin, expecting 200.
+    fn act(&self, path: &str, body: &str) -> String {
+        let token = format!("X-Uwf-Token: {}", self.token);
+        let origin = format!("Origin: http://127.0.0.1:{}", self.port);
+        let (status, out) = self.post(path, &[&token, &origin], body);
+        assert_eq!(status, 200, "POST {path}: {out}");
+        out
+    }
+}
+
+/// A JSON answer as a `serde_json::Value`.
+fn value(s: &str) -> serde_json::Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// A thread's status as `uwf thread show` says it.
+fn status(env: &TestEnv, thread: &str) -> String {
+    value(&cli(env, &["thread", "show", thread]))["status"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Writes need the token and the page's own origin; with both, pause, resume, cancel and a
+/// start answer the CLI's bytes and change what `thread show` says.
+#[test]
+fn writes_need_the_token_and_act_as_the_cli() {
+    let env = TestEnv::new();
+    let (_, solve) = setup(&env);
+    let server = Server::start(&env);
+    let pause = format!("/api/threads/{solve}/pause");
+    assert_eq!(status(&env, &solve), "idle");
+    let before = fingerprint(&env.db());
+    // No token, a wrong one, a foreign origin: refused, nothing written.
+    let (code, body) = server.post(&pause, &[], "");
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("X-Uwf-Token"), "{body}");
+    let (code, _) = server.post(&pause, &["X-Uwf-Token: 00"], "");
+    assert_eq!(code, 403);
+    let token = format!("X-Uwf-Token: {}", server.token);
+    let (code, body) = server.post(&pause, &[&token, "Origin: http://evil.example"], "");
+    assert_eq!(code, 403, "{body}");
+    assert_eq!(status(&env, &solve), "idle");
+    assert_eq!(fingerprint(&env.db()), before);
+    // Pause and resume answer what `thread show` prints afterwards.
+    let out = server.act(&pause, "");
+    assert_eq!(status(&env, &solve), "paused");
+    assert_eq!(out, cli(&env, &["thread", "show", &solve]));
+    // No Origin (a script, curl) with the token is let through.
+    let (code, out) = server.post(&format!("/api/threads/{solve}/resume"), &[&token], "");
+    assert_eq!(code, 200, "{out}");
+    assert_eq!(status(&env, &solve), "idle");
+    assert_eq!(out, cli(&env, &["thread", "show", &solve]));
+    // A start from the workflow's endpoint; an unknown workflow is a 404 with the error.
+    let root = env.root().display().to_string();
+    let body = serde_json::json!({ "prompt": "-- Fix the lexer", "cwd": root }).to_string();
+    let started = value(&server.act("/api/workflows/solve-issue/threads", &body));
+    let new = started["thread"].as_str().expect("a thread id").to_string();
+    assert_eq!(status(&env, &new), "idle");
+    let read = cli(&env, &["thread", "read", &new]);
+    assert!(read.contains("-- Fix the lexer"), "{read}");
+    let (code, body) = server.post(
+        "/api/workflows/nope/threads",
+        &[&token],
+        r#"{"prompt":"x"}"#,
+    );
+    assert_eq!(code, 404, "{body}");
+    assert!(body.contains("nope"), "{body}");
+    // Cancel: the thread is archived as cancelled.
+    let out = value(&server.act(&format!("/api/threads/{new}/cancel"), ""));
+    assert_eq!(out["cancelled"], true);
+    assert_eq!(status(&env, &new), "cancelled");
+    // Reads on loopback stay open; the pages have the actions.
+    server.ok(&format!("/api/threads/{solve}"));
+    let page = server.ok(&format!("/threads/{solve}"));
+    for act in ["pause", "resume", "cancel", "step"] {
+        assert!(page.contains(&format!("data-act=\"{act}\"")), "{act}");
+    }
+    let page = server.ok("/workflows/solve-issue");
+    assert!(page.contains(r#"id="start-thread" data-workflow="solve-issue""#));
+}
+
 #[test]
 fn no_store_or_a_damaged_one_is_a_one_line_error() {
     let env = TestEnv::new();
@@ -731,6 +831,33 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         );
         std::fs::write(shots.join("thread.png"), c.screenshot().await.unwrap()).unwrap();
 
+        // Pause from the page (the token of the URL line): the status changes live, and the
+        // page says what the action did.
+        c.goto(&server.url(&format!("/threads/{solve}?token={}", server.token)))
+            .await
+            .unwrap();
+        wait_live().await;
+        wait_count("#actions button[data-act]", 4).await;
+        c.execute(
+            "document.querySelector(\"button[data-act='pause']\").click()",
+            vec![],
+        )
+        .await
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while attr("#summary".into(), "data-status").await.as_deref() != Some("paused") {
+            assert!(Instant::now() < deadline, "the page did not show the pause");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let said = text("#action-result".into()).await.unwrap_or_default();
+        assert!(said.contains("status paused"), "{said}");
+        assert_eq!(status(&env, &solve), "paused");
+        std::fs::write(
+            shots.join("thread-actions.png"),
+            c.screenshot().await.unwrap(),
+        )
+        .unwrap();
+
         // The list follows too.
         c.goto(&server.url("/")).await.unwrap();
         wait_live().await;
@@ -755,7 +882,13 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         std::fs::write(shots.join("workflow.png"), c.screenshot().await.unwrap()).unwrap();
         c.close().await.unwrap();
     });
-    for f in ["threads.png", "thread.png", "workflows.png", "workflow.png"] {
+    for f in [
+        "threads.png",
+        "thread.png",
+        "thread-actions.png",
+        "workflows.png",
+        "workflow.png",
+    ] {
         let b = std::fs::read(shots.join(f)).unwrap();
         assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
     }
