@@ -1,4 +1,4 @@
-//! `uwf serve`: the read-only web view of the store (the server is `crate::serve`).
+//! `uwf serve`: the web view of the store, with its token (the server is `crate::serve`).
 
 use super::{CliError, CliResult, Env};
 use crate::store::Store;
@@ -16,8 +16,8 @@ pub(crate) struct ServeArgs {
     port: u16,
 }
 
-/// `uwf serve`: opens the store read-only, prints `serving <root> at <url>` on stderr and
-/// answers until the process is stopped.
+/// `uwf serve`: opens the store read-only, prints `serving <root> at <url>?token=<token>` on
+/// stderr and answers until the process is stopped.
 pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
     let db = env.db_path();
     // The view never creates a store (a read of any other command would).

@@ -7,7 +7,7 @@
 //! needs the process's token in `X-Uwf-Token` and an `Origin` that is absent or the page's
 //! own; on a non-loopback address every request but the static assets needs the token.
 
-use super::{Answer, Shared, error, json, read};
+use super::app::{Answer, Shared, error, json, read};
 use crate::query::error::CliError;
 use crate::thread;
 use axum::extract::{Path as UrlPath, Request, State};

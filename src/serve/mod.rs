@@ -1,4 +1,4 @@
-//! `uwf serve`: a read-only web view of the store on axum.
+//! `uwf serve`: a web view of the store on axum, read-only but for the writes of `act`.
 //!
 //! Pages (`/`, `/threads/{id}`, `/workflows`, `/workflows/{name}`) are HTML rendered here, with
 //! one embedded stylesheet and script; the JSON API under `/api/` answers with the bytes the
@@ -7,13 +7,15 @@
 //! `usage --workflow --by day`), built by the CLI's own functions. A thread's page shows what
 //! its model calls add up to, a workflow's its spend per UTC day as a chart (`spend`).
 //! `/api/events` is a server-sent event stream that says `change` whenever the store file
-//! changes; the pages' script then fetches the page again and swaps its `<main>`.
+//! changes; the pages' script then fetches the page again and swaps its `<main>`. The writes
+//! (`act`) run the CLI as a child process, behind the token the URL line names.
 //!
 //! Invariants: the store is opened read-only and only read (one handle; each read is a read
 //! transaction or snapshot of its own); every read runs on the blocking pool inside
 //! `store::catching_damage`, so a damaged file gives an error answer, never a panic.
 
 mod act;
+mod app;
 mod page;
 mod spend;
 
@@ -21,8 +23,11 @@ use crate::query::error::{CliError, CliResult};
 use crate::query::output::json_line;
 use crate::query::usage::{By, Selection, usage};
 use crate::query::{running, thread as answers, workflow as workflows};
-use crate::store::{self, Store};
+use crate::store::Store;
 use crate::thread::{self, ListFilter, ReadOptions, Status};
+pub(crate) use act::token;
+pub(crate) use app::Context;
+use app::{Answer, App, Shared, error, html, json, read};
 use axum::Router;
 use axum::extract::{Path as UrlPath, Query, State};
 use axum::http::{StatusCode, header};
@@ -33,38 +38,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// What the server reads: the store, its root (background-run markers) and the directory
-/// local workflow names resolve from.
-pub(crate) struct Context {
-    /// The store, opened read-only.
-    pub store: Store,
-    /// The storage root.
-    pub root: PathBuf,
-    /// The working directory (`.workflow/` names).
-    pub cwd: PathBuf,
-    /// Listening on a loopback address only: requests must name the host as a loopback
-    /// address or `localhost`, so a web page whose name resolves to 127.0.0.1 (DNS
-    /// rebinding) cannot read the view.
-    pub loopback: bool,
-    /// The per-process token: writes need it, and every request on a non-loopback address.
-    pub token: String,
-    /// This binary, run to act (`uwf thread pause` …).
-    pub exe: PathBuf,
-    /// The variables its runs get besides the server's own (`UWF_HOME`, `UWF_STORE`).
-    pub env: Vec<(String, String)>,
-}
-
-pub(crate) use act::token;
-
-/// The shared state of the handlers.
-struct App {
-    ctx: Context,
-    /// A number that grows each time the store file changes.
-    version: watch::Receiver<u64>,
-}
-
-type Shared = Arc<App>;
 
 /// The most log events a thread's page shows (the latest).
 const EVENTS_ON_PAGE: usize = 200;
@@ -189,72 +162,6 @@ async fn events(
         Some((Ok(e), (rx, false)))
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
-}
-
-/// Whether an error answers a page (HTML) or the API (JSON).
-#[derive(Clone, Copy)]
-enum Answer {
-    Page,
-    Api,
-}
-
-/// Runs `f` on the blocking pool, catching store damage, and turns an error into an answer.
-async fn read<F>(app: Shared, answer: Answer, f: F) -> Response
-where
-    F: FnOnce(&App) -> CliResult<Response> + Send + 'static,
-{
-    let r = tokio::task::spawn_blocking(move || {
-        let path = app.ctx.store.path().to_path_buf();
-        store::catching_damage(&path, || f(&app))
-    })
-    .await;
-    match r {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => error(&e, answer),
-        Err(e) => error(
-            &CliError::of(crate::ErrorKind::Internal, e.to_string()),
-            answer,
-        ),
-    }
-}
-
-/// The answer to a failed read: the CLI's JSON error object, or a page saying it.
-fn error(e: &CliError, answer: Answer) -> Response {
-    let status = match e.kind {
-        crate::ErrorKind::NotFound => StatusCode::NOT_FOUND,
-        _ if e.missing.is_some() => StatusCode::NOT_FOUND,
-        crate::ErrorKind::User | crate::ErrorKind::Usage => StatusCode::BAD_REQUEST,
-        crate::ErrorKind::Retry => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    match answer {
-        Answer::Api => (status, json(format!("{}\n", e.to_json()).into_bytes())).into_response(),
-        Answer::Page => (status, html(page::error(status, &e.message))).into_response(),
-    }
-}
-
-/// A JSON body, never cached.
-fn json(body: Vec<u8>) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "application/json"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-/// An HTML body, never cached.
-fn html(body: String) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (header::CACHE_CONTROL, "no-store"),
-        ],
-        body,
-    )
-        .into_response()
 }
 
 async fn not_found() -> Response {
@@ -503,13 +410,6 @@ async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>
         )))
     })
     .await
-}
-
-impl App {
-    /// The store version the page shows.
-    fn version(&self) -> u64 {
-        *self.version.borrow()
-    }
 }
 
 /// The registered name of each workflow id (the first name of an id registered twice).

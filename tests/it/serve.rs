@@ -24,9 +24,15 @@ impl Server {
     /// Starts the server in `env`'s root (also its working directory) and waits for the line
     /// naming its URL.
     fn start(env: &TestEnv) -> Server {
+        Server::start_with(env, &[])
+    }
+
+    /// `start` with more arguments of `uwf serve`.
+    fn start_with(env: &TestEnv, more: &[&str]) -> Server {
         let mut child = env
             .std_cmd()
             .args(["serve", "--port", "0"])
+            .args(more)
             .current_dir(env.root())
             .stderr(Stdio::piped())
             .spawn()
@@ -38,8 +44,9 @@ impl Server {
                 let _ = tx.send(line);
             }
         });
-        let line = rx
-            .recv_timeout(Duration::from_secs(30))
+        // A warning of a non-loopback address comes first.
+        let line = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(30)).ok())
+            .find(|l| l.starts_with("serving "))
             .expect("uwf serve prints its URL");
         let (port, token) = line
             .rsplit_once("http://127.0.0.1:")
@@ -579,6 +586,32 @@ fn writes_need_the_token_and_act_as_the_cli() {
     }
     let page = server.ok("/workflows/solve-issue");
     assert!(page.contains(r#"id="start-thread" data-workflow="solve-issue""#));
+}
+
+/// Off loopback every request but the assets needs the token (`?token=` or the header).
+#[test]
+fn off_loopback_reads_need_the_token() {
+    let env = TestEnv::new();
+    let (_, solve) = setup(&env);
+    let server = Server::start_with(&env, &["--bind", "0.0.0.0"]);
+    let (code, body) = server.get("/");
+    assert_eq!(code, 403, "{body}");
+    let (code, _) = server.get(&format!("/api/threads/{solve}"));
+    assert_eq!(code, 403);
+    let (code, _) = server.get("/?token=wrong");
+    assert_eq!(code, 403);
+    server.ok(&format!("/?token={}", server.token));
+    let token = format!("X-Uwf-Token: {}", server.token);
+    let (code, body) = request(
+        server.port,
+        "GET",
+        &format!("/api/threads/{solve}"),
+        &[&token],
+        "",
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body, cli(&env, &["thread", "show", &solve]));
+    server.ok("/assets/app.js");
 }
 
 #[test]
