@@ -163,8 +163,9 @@ enum Command {
     Run(run::RunArgs),
     /// The steps running now, across every process using the store.
     Ps,
-    /// A read-only web view of the store: threads with live states, steps, graphs,
-    /// workflows, and a JSON API under /api/ (on 127.0.0.1 unless --bind says otherwise).
+    /// A web view of the store: threads with live states, steps, graphs, workflows and usage,
+    /// with actions (pause, resume, cancel, step, start) behind the token it prints, and a JSON
+    /// API under /api/ (on 127.0.0.1 unless --bind says otherwise).
     Serve(serve::ServeArgs),
     /// Configure a provider, the default model and the default agent (asks on a terminal
     /// when no flag is given); writes config.yaml with mode 0600.
