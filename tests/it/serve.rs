@@ -5,7 +5,7 @@
 //! a thread's steps and graph, and a step appear without a reload (screenshots in
 //! `target/serve-screenshots/`).
 
-use crate::common::{TestEnv, example, fingerprint, json};
+use crate::common::{TestEnv, example, fingerprint, json, on_postgres};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -538,7 +538,8 @@ fn writes_need_the_token_and_act_as_the_cli() {
     let server = Server::start(&env);
     let pause = format!("/api/threads/{solve}/pause");
     assert_eq!(status(&env, &solve), "idle");
-    let before = fingerprint(&env.db());
+    // The file's bytes where the store is a file (on a server, what `thread show` says).
+    let before = (!on_postgres()).then(|| fingerprint(&env.db()));
     // No token, a wrong one, a foreign origin: refused, nothing written.
     let (code, body) = server.post(&pause, &[], "");
     assert_eq!(code, 403, "{body}");
@@ -549,7 +550,9 @@ fn writes_need_the_token_and_act_as_the_cli() {
     let (code, body) = server.post(&pause, &[&token, "Origin: http://evil.example"], "");
     assert_eq!(code, 403, "{body}");
     assert_eq!(status(&env, &solve), "idle");
-    assert_eq!(fingerprint(&env.db()), before);
+    if let Some(before) = before {
+        assert_eq!(fingerprint(&env.db()), before);
+    }
     // Pause and resume answer what `thread show` prints afterwards.
     let out = server.act(&pause, "");
     assert_eq!(status(&env, &solve), "paused");
