@@ -169,6 +169,14 @@ pub(super) async fn cancel(State(app): State<Shared>, UrlPath(id): UrlPath<Strin
 pub(super) async fn step(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     read(app, Answer::Api, move |app| {
         let t = thread::resolve_thread(Some(&app.ctx.store), &id)?;
+        // Only an active thread: a thread that is not stored, or has ended, is said so now.
+        let shown = thread::show(&app.ctx.store, &t)?;
+        if shown.done {
+            return Err(CliError::new(format!(
+                "thread {t} has ended ({}); there is no step to run",
+                shown.status.as_str()
+            )));
+        }
         let mut child = Command::new(&app.ctx.exe)
             .args(["thread", "step", "--", t.as_str()])
             .envs(app.ctx.env.iter().map(|(k, v)| (k, v)))

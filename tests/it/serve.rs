@@ -929,3 +929,54 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
     }
 }
+
+/// A step from the page's API runs in the background with the configured agent: the answer
+/// comes at once, the head moves soon after.
+#[test]
+fn a_step_from_the_api_runs_with_the_configured_agent() {
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let command = agent(&env, "solve-issue.script.yaml");
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!(
+            "agents:\n  scripted:\n    command: {}\n    args: {}\ndefaultAgent: scripted\n",
+            serde_json::Value::String(command.split_whitespace().next().unwrap().into()),
+            serde_json::Value::Array(
+                command
+                    .split_whitespace()
+                    .skip(1)
+                    .map(|a| serde_json::Value::String(a.into()))
+                    .collect()
+            )
+        ),
+    )
+    .unwrap();
+    let head = value(&cli(&env, &["thread", "show", &solve]))["head"].clone();
+    let server = Server::start(&env);
+    let out = value(&server.act(&format!("/api/threads/{solve}/step"), ""));
+    assert_eq!(out["thread"], serde_json::Value::String(solve.clone()));
+    assert_eq!(out["started"], serde_json::Value::Bool(true));
+    let until = Instant::now() + Duration::from_secs(30);
+    while value(&cli(&env, &["thread", "show", &solve]))["head"] == head {
+        assert!(Instant::now() < until, "the step did not run");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Not for a thread that does not exist.
+    let token = format!("X-Uwf-Token: {}", server.token);
+    let origin = format!("Origin: http://127.0.0.1:{}", server.port);
+    let (code, body) = server.post(
+        "/api/threads/01JNOSUCHTHREAD00000000000/step",
+        &[&token, &origin],
+        "",
+    );
+    assert_eq!(code, 404, "{body}");
+    // Nor for one that has ended.
+    let (code, body) = server.post(
+        &format!("/api/threads/{debate}/step"),
+        &[&token, &origin],
+        "",
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("has ended"), "{body}");
+}
