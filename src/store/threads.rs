@@ -174,10 +174,13 @@ impl Store {
     /// # Errors
     /// A store failure or a corrupt record.
     pub fn thread_usage(&self, thread: &str) -> Result<UsageTotals> {
+        // Summed where the rows are (on a server, by the server).
+        let q = UsageQuery {
+            thread: Some(thread),
+            ..UsageQuery::default()
+        };
         let mut t = UsageTotals::default();
-        for r in self.usage_rows(Some(thread))? {
-            t.add(&r.totals);
-        }
+        self.usage_sums(&q)?.iter().for_each(|(_, s)| t.add(s));
         Ok(t)
     }
 

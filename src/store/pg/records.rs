@@ -179,7 +179,6 @@ impl Pg {
             None => c.query(ALL, &[]),
         }
         .map_err(|e| self.err(&e))?;
-        let n = |r: &postgres::Row, i: usize| u64::try_from(r.get::<_, i64>(i)).unwrap_or(0);
         Ok(rows
             .iter()
             .map(|r| UsageRow {
@@ -188,14 +187,7 @@ impl Pg {
                 role: r.get(2),
                 model: r.get(3),
                 workflow: r.get::<_, Option<i64>>(4).map(unkey),
-                totals: UsageTotals {
-                    calls: n(r, 5),
-                    input_tokens: n(r, 6),
-                    output_tokens: n(r, 7),
-                    cached_input_tokens: n(r, 8),
-                    cost_usd: r.get(9),
-                    costed_calls: n(r, 10),
-                },
+                totals: day_totals(r, 5),
             })
             .collect())
     }
@@ -290,7 +282,7 @@ impl Pg {
     }
 }
 
-/// The totals of a `uwf_usage_days` row whose `calls` is column `at`, followed by
+/// The totals of a usage row (either aggregate, or a sum) whose `calls` is column `at`, followed by
 /// `input_tokens`, `output_tokens`, `cached_input_tokens`, `cost_usd` and `costed_calls`.
 fn day_totals(r: &postgres::Row, at: usize) -> UsageTotals {
     let n = |i: usize| u64::try_from(r.get::<_, i64>(at + i)).unwrap_or(0);
