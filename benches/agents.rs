@@ -150,6 +150,7 @@ fn extraction(c: &mut Criterion) {
                             started_ms: 1_767_225_600_000 + n,
                             now_ms: 1_767_225_600_000 + n,
                             usage: &[],
+                            hold: None,
                         },
                     )
                     .unwrap();

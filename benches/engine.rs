@@ -147,6 +147,7 @@ impl Bench {
                 started_ms: now,
                 now_ms: now,
                 usage: &[],
+                hold: None,
             },
         )
         .unwrap()

@@ -94,6 +94,7 @@ fn long_thread(dir: &Path) -> (PathBuf, String) {
                 started_ms: now,
                 now_ms: now,
                 usage: &[],
+                hold: None,
             },
         )
         .unwrap();

@@ -64,6 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             started_ms: started,
             now_ms: now(),
             usage: &[],
+            hold: None,
         },
     )?;
     // Move the head by compare-and-swap.

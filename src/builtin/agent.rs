@@ -212,6 +212,8 @@ pub struct Turn<'a> {
     pub env: &'a [(String, String)],
     /// The thread as the step that runs the agent has read it (at the head it leases).
     pub moderated: Option<&'a thread::chain::Moderated>,
+    /// Where the step's writes wait for its head move (see [`thread::SubmitInput::hold`]).
+    pub hold: Option<&'a thread::HeldStep>,
 }
 
 impl Turn<'_> {
@@ -239,6 +241,7 @@ impl Turn<'_> {
             started_ms,
             now_ms: (self.now)(),
             usage: reply.usage,
+            hold: self.hold,
         };
         let id = match self.moderated {
             Some(m) => thread::kit::submit_moderated(self.store, m, &input)?,

@@ -195,6 +195,7 @@ fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliRes
         models: &models,
         env: &vars,
         moderated: None,
+        hold: None,
     };
     let id = agent.run(&turn)?;
     write_stdout(format!("{id}\n").as_bytes())
@@ -257,6 +258,7 @@ fn submit(
             started_ms: started,
             now_ms: env.now_ms,
             usage: &[],
+            hold: None,
         },
     )?;
     write_stdout(format!("{id}\n").as_bytes())

@@ -294,6 +294,7 @@ fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
         started_ms: req.started_ms,
         now_ms: req.now_ms,
         usage: &[],
+        hold: None,
     };
     match thread::submit_unless_fallback(store, &input, req.has_fallback) {
         Ok(Some(id)) => Reply::Id(id.to_string()),

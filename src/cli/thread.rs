@@ -715,6 +715,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         self_exe: std::env::current_exe().ok(),
         interrupt: Some(&interrupt),
         sole_child: true,
+        memo: None,
     };
     let mut outs = Vec::new();
     let mut failure = None;

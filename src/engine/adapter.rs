@@ -25,6 +25,8 @@ pub(super) struct AgentCall<'a> {
     pub env: Vec<(String, String)>,
     /// The agent's time limit.
     pub timeout: Duration,
+    /// Where an agent run in process leaves the step's writes for the head move.
+    pub hold: &'a crate::thread::HeldStep,
 }
 
 /// How the engine runs an agent: in process, or as a program speaking one of the protocols.

@@ -4,27 +4,41 @@
 use crate::cas::{NodeId, Value};
 use crate::store::{Lease, Snapshot, Store};
 use crate::supervise::{Result, StepError};
-use crate::thread::chain::{Moderated, expand_output, load_moderated};
-use crate::thread::{Status, StepOutput, ThreadError, ThreadId};
+use crate::thread::chain::{Moderated, StepRecord, expand_output, load_moderated};
+use crate::thread::{Status, StepOutput, StepWrite, ThreadError, ThreadId};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata, StepView};
+
+/// Node `id`'s type, payload and timestamp: among the step's held writes, or stored.
+fn node_of(
+    snap: &Snapshot,
+    held: Option<&StepWrite>,
+    id: NodeId,
+) -> Result<Option<(NodeId, Value, u64)>> {
+    if let Some((n, now)) = held.and_then(|h| h.node(id)) {
+        let payload = crate::cas::cbor::decode(&n.payload_cbor)
+            .map_err(|_| crate::store::StoreError::Corrupt(id))
+            .map_err(ThreadError::from)?;
+        return Ok(Some((n.type_id, payload, now)));
+    }
+    Ok(match snap.get(id)? {
+        Some(n) => Some((n.type_id, n.payload()?, n.timestamp)),
+        None => None,
+    })
+}
 
 /// Checks that `id` is a StepNode of this thread continuing `head` as `role`.
 fn check_returned(
     snap: &Snapshot,
+    held: Option<&StepWrite>,
     id: NodeId,
-    start: NodeId,
-    head: NodeId,
+    (start, head): (NodeId, NodeId),
     role: &str,
-) -> Result<StepNode> {
-    let node = snap.get(id)?.ok_or(StepError::Missing { id })?;
-    if node.type_id != STEP_NODE {
-        return Err(StepError::NotStep {
-            id,
-            type_id: node.type_id,
-        });
+) -> Result<(StepNode, Value, u64)> {
+    let (type_id, p, timestamp) = node_of(snap, held, id)?.ok_or(StepError::Missing { id })?;
+    if type_id != STEP_NODE {
+        return Err(StepError::NotStep { id, type_id });
     }
-    let p = node.payload()?;
     let raw = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let step = match StepNode::from_value(&p) {
         Ok(s) if s.start == start => s,
@@ -52,11 +66,16 @@ fn check_returned(
             expected: role.to_string(),
         });
     }
-    Ok(step)
+    Ok((step, p, timestamp))
 }
 
 /// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
-/// when the moderator then says `$END`).
+/// when the moderator then says `$END`). Gives back the thread as the moderator sees it at the
+/// new head, unless it ended. `held`, the step's writes an agent in process left for it, go in
+/// the head move's transaction.
+// Long: the check, the moderator's next decision, the head move and the thread at its new head,
+// in the order a step ends.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conclude(
     store: &Store,
     thread: &ThreadId,
@@ -65,27 +84,46 @@ pub(super) fn conclude(
     id: NodeId,
     now_ms: u64,
     me: Option<&Lease>,
-) -> Result<StepOutput> {
+    held: Option<StepWrite>,
+) -> Result<(StepOutput, Option<Moderated>)> {
     let Moderated {
-        chain,
+        mut chain,
         wf_id,
         wf,
         mut history,
-        ..
+        partial,
     } = m;
     let head = chain.head();
     let snap = store.snapshot()?;
-    let step = check_returned(&snap, id, chain.start_id, head, role)?;
+    let checked = check_returned(&snap, held.as_ref(), id, (chain.start_id, head), role);
+    let (step, payload, timestamp) = match (checked, &held) {
+        (Ok(c), _) => c,
+        (Err(e), Some(h)) => {
+            // What the agent made is kept, as an agent program's nodes are.
+            drop(snap);
+            let h = h.clone();
+            store.write_grouped(move |w| h.write(w).map(|_| ()))?;
+            return Err(e);
+        }
+        (Err(e), None) => return Err(e),
+    };
+    let output = match step.output {
+        Some(o) => match node_of(&snap, held.as_ref(), o)? {
+            Some((_, v, _)) => v,
+            None => Value::Object(crate::cas::value::Map::new()),
+        },
+        None => expand_output(&snap, None)?,
+    };
     history.steps.push(StepView {
         role: role.to_string(),
-        output: expand_output(&snap, step.output)?,
+        output,
         detail: step.detail.map(NodeId::to_wire).unwrap_or_default(),
-        agent: step.agent,
+        agent: step.agent.clone(),
     });
     drop(snap);
     let next = workflow::next(&wf, &history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
-    commit(
+    let fresh = commit(
         store,
         &HeadMove {
             thread,
@@ -95,6 +133,8 @@ pub(super) fn conclude(
             done,
             now_ms,
             me,
+            write: held.as_ref(),
+            start: chain.start_id,
         },
     )?;
     tracing::info!(
@@ -106,7 +146,30 @@ pub(super) fn conclude(
         done,
         "head moved"
     );
-    Ok(StepOutput {
+    let current_role = next.ok().filter(|d| !d.is_end()).map(|d| d.role);
+    // The thread at its new head, unless the StepNode was stored before (its timestamp is
+    // then the earlier one).
+    let at_new_head = (!done && fresh).then(|| {
+        // A partial chain holds the last step only, as `load_moderated` reads one.
+        if partial {
+            chain.steps.clear();
+            history.steps.drain(..history.steps.len() - 1);
+        }
+        chain.steps.push(StepRecord {
+            id,
+            node: step,
+            payload,
+            timestamp,
+        });
+        Moderated {
+            chain,
+            wf_id,
+            wf,
+            history,
+            partial,
+        }
+    });
+    let output = StepOutput {
         workflow: wf_id.to_wire(),
         thread: thread.clone(),
         head: id.to_wire(),
@@ -115,12 +178,13 @@ pub(super) fn conclude(
         } else {
             Status::Idle
         },
-        current_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
+        current_role,
         done,
         last_error: None,
         running: None,
         paused_for: None,
-    })
+    };
+    Ok((output, at_new_head))
 }
 
 /// Moves the head of an active thread to `step`, a StepNode written for its next role (by
@@ -134,7 +198,7 @@ pub fn advance(store: &Store, thread: &ThreadId, step: NodeId, now_ms: u64) -> R
     let head = crate::thread::ops::active(store, thread)?.head;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
-    conclude(store, thread, m, &decision.role, step, now_ms, None)
+    conclude(store, thread, m, &decision.role, step, now_ms, None, None).map(|(o, _)| o)
 }
 
 /// What the compare-and-swap found.
@@ -157,6 +221,10 @@ pub(super) struct HeadMove<'a> {
     pub done: bool,
     pub now_ms: u64,
     pub me: Option<&'a Lease>,
+    /// The step's nodes and calls, written in the same transaction.
+    pub write: Option<&'a StepWrite>,
+    /// The thread's StartNode.
+    pub start: NodeId,
 }
 
 /// How often a head move the store's server failed for a passing reason (a lost connection, a
@@ -167,8 +235,9 @@ const COMMIT_TRIES: u32 = 6;
 /// Moves the head from `expected` to `new` by compare-and-swap, releases the lease and, when
 /// `done`, archives the thread — all in one transaction, tried again while the store's server
 /// fails for a passing reason. Before each new try it checks whether the failed one went
-/// through after all (a connection lost after the server committed).
-pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<()> {
+/// through after all (a connection lost after the server committed). Returns whether the
+/// StepNode of `m.write` was new to the store (`true` without one).
+pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let HeadMove {
         thread,
         expected,
@@ -202,13 +271,13 @@ pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             Err(_) => false,
         };
         if landed {
-            return Ok(());
+            return Ok(false);
         }
     }
 }
 
 /// One try of [`commit`].
-fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
+fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let HeadMove {
         thread,
         expected,
@@ -217,27 +286,41 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
         done,
         now_ms,
         me,
+        write,
+        start,
     } = *m;
     let me = me.cloned();
     let t = thread.clone();
+    let write = write.cloned();
     // Grouped: the head moves of a runner's threads share one durable commit.
-    let outcome = store.write_grouped(move |w| {
+    let (outcome, fresh) = store.write_grouped(move |w| {
         let thread = &t;
-        let Some(mut rec) = w.thread(thread)? else {
-            return Ok(Cas::Gone);
+        // What is stored stays so until the commit; then the thread (its lock and rows, with
+        // that hold, in one round trip on a server), then the step's nodes, stored whatever
+        // the compare-and-swap finds.
+        w.hold_nodes()?;
+        let rec = w.thread(thread)?;
+        let fresh = match &write {
+            Some(sw) => sw.write(w)?,
+            None => true,
+        };
+        let Some(mut rec) = rec else {
+            return Ok((Cas::Gone, fresh));
         };
         if rec.head != expected {
-            return Ok(Cas::Moved(rec.head));
+            return Ok((Cas::Moved(rec.head), fresh));
         }
         // A collection may have removed what the step adds (a node put before it began and
         // reached by no root then): the head never moves onto a missing node. What the old
         // head reaches is kept by every collection, so the walk stops at it and at the steps
         // and the start before it; so are schemas (every collection keeps them) and the
         // thread's workflow (its StartNode names it).
+        let put = write.as_ref().map_or(&[][..], StepWrite::nodes);
         if new != expected
-            && let Some(missing) = w.first_missing(
+            && let Some(missing) = w.first_missing_beyond(
                 new,
-                &[expected],
+                put,
+                &[expected, start],
                 &[
                     STEP_NODE,
                     START_NODE,
@@ -247,14 +330,14 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
                 ],
             )?
         {
-            return Ok(Cas::Missing(missing));
+            return Ok((Cas::Missing(missing), fresh));
         }
         if let Some(l) = w.lease(thread)? {
             match &me {
                 Some(me) if l.is_mine(me) => {
                     w.remove_lease(thread)?;
                 }
-                None if l.is_live() => return Ok(Cas::Busy(l.pid)),
+                None if l.is_live() => return Ok((Cas::Busy(l.pid), fresh)),
                 _ => {}
             }
         }
@@ -278,10 +361,10 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             rec.updated_ms = now_ms;
             w.set_thread(thread, &rec)?;
         }
-        Ok(Cas::Done)
+        Ok((Cas::Done, fresh))
     })?;
     match outcome {
-        Cas::Done => Ok(()),
+        Cas::Done => Ok(fresh),
         Cas::Busy(pid) => Err(StepError::Busy {
             thread: thread.to_string(),
             pid,

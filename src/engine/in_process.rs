@@ -30,6 +30,7 @@ impl Adapter for InProcess {
             models: opts.models,
             env: &opts.env,
             moderated: Some(call.moderated),
+            hold: Some(call.hold),
         };
         let started = std::time::Instant::now();
         let id = self.0.run(&turn);

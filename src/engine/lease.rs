@@ -3,7 +3,7 @@
 
 use super::StepError;
 use crate::cas::NodeId;
-use crate::store::{Lease, Phase, Store};
+use crate::store::{Lease, Phase, Store, ThreadState};
 use crate::thread::{ThreadError, ThreadId};
 
 /// Why a lease was not taken.
@@ -29,8 +29,8 @@ pub(crate) struct LeaseGuard<'s> {
 }
 
 impl<'s> LeaseGuard<'s> {
-    /// Takes the lease of the active thread `thread`; returns the guard and the head found in
-    /// the same transaction.
+    /// Takes the lease of the active thread `thread`; returns the guard, and the head and the
+    /// thread's state found in the same transaction.
     ///
     /// # Errors
     /// [`StepError::Busy`] while another live process holds it; [`ThreadError::NotActive`] or
@@ -39,7 +39,7 @@ impl<'s> LeaseGuard<'s> {
         store: &'s Store,
         thread: &ThreadId,
         me: Lease,
-    ) -> Result<(LeaseGuard<'s>, NodeId), StepError> {
+    ) -> Result<(LeaseGuard<'s>, NodeId, ThreadState), StepError> {
         let (t, lease) = (thread.clone(), me.clone());
         let found = store
             .write_grouped(move |w| {
@@ -60,17 +60,18 @@ impl<'s> LeaseGuard<'s> {
                         "took over the step lease of a process that is gone"
                     );
                 }
-                match w.thread_state(thread)?.phase {
+                let state = w.thread_state(thread)?;
+                match state.phase {
                     Phase::Queued => return Ok(Err(Held::Queued)),
                     Phase::Paused | Phase::PausedForBudget => return Ok(Err(Held::Paused)),
                     Phase::Ready => {}
                 }
                 w.set_lease(thread, me)?;
-                Ok(Ok(rec.head))
+                Ok(Ok((rec.head, state)))
             })
             .map_err(ThreadError::from)?;
         match found {
-            Ok(head) => Ok((
+            Ok((head, state)) => Ok((
                 LeaseGuard {
                     store,
                     thread: thread.clone(),
@@ -78,6 +79,7 @@ impl<'s> LeaseGuard<'s> {
                     armed: true,
                 },
                 head,
+                state,
             )),
             Err(Held::Busy(pid)) => Err(StepError::Busy {
                 thread: thread.to_string(),

@@ -18,6 +18,7 @@ mod adapter;
 mod commit;
 mod in_process;
 mod lease;
+mod memo;
 mod options;
 mod process;
 mod ts7a0c;
@@ -26,6 +27,7 @@ pub use crate::proc::{boot_id, start_ticks};
 pub use crate::supervise::{GUARD_ARG, StepError, guard_main};
 pub(crate) use crate::supervise::{Interrupt, adopt_orphans, guard_agents};
 pub use commit::advance;
+pub(crate) use memo::Memo;
 pub(crate) use options::{DEFAULT_TIMEOUT, StepOptions, StepResult};
 
 use crate::cas::NodeId;
@@ -149,12 +151,15 @@ impl Attempt {
 fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
-    let (mut guard, head) = LeaseGuard::acquire(
+    let (mut guard, head, state) = LeaseGuard::acquire(
         store,
         opts.thread,
         crate::store::Lease::of(opts.pid, (opts.now)()),
     )?;
-    let mut m = load_moderated(store, head)?;
+    let mut m = match opts.memo.and_then(|memo| memo.take(opts.thread, head)) {
+        Some(m) => m,
+        None => load_moderated(store, head)?,
+    };
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
     attempt.borrow_mut().chose(&m.wf.name, &decision.role);
     tracing::info!(
@@ -166,7 +171,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         decision.role
     );
     if !decision.is_end()
-        && let Some(rounds) = store.thread_state(opts.thread)?.max_rounds
+        && let Some(rounds) = state.max_rounds
         && {
             m.complete(store)?;
             m.history.steps.len() >= rounds as usize
@@ -208,6 +213,8 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 done: true,
                 now_ms: (opts.now)(),
                 me: Some(&me),
+                write: None,
+                start: m.chain.start_id,
             },
         )?;
         guard.disarm();
@@ -231,9 +238,10 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         tracing::warn!(tag = "9VXK2RBN", thread = %opts.thread, "{over}");
         return Err(over.into());
     }
-    let (id, notes) = run_agent(opts, &mut m, &decision, attempt)?;
+    let held = crate::thread::HeldStep::default();
+    let (id, notes) = run_agent(opts, &mut m, &decision, attempt, &held)?;
     let me = guard.lease().clone();
-    let output = conclude(
+    let (output, at_new_head) = conclude(
         store,
         opts.thread,
         m,
@@ -241,8 +249,12 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         id,
         (opts.now)(),
         Some(&me),
+        held.take(),
     )?;
     guard.disarm();
+    if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
+        memo.keep(opts.thread.clone(), m);
+    }
     Ok(StepResult { output, notes })
 }
 
@@ -253,6 +265,7 @@ fn run_agent(
     m: &mut Moderated,
     decision: &Decision,
     attempt: &std::cell::RefCell<Attempt>,
+    hold: &crate::thread::HeldStep,
 ) -> Result<(NodeId, Vec<String>)> {
     let agent = match &opts.agent {
         Some(a) => a.clone(),
@@ -291,6 +304,7 @@ fn run_agent(
         cwd: &cwd,
         env,
         timeout,
+        hold,
     };
     let from = (opts.now)();
     let ran = adapter.run(&call);

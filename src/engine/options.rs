@@ -42,6 +42,8 @@ pub(crate) struct StepOptions<'a> {
     pub interrupt: Option<&'a Interrupt>,
     /// The agent is this process's only child (see `Limits::sole_child`).
     pub sole_child: bool,
+    /// The chains of a runner's threads at the heads their last steps made.
+    pub memo: Option<&'a super::Memo>,
 }
 
 /// The result of one step, and notes for stderr.

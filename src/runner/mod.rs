@@ -219,6 +219,7 @@ pub fn run(
         let mut set = tokio::task::JoinSet::new();
         let mut last_scan: Option<Instant> = None;
         let mut stop_at: Option<Instant> = None;
+        let memo = Arc::new(engine::Memo::default());
         let mut looker = Looker {
             store: store.clone(),
             config: config.clone(),
@@ -275,13 +276,14 @@ pub fn run(
                     .and_then(|x| looker.retries.get(&x.workflow))
                     .copied()
                     .unwrap_or(max_retries);
-                let (store, config, models, opts, now, stop) = (
+                let (store, config, models, opts, now, stop, memo) = (
                     store.clone(),
                     config.clone(),
                     models.clone(),
                     opts.clone(),
                     now.clone(),
                     stop.clone(),
+                    memo.clone(),
                 );
                 set.spawn_blocking(move || {
                     let o = StepOptions {
@@ -300,6 +302,7 @@ pub fn run(
                         self_exe: opts.self_exe.clone(),
                         interrupt: Some(&stop.kill),
                         sole_child: false,
+                        memo: Some(&memo),
                     };
                     let result = engine::step(&o);
                     Done { thread: t, result }

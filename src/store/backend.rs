@@ -478,6 +478,11 @@ pub(crate) trait ReadTx {
 pub(crate) trait WriteTx {
     fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>>;
     fn has(&mut self, id: NodeId) -> Result<bool>;
+    /// From now until the transaction ends, a node present stays present: a collection's
+    /// removal waits (nothing to do where a write transaction excludes collections).
+    fn hold_nodes(&mut self) -> Result<()> {
+        Ok(())
+    }
     fn first_missing(
         &mut self,
         from: NodeId,

@@ -68,6 +68,49 @@ impl Writer<'_> {
         self.tx.first_missing(from, stop, stop_types)
     }
 
+    /// From now until the transaction ends, a node present stays present: a collection's
+    /// removal waits. A head move takes this before it puts or checks what it adds.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn hold_nodes(&mut self) -> Result<()> {
+        self.tx.hold_nodes()
+    }
+
+    /// [`Writer::first_missing`] for a head move onto nodes this transaction has put (`put`),
+    /// after [`Writer::hold_nodes`]: the walk goes through them in memory, and asks the
+    /// backend only when a reference leaves them for a node other than those of `kept`, which
+    /// every collection keeps (the old head and the thread's start).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn first_missing_beyond(
+        &mut self,
+        from: NodeId,
+        put: &[Prepared],
+        kept: &[NodeId],
+        stop_types: &[NodeId],
+    ) -> Result<Option<NodeId>> {
+        let by_id: std::collections::HashMap<NodeId, &Prepared> =
+            put.iter().map(|p| (p.id, p)).collect();
+        let mut seen = std::collections::HashSet::new();
+        let mut next = vec![from];
+        while let Some(id) = next.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            match by_id.get(&id) {
+                Some(p) if id == from || !stop_types.contains(&p.type_id) => {
+                    next.extend(p.refs.iter().copied());
+                }
+                Some(_) => {}
+                None if kept.contains(&id) => {}
+                None => return self.first_missing(from, kept, stop_types),
+            }
+        }
+        Ok(None)
+    }
+
     /// The active thread `id`, seeing this transaction's writes: a head moves by
     /// compare-and-swap, checking it here before [`Writer::set_thread`].
     ///

@@ -136,6 +136,71 @@ pub struct SubmitInput<'a> {
     /// The model calls the agent made or reported, kept with the StepNode (the fallback's
     /// own calls are added to them).
     pub usage: &'a [ModelCall],
+    /// Where the step's writes wait for the transaction that moves the head to it (an agent
+    /// run by the engine in its process); `None` writes them now.
+    pub hold: Option<&'a HeldStep>,
+}
+
+/// A step's nodes and model calls, ready to be written with its head move.
+#[derive(Clone)]
+pub(crate) struct StepWrite {
+    nodes: Vec<crate::store::Prepared>,
+    step: NodeId,
+    usage: Option<StepCallsOwned>,
+    now: u64,
+}
+
+impl StepWrite {
+    /// Writes them in `w`'s transaction; returns whether the StepNode was not stored before.
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn write(
+        &self,
+        w: &mut crate::store::Writer<'_>,
+    ) -> Result<bool, crate::store::StoreError> {
+        let outcomes = w.put(&self.nodes, self.now)?;
+        if let Some(u) = &self.usage {
+            w.add_usage(
+                &StepUsage {
+                    step: self.step,
+                    thread: &u.thread,
+                    workflow: u.workflow,
+                    workflow_name: &u.workflow_name,
+                    role: &u.role,
+                    calls: &u.calls,
+                    day: None,
+                },
+                self.now,
+            )?;
+        }
+        let at = self.nodes.iter().position(|n| n.id == self.step);
+        Ok(at.is_some_and(|i| outcomes.get(i) == Some(&crate::store::PutOutcome::Inserted)))
+    }
+
+    /// The nodes.
+    pub(crate) fn nodes(&self) -> &[crate::store::Prepared] {
+        &self.nodes
+    }
+
+    /// The node `id` among them, with the time it is written at.
+    pub(crate) fn node(&self, id: NodeId) -> Option<(&crate::store::Prepared, u64)> {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .map(|n| (n, self.now))
+    }
+}
+
+/// Where a step run in process leaves its writes for the head move ([`SubmitInput::hold`]).
+#[derive(Default)]
+pub struct HeldStep(std::sync::Mutex<Option<StepWrite>>);
+
+impl HeldStep {
+    /// The writes left here, if any.
+    pub(crate) fn take(&self) -> Option<StepWrite> {
+        self.0.lock().ok()?.take()
+    }
 }
 
 /// The second layer of extraction: the role's output from raw agent output when the
@@ -322,40 +387,26 @@ fn submit_with(
         role: input.role.to_string(),
         calls,
     });
-    write_step(store, nodes, id, usage, input.now_ms)?;
+    let write = StepWrite {
+        nodes,
+        step: id,
+        usage,
+        now: input.now_ms,
+    };
+    match input.hold {
+        Some(h) => {
+            *h.0.lock()
+                .map_err(|_| ThreadError::Invalid("a step's writes".into()))? = Some(write)
+        }
+        None => {
+            store.write_grouped(move |w| write.write(w).map(|_| ()))?;
+        }
+    }
     Ok(Some(id))
 }
 
-/// Writes a step's nodes and its calls in one (grouped) transaction.
-fn write_step(
-    store: &Store,
-    nodes: Vec<crate::store::Prepared>,
-    id: NodeId,
-    usage: Option<StepCallsOwned>,
-    now: u64,
-) -> Result<()> {
-    store.write_grouped(move |w| {
-        w.put(&nodes, now)?;
-        match &usage {
-            Some(u) => w.add_usage(
-                &StepUsage {
-                    step: id,
-                    thread: &u.thread,
-                    workflow: u.workflow,
-                    workflow_name: &u.workflow_name,
-                    role: &u.role,
-                    calls: &u.calls,
-                    day: None,
-                },
-                now,
-            ),
-            None => Ok(()),
-        }
-    })?;
-    Ok(())
-}
-
 /// A step's calls carried into its write.
+#[derive(Clone)]
 struct StepCallsOwned {
     thread: String,
     workflow: Option<NodeId>,

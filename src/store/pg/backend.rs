@@ -408,6 +408,11 @@ impl WriteTx for PgTx<'_> {
         gc::has(&mut self.w, id)
     }
 
+    fn hold_nodes(&mut self) -> Result<()> {
+        self.w.hold_nodes();
+        Ok(())
+    }
+
     fn first_missing(
         &mut self,
         from: NodeId,

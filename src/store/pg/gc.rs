@@ -113,7 +113,8 @@ fn i(v: u64) -> i64 {
 /// transaction; both in one round trip); returns the first column of its last row (`None`
 /// when it returns no row or a NULL).
 fn checked(w: &mut PgWriter<'_>, sql: &str) -> Result<Option<String>> {
-    let (pg, c, locked) = w.parts()?;
+    // The walk reads nodes only.
+    let (pg, c, locked) = w.node_parts()?;
     let sql = if locked.insert(SWEEP_LOCK) {
         format!("SELECT pg_advisory_xact_lock_shared({SWEEP_LOCK}); {sql}")
     } else {

@@ -76,6 +76,8 @@ pub const SCHEMA_VERSION: u64 = MIGRATIONS.len() as u64;
 
 /// How long a lease lives without its holder renewing it.
 const LEASE_TTL: &str = "30 seconds";
+/// [`LEASE_TTL`] in milliseconds.
+const LEASE_TTL_MS: i64 = 30_000;
 /// How often a process renews the leases it holds.
 pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
 /// Rows from which a put goes through `COPY` rather than one `INSERT` of arrays.

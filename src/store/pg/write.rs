@@ -2,13 +2,117 @@
 
 use super::*;
 
-/// A thread's rows as its transaction found them after taking its lock: each the stored
-/// record's bytes, or `None` where there is none.
+/// A thread's rows as its transaction knows them: read with the thread's lock, then kept up to
+/// date by the transaction's own writes. Each is `None` where the transaction does not know it
+/// (a write whose result only the server has), else the stored record's bytes or `None` where
+/// there is none.
+#[derive(Default)]
 struct Pre {
-    thread: Option<Vec<u8>>,
-    /// With whether its expiry is ahead.
-    lease: Option<(Vec<u8>, i64)>,
-    state: Option<Vec<u8>>,
+    thread: Option<Option<Vec<u8>>>,
+    /// With the milliseconds until its expiry.
+    lease: Option<Option<(Vec<u8>, i64)>>,
+    state: Option<Option<Vec<u8>>>,
+}
+
+/// Writes of threads' rows a transaction keeps until its next statement that may read them or
+/// its commit, and then sends in one round trip for all the threads of a group commit: per
+/// thread and table, the last write (`Some` a record, `None` a deletion).
+#[derive(Default)]
+struct Pending {
+    threads: HashMap<String, Option<Vec<u8>>>,
+    /// With the holder the lease row names.
+    leases: HashMap<String, Option<(Vec<u8>, String)>>,
+    states: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.threads.is_empty() && self.leases.is_empty() && self.states.is_empty()
+    }
+
+    /// The statements that make them, `;`-separated (values written as literals: the ids and
+    /// holders quoted, the records as hex).
+    fn sql(&self) -> String {
+        fn q(s: &str) -> String {
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        fn hex(b: &[u8]) -> String {
+            let mut h = String::with_capacity(b.len() * 2 + 24);
+            h.push_str("decode('");
+            for x in b {
+                h.push_str(&format!("{x:02x}"));
+            }
+            h.push_str("', 'hex')");
+            h
+        }
+        fn deletes<T>(
+            m: &HashMap<String, Option<T>>,
+            table: &str,
+            col: &str,
+            out: &mut Vec<String>,
+        ) {
+            let gone: Vec<String> = m
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| q(k))
+                .collect();
+            if !gone.is_empty() {
+                out.push(format!(
+                    "DELETE FROM {table} WHERE {col} IN ({})",
+                    gone.join(",")
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        let rows = |m: &HashMap<String, Option<Vec<u8>>>| -> Vec<String> {
+            m.iter()
+                .filter_map(|(k, v)| v.as_ref().map(|r| format!("({}, {})", q(k), hex(r))))
+                .collect()
+        };
+        let t = rows(&self.threads);
+        if !t.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_threads (id, rec) VALUES {}
+                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
+                t.join(",")
+            ));
+        }
+        deletes(&self.threads, "uwf_threads", "id", &mut out);
+        let st = rows(&self.states);
+        if !st.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_thread_state (thread, rec) VALUES {}
+                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                st.join(",")
+            ));
+        }
+        deletes(&self.states, "uwf_thread_state", "thread", &mut out);
+        let l: Vec<String> = self
+            .leases
+            .iter()
+            .filter_map(|(k, v)| {
+                v.as_ref().map(|(r, holder)| {
+                    format!(
+                        "({}, {}, {}, now() + {}::interval)",
+                        q(k),
+                        hex(r),
+                        q(holder),
+                        q(LEASE_TTL)
+                    )
+                })
+            })
+            .collect();
+        if !l.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_leases (thread, rec, holder, expires_at) VALUES {}
+                 ON CONFLICT (thread) DO UPDATE
+                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
+                l.join(",")
+            ));
+        }
+        deletes(&self.leases, "uwf_leases", "thread", &mut out);
+        out.join(";\n")
+    }
 }
 
 /// A statement reading thread `id`'s record, lease and state in one row (for a simple query,
@@ -28,12 +132,12 @@ fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
     // Absent: `Some(None)`.
     let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
     Some(Pre {
-        thread: bytes(0)?,
-        lease: match bytes(1)? {
+        thread: Some(bytes(0)?),
+        lease: Some(match bytes(1)? {
             Some(rec) => Some((rec, r.get(2)?.parse().ok()?)),
             None => None,
-        },
-        state: bytes(3)?,
+        }),
+        state: Some(bytes(3)?),
     })
 }
 
@@ -100,9 +204,13 @@ pub(crate) struct PgWriter<'c> {
     /// commits ([`Pg::get`] answers them without a round trip).
     written: Vec<StoredNode>,
     locked: HashSet<i64>,
-    /// The thread whose lock opened the transaction and its rows, read in the same round trip
-    /// (dropped at the transaction's first write to that thread).
-    pre: Option<(String, Pre)>,
+    /// The rows of each thread this transaction locked, read in the lock's round trip and kept
+    /// up to date by its writes.
+    pre: HashMap<String, Pre>,
+    /// The writes of threads' rows not sent yet.
+    pending: Pending,
+    /// Whether the sweep lock is to be taken shared with the transaction's next statement.
+    hold_sweep: bool,
     done: bool,
     /// Whether a NOTIFY is due at commit: a thread started, moved, ended or changed state, or
     /// a lease was freed.
@@ -170,15 +278,52 @@ impl<'c> PgWriter<'c> {
             begun: false,
             written: Vec::new(),
             locked: HashSet::new(),
-            pre: None,
+            pre: HashMap::new(),
+            pending: Pending::default(),
+            hold_sweep: false,
             done: false,
             notify: false,
             usage: None,
         })
     }
 
-    /// The session, inside the transaction.
+    /// The session, inside the transaction, with the pending writes sent.
     pub(crate) fn s(&mut self) -> Result<&mut Session> {
+        if !self.pending.is_empty() {
+            let sql = self.pending.sql();
+            self.pending = Pending::default();
+            self.raw()?
+                .client
+                .batch_execute(&sql)
+                .map_err(|e| self.pg.err(&e))?;
+        }
+        self.raw()
+    }
+
+    /// Holds the nodes present from now until the transaction ends: [`SWEEP_LOCK`] shared,
+    /// taken with the next statement (in the round trip of a thread's lock, when that comes
+    /// next).
+    pub(crate) fn hold_nodes(&mut self) {
+        if !self.locked.contains(&SWEEP_LOCK) {
+            self.hold_sweep = true;
+        }
+    }
+
+    /// The session, inside the transaction, for a statement that reads no thread's rows: the
+    /// pending writes stay pending.
+    pub(crate) fn raw(&mut self) -> Result<&mut Session> {
+        if self.hold_sweep {
+            self.hold_sweep = false;
+            self.locked.insert(SWEEP_LOCK);
+            let begin = if self.begun { "" } else { "BEGIN; " };
+            self.begun = true;
+            self.sess
+                .client
+                .batch_execute(&format!(
+                    "{begin}SELECT pg_advisory_xact_lock_shared({SWEEP_LOCK})"
+                ))
+                .map_err(|e| self.pg.err(&e))?;
+        }
         if !self.begun {
             self.sess
                 .client
@@ -197,15 +342,20 @@ impl<'c> PgWriter<'c> {
         if let Some(u) = self.usage.take() {
             self.flush_usage(&u)?;
         }
-        let end = if self.notify {
-            "NOTIFY uwf_threads; COMMIT"
+        let mut end = if self.notify {
+            "NOTIFY uwf_threads; COMMIT".to_string()
         } else {
-            "COMMIT"
+            "COMMIT".to_string()
         };
+        // The pending writes go in the same round trip.
+        if !self.pending.is_empty() {
+            end = format!("{};\n{end}", self.pending.sql());
+            self.pending = Pending::default();
+        }
         // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
         self.sess
             .client
-            .batch_execute(end)
+            .batch_execute(&end)
             .map_err(|e| self.pg.err(&e))?;
         self.done = true;
         self.pg.remember(std::mem::take(&mut self.written));
@@ -216,19 +366,14 @@ impl<'c> PgWriter<'c> {
         |e| self.pg.err(&e)
     }
 
-    /// Thread `id`'s rows as the transaction's first lock read them, unless it wrote them since.
+    /// What the transaction knows of thread `id`'s rows.
     fn pre_of(&self, id: &ThreadId) -> Option<&Pre> {
-        self.pre
-            .as_ref()
-            .filter(|(t, _)| t == id.as_str())
-            .map(|(_, p)| p)
+        self.pre.get(id.as_str())
     }
 
-    /// Forgets thread `id`'s rows read with the first lock: the transaction writes them.
-    fn forget_pre(&mut self, id: &ThreadId) {
-        if self.pre_of(id).is_some() {
-            self.pre = None;
-        }
+    /// What the transaction knows of thread `id`'s rows, to be changed by a write of its own.
+    fn pre_mut(&mut self, id: &ThreadId) -> &mut Pre {
+        self.pre.entry(id.as_str().to_string()).or_default()
     }
 
     /// Takes the transaction's advisory lock of `name` once.
@@ -237,31 +382,33 @@ impl<'c> PgWriter<'c> {
         if !self.locked.insert(k) {
             return Ok(());
         }
-        if !self.begun {
-            // One round trip for both (the key is a number, written as one), and for a
-            // thread's lock its record, lease and state too. Begun even if the lock fails: the
-            // BEGIN went through, and dropping the writer rolls it back.
-            self.begun = true;
-            let mut sql = format!("BEGIN; SELECT pg_advisory_xact_lock({k})");
-            if kind == 0 {
-                sql = format!("{sql}; {}", thread_rows(name));
-            }
-            let msgs = self
-                .sess
-                .client
-                .simple_query(&sql)
-                .map_err(|e| self.pg.err(&e))?;
-            if kind == 0 {
-                self.pre = last_row(msgs)
-                    .as_ref()
-                    .and_then(pre_of)
-                    .map(|p| (name.to_string(), p));
-            }
-            return Ok(());
+        // One round trip for the lock and, for a thread's, its record, lease and state (and
+        // `BEGIN` when this is the transaction's first statement; begun even if the lock fails:
+        // the BEGIN went through, and dropping the writer rolls it back). The key is a number,
+        // written as one.
+        let mut sql = format!("SELECT pg_advisory_xact_lock({k})");
+        if self.hold_sweep {
+            self.hold_sweep = false;
+            self.locked.insert(SWEEP_LOCK);
+            sql = format!("{sql}; SELECT pg_advisory_xact_lock_shared({SWEEP_LOCK})");
         }
-        self.s()?
-            .execute("SELECT pg_advisory_xact_lock($1)", &[&k])
+        if !self.begun {
+            sql = format!("BEGIN; {sql}");
+            self.begun = true;
+        }
+        if kind == 0 {
+            sql = format!("{sql}; {}", thread_rows(name));
+        }
+        let msgs = self
+            .sess
+            .client
+            .simple_query(&sql)
             .map_err(|e| self.pg.err(&e))?;
+        if kind == 0
+            && let Some(p) = last_row(msgs).as_ref().and_then(pre_of)
+        {
+            self.pre.insert(name.to_string(), p);
+        }
         Ok(())
     }
 
@@ -322,7 +469,7 @@ impl<'c> PgWriter<'c> {
                 flat.extend_from_slice(r);
                 hi.push(flat.len() as i32);
             }
-            self.s()?
+            self.raw()?
                 .query(
                     "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs)
                      SELECT id, type, ts, digest, payload, ($6::bigint[])[lo:hi]
@@ -392,7 +539,7 @@ impl<'c> PgWriter<'c> {
             // Kept by the running collection from now on; one it removed meanwhile is put anew
             // (under the lock `touch` takes, no sweep removes it again before this commits).
             let pg = self.pg;
-            let kept = touch(pg, &mut self.s()?.client, &stored)?;
+            let kept = touch(pg, &mut self.raw()?.client, &stored)?;
             let again: Vec<usize> = fresh
                 .iter()
                 .copied()
@@ -413,7 +560,7 @@ impl<'c> PgWriter<'c> {
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&unkey(k));
             self.written.retain(|n| n.id != unkey(k));
-            self.s()?
+            self.raw()?
                 .execute(
                     "UPDATE uwf_nodes SET ts = $2 WHERE id = $1 AND ts > $2",
                     &[&k, &ts],
@@ -437,8 +584,8 @@ impl<'c> PgWriter<'c> {
     ) -> Result<Vec<postgres::Row>> {
         use postgres::types::Type;
         let pg = self.pg;
-        if !self.s()?.staging {
-            self.s()?
+        if !self.raw()?.staging {
+            self.raw()?
                 .client
                 .batch_execute(
                     "CREATE TEMP TABLE IF NOT EXISTS uwf_staging (
@@ -447,13 +594,13 @@ impl<'c> PgWriter<'c> {
                      ) ON COMMIT DELETE ROWS",
                 )
                 .map_err(|e| pg.err(&e))?;
-            self.s()?.staging = true;
+            self.raw()?.staging = true;
         }
         // The rows' sequence numbers, in the order given, taken first: the insert below then
         // needs no sort of whole rows. The table's write lock comes before them, as it does
         // for an INSERT drawing its own, so that a write mark (`LOCK … IN SHARE MODE`) waits
         // for this transaction.
-        self.s()?
+        self.raw()?
             .client
             .batch_execute("LOCK TABLE uwf_nodes IN ROW EXCLUSIVE MODE")
             .map_err(|e| pg.err(&e))?;
@@ -510,7 +657,7 @@ impl<'c> PgWriter<'c> {
                 &[],
             )
             .map_err(self.e())?;
-        self.s()?
+        self.raw()?
             .execute("TRUNCATE uwf_staging", &[])
             .map_err(self.e())?;
         Ok(rows)
@@ -518,8 +665,8 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre_of(id) {
-            return p.thread.as_deref().map(dec).transpose();
+        if let Some(Some(t)) = self.pre_of(id).map(|p| &p.thread) {
+            return t.as_deref().map(dec).transpose();
         }
         let pg = self.pg;
         self.s()?.record(pg, THREAD, id.as_str())
@@ -532,14 +679,11 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.forget_pre(id);
-        self.s()?
-            .execute(
-                "INSERT INTO uwf_threads (id, rec) VALUES ($1, $2)
-                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
-                &[&id.as_str(), &enc(rec)],
-            )
-            .map_err(self.e())?;
+        let bytes = enc(rec);
+        self.pending
+            .threads
+            .insert(id.as_str().to_string(), Some(bytes.clone()));
+        self.pre_mut(id).thread = Some(Some(bytes));
         self.notify = true;
         Ok(())
     }
@@ -552,7 +696,7 @@ impl<'c> PgWriter<'c> {
     ) -> Result<()> {
         for chunk in threads.chunks(10_000) {
             for (id, _, _) in chunk {
-                self.forget_pre(id);
+                self.pre.remove(id.as_str());
             }
             let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| id.as_str()).collect();
             let recs: Vec<Vec<u8>> = chunk.iter().map(|(_, r, _)| enc(r)).collect();
@@ -591,7 +735,6 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
-        self.forget_pre(id);
         let r = self
             .s()?
             .opt(
@@ -599,14 +742,15 @@ impl<'c> PgWriter<'c> {
                 &[&id.as_str()],
             )
             .map_err(self.e())?;
+        self.pre_mut(id).thread = Some(None);
         self.notify = true;
         r.map(|r| dec(r.get(0))).transpose()
     }
 
     pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre_of(id) {
-            return Ok(p.state.as_deref().map(dec).transpose()?.unwrap_or_default());
+        if let Some(Some(st)) = self.pre_of(id).map(|p| &p.state) {
+            return Ok(st.as_deref().map(dec).transpose()?.unwrap_or_default());
         }
         let pg = self.pg;
         Ok(self
@@ -622,37 +766,32 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.forget_pre(id);
         if st.is_default() {
             return self.remove_thread_state(id);
         }
-        self.s()?
-            .execute(
-                "INSERT INTO uwf_thread_state (thread, rec) VALUES ($1, $2)
-                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
-                &[&id.as_str(), &enc(st)],
-            )
-            .map_err(self.e())?;
+        let bytes = enc(st);
+        self.pending
+            .states
+            .insert(id.as_str().to_string(), Some(bytes.clone()));
+        self.pre_mut(id).state = Some(Some(bytes));
         self.notify = true;
         Ok(())
     }
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
-        self.forget_pre(id);
-        self.s()?
-            .execute(
-                "DELETE FROM uwf_thread_state WHERE thread = $1",
-                &[&id.as_str()],
-            )
-            .map_err(self.e())?;
+        // Known to have none: nothing to delete.
+        if let Some(Some(None)) = self.pre_of(id).map(|p| &p.state) {
+            return Ok(());
+        }
+        self.pre_mut(id).state = Some(None);
+        self.pending.states.insert(id.as_str().to_string(), None);
         Ok(())
     }
 
     pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        if let Some(p) = self.pre_of(id) {
-            return p
-                .lease
+        if let Some(Some(l)) = self.pre_of(id).map(|p| &p.lease) {
+            return l
                 .as_ref()
                 .map(|(rec, left_ms)| lease_expiring(rec, *left_ms))
                 .transpose();
@@ -663,17 +802,13 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
         self.lock(0, id.as_str())?;
-        self.forget_pre(id);
         let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
-        self.s()?
-            .execute(
-                "INSERT INTO uwf_leases (thread, rec, holder, expires_at)
-                 VALUES ($1, $2, $3, now() + $4::text::interval)
-                 ON CONFLICT (thread) DO UPDATE
-                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
-                &[&id.as_str(), &enc(l), &holder, &LEASE_TTL],
-            )
-            .map_err(self.e())?;
+        let bytes = enc(l);
+        self.pending.leases.insert(
+            id.as_str().to_string(),
+            Some((bytes.clone(), holder.clone())),
+        );
+        self.pre_mut(id).lease = Some(Some((bytes, LEASE_TTL_MS)));
         if l.pid == std::process::id() && pg.holder.set(holder.clone()).is_ok() {
             pg.start_heartbeat(&holder);
         }
@@ -682,7 +817,19 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
         self.lock(0, id.as_str())?;
-        self.forget_pre(id);
+        if let Some(Some(known)) = self.pre_of(id).map(|p| &p.lease) {
+            // Known: none to delete, or the one this transaction deletes when it sends its
+            // pending writes.
+            let Some((rec, left_ms)) = known else {
+                return Ok(None);
+            };
+            let gone = lease_expiring(rec, *left_ms)?;
+            self.pre_mut(id).lease = Some(None);
+            self.pending.leases.insert(id.as_str().to_string(), None);
+            self.notify = true;
+            return Ok(Some(gone));
+        }
+        self.pre_mut(id).lease = Some(None);
         let r = self
             .s()?
             .opt(
@@ -851,6 +998,13 @@ impl PgWriter<'_> {
     /// keys it holds.
     pub(crate) fn parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
         self.s()?;
+        Ok((self.pg, &mut self.sess.client, &mut self.locked))
+    }
+
+    /// [`PgWriter::parts`] for statements that read nodes only: the pending writes of threads'
+    /// rows stay pending.
+    pub(crate) fn node_parts(&mut self) -> Result<(&Pg, &mut Client, &mut HashSet<i64>)> {
+        self.raw()?;
         Ok((self.pg, &mut self.sess.client, &mut self.locked))
     }
 }
