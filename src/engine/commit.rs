@@ -277,6 +277,7 @@ pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
 }
 
 /// One try of [`commit`].
+// Long: the compare-and-swap in one transaction, each outcome a branch of the one closure.
 fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let HeadMove {
         thread,

@@ -148,6 +148,8 @@ impl Attempt {
     }
 }
 
+// Long: a step in its order (lease, moderator, round limit, end, budget, agent, head move), each
+// part a call; what they share is the lease and the thread as read.
 fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
     interrupted(opts.interrupt)?;
     let store = opts.store;

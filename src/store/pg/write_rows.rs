@@ -1,0 +1,327 @@
+//! A thread's rows in a write transaction on the server: what the transaction knows of them
+//! ([`Pre`]), the writes it keeps until they are due ([`Pending`]), and [`PgWriter`]'s reads
+//! and writes of threads, their states and leases.
+
+use super::*;
+
+/// A thread's rows as its transaction knows them: read with the thread's lock, then kept up to
+/// date by the transaction's own writes. Each is `None` where the transaction does not know it
+/// (a write whose result only the server has), else the stored record's bytes or `None` where
+/// there is none.
+#[derive(Default)]
+pub(super) struct Pre {
+    thread: Option<Option<Vec<u8>>>,
+    /// With the milliseconds until its expiry.
+    lease: Option<Option<(Vec<u8>, i64)>>,
+    state: Option<Option<Vec<u8>>>,
+}
+
+/// Writes of threads' rows a transaction keeps until its next statement that may read them or
+/// its commit, and then sends in one round trip for all the threads of a group commit: per
+/// thread and table, the last write (`Some` a record, `None` a deletion).
+#[derive(Default)]
+pub(super) struct Pending {
+    threads: HashMap<String, Option<Vec<u8>>>,
+    /// With the holder the lease row names.
+    leases: HashMap<String, Option<(Vec<u8>, String)>>,
+    states: HashMap<String, Option<Vec<u8>>>,
+}
+
+impl Pending {
+    pub(super) fn is_empty(&self) -> bool {
+        self.threads.is_empty() && self.leases.is_empty() && self.states.is_empty()
+    }
+
+    /// The statements that make them, `;`-separated (values written as literals: the ids and
+    /// holders quoted, the records as hex).
+    pub(super) fn sql(&self) -> String {
+        fn q(s: &str) -> String {
+            format!("'{}'", s.replace('\'', "''"))
+        }
+        fn hex(b: &[u8]) -> String {
+            let mut h = String::with_capacity(b.len() * 2 + 24);
+            h.push_str("decode('");
+            for x in b {
+                h.push_str(&format!("{x:02x}"));
+            }
+            h.push_str("', 'hex')");
+            h
+        }
+        fn deletes<T>(
+            m: &HashMap<String, Option<T>>,
+            table: &str,
+            col: &str,
+            out: &mut Vec<String>,
+        ) {
+            let gone: Vec<String> = m
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| q(k))
+                .collect();
+            if !gone.is_empty() {
+                out.push(format!(
+                    "DELETE FROM {table} WHERE {col} IN ({})",
+                    gone.join(",")
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        let rows = |m: &HashMap<String, Option<Vec<u8>>>| -> Vec<String> {
+            m.iter()
+                .filter_map(|(k, v)| v.as_ref().map(|r| format!("({}, {})", q(k), hex(r))))
+                .collect()
+        };
+        let t = rows(&self.threads);
+        if !t.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_threads (id, rec) VALUES {}
+                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
+                t.join(",")
+            ));
+        }
+        deletes(&self.threads, "uwf_threads", "id", &mut out);
+        let st = rows(&self.states);
+        if !st.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_thread_state (thread, rec) VALUES {}
+                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                st.join(",")
+            ));
+        }
+        deletes(&self.states, "uwf_thread_state", "thread", &mut out);
+        let l: Vec<String> = self
+            .leases
+            .iter()
+            .filter_map(|(k, v)| {
+                v.as_ref().map(|(r, holder)| {
+                    format!(
+                        "({}, {}, {}, now() + {}::interval)",
+                        q(k),
+                        hex(r),
+                        q(holder),
+                        q(LEASE_TTL)
+                    )
+                })
+            })
+            .collect();
+        if !l.is_empty() {
+            out.push(format!(
+                "INSERT INTO uwf_leases (thread, rec, holder, expires_at) VALUES {}
+                 ON CONFLICT (thread) DO UPDATE
+                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
+                l.join(",")
+            ));
+        }
+        deletes(&self.leases, "uwf_leases", "thread", &mut out);
+        out.join(";\n")
+    }
+}
+
+/// A statement reading thread `id`'s record, lease and state in one row (for a simple query,
+/// whose values come as text: the id is written in the statement).
+pub(super) fn thread_rows(id: &str) -> String {
+    let q = id.replace('\'', "''");
+    format!(
+        "SELECT (SELECT rec FROM uwf_threads WHERE id = '{q}'),
+                l.rec, (extract(epoch FROM l.expires_at - now()) * 1000)::int8,
+                (SELECT rec FROM uwf_thread_state WHERE thread = '{q}')
+         FROM (SELECT 1) s LEFT JOIN uwf_leases l ON l.thread = '{q}'"
+    )
+}
+
+/// The rows [`thread_rows`] read; `None` if a value is not a bytea's text form.
+pub(super) fn pre_of(r: &postgres::SimpleQueryRow) -> Option<Pre> {
+    // Absent: `Some(None)`.
+    let bytes = |i: usize| r.get(i).map_or(Some(None), |v| unhex(v).map(Some));
+    Some(Pre {
+        thread: Some(bytes(0)?),
+        lease: Some(match bytes(1)? {
+            Some(rec) => Some((rec, r.get(2)?.parse().ok()?)),
+            None => None,
+        }),
+        state: Some(bytes(3)?),
+    })
+}
+
+impl PgWriter<'_> {
+    pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        if let Some(Some(t)) = self.pre_of(id).map(|p| &p.thread) {
+            return t.as_deref().map(dec).transpose();
+        }
+        let pg = self.pg;
+        self.s()?.record(pg, THREAD, id.as_str())
+    }
+
+    pub(crate) fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
+        let pg = self.pg;
+        self.s()?.records(pg, THREADS)
+    }
+
+    pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        let bytes = enc(rec);
+        self.pending
+            .threads
+            .insert(id.as_str().to_string(), Some(bytes.clone()));
+        self.pre_mut(id).thread = Some(Some(bytes));
+        self.notify = true;
+        Ok(())
+    }
+
+    /// Stores new threads and their states, 10,000 rows a statement. No lock a thread: the ids
+    /// are new, and a row already there is refused by its key.
+    pub(crate) fn insert_threads(
+        &mut self,
+        threads: &[(ThreadId, ThreadRecord, ThreadState)],
+    ) -> Result<()> {
+        for chunk in threads.chunks(10_000) {
+            for (id, _, _) in chunk {
+                self.pre.remove(id.as_str());
+            }
+            let ids: Vec<&str> = chunk.iter().map(|(id, _, _)| id.as_str()).collect();
+            let recs: Vec<Vec<u8>> = chunk.iter().map(|(_, r, _)| enc(r)).collect();
+            let inserted = self
+                .s()?
+                .query(
+                    "INSERT INTO uwf_threads (id, rec) SELECT * FROM unnest($1::text[], $2::bytea[])
+                     ON CONFLICT (id) DO NOTHING RETURNING id",
+                    &[&ids, &recs],
+                )
+                .map_err(self.e())?;
+            if inserted.len() != chunk.len() {
+                let new: HashSet<&str> = inserted.iter().map(|r| r.get(0)).collect();
+                let there = ids.iter().find(|t| !new.contains(*t)).unwrap_or(&"");
+                return Err(StoreError::ThreadExists((*there).to_string()));
+            }
+            let (ids, recs): (Vec<&str>, Vec<Vec<u8>>) = chunk
+                .iter()
+                .filter(|(_, _, st)| !st.is_default())
+                .map(|(id, _, st)| (id.as_str(), enc(st)))
+                .unzip();
+            if !ids.is_empty() {
+                self.s()?
+                    .execute(
+                        "INSERT INTO uwf_thread_state (thread, rec)
+                         SELECT * FROM unnest($1::text[], $2::bytea[])
+                         ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
+                        &[&ids, &recs],
+                    )
+                    .map_err(self.e())?;
+            }
+        }
+        self.notify = true;
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
+        self.lock(0, id.as_str())?;
+        let r = self
+            .s()?
+            .opt(
+                "DELETE FROM uwf_threads WHERE id = $1 RETURNING rec",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        self.pre_mut(id).thread = Some(None);
+        self.notify = true;
+        r.map(|r| dec(r.get(0))).transpose()
+    }
+
+    pub(crate) fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
+        self.lock(0, id.as_str())?;
+        if let Some(Some(st)) = self.pre_of(id).map(|p| &p.state) {
+            return Ok(st.as_deref().map(dec).transpose()?.unwrap_or_default());
+        }
+        let pg = self.pg;
+        Ok(self
+            .s()?
+            .record(pg, STATE, id.as_str())?
+            .unwrap_or_default())
+    }
+
+    pub(crate) fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
+        let pg = self.pg;
+        self.s()?.records(pg, STATES)
+    }
+
+    pub(crate) fn set_thread_state(&mut self, id: &ThreadId, st: &ThreadState) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        if st.is_default() {
+            return self.remove_thread_state(id);
+        }
+        let bytes = enc(st);
+        self.pending
+            .states
+            .insert(id.as_str().to_string(), Some(bytes.clone()));
+        self.pre_mut(id).state = Some(Some(bytes));
+        self.notify = true;
+        Ok(())
+    }
+
+    pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
+        // Known to have none: nothing to delete.
+        if let Some(Some(None)) = self.pre_of(id).map(|p| &p.state) {
+            return Ok(());
+        }
+        self.pre_mut(id).state = Some(None);
+        self.pending.states.insert(id.as_str().to_string(), None);
+        Ok(())
+    }
+
+    pub(crate) fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        if let Some(Some(l)) = self.pre_of(id).map(|p| &p.lease) {
+            return l
+                .as_ref()
+                .map(|(rec, left_ms)| lease_expiring(rec, *left_ms))
+                .transpose();
+        }
+        let pg = self.pg;
+        self.s()?.lease(pg, id)
+    }
+
+    pub(crate) fn set_lease(&mut self, id: &ThreadId, l: &Lease, pg: &Arc<Pg>) -> Result<()> {
+        self.lock(0, id.as_str())?;
+        let holder = format!("{}:{}:{}", l.boot_id, l.pid, l.start_ticks);
+        let bytes = enc(l);
+        self.pending.leases.insert(
+            id.as_str().to_string(),
+            Some((bytes.clone(), holder.clone())),
+        );
+        self.pre_mut(id).lease = Some(Some((bytes, LEASE_TTL_MS)));
+        if l.pid == std::process::id() && pg.holder.set(holder.clone()).is_ok() {
+            pg.start_heartbeat(&holder);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
+        self.lock(0, id.as_str())?;
+        if let Some(Some(known)) = self.pre_of(id).map(|p| &p.lease) {
+            // Known: none to delete, or the one this transaction deletes when it sends its
+            // pending writes.
+            let Some((rec, left_ms)) = known else {
+                return Ok(None);
+            };
+            let gone = lease_expiring(rec, *left_ms)?;
+            self.pre_mut(id).lease = Some(None);
+            self.pending.leases.insert(id.as_str().to_string(), None);
+            self.notify = true;
+            return Ok(Some(gone));
+        }
+        self.pre_mut(id).lease = Some(None);
+        let r = self
+            .s()?
+            .opt(
+                "DELETE FROM uwf_leases WHERE thread = $1
+                 RETURNING rec, (extract(epoch FROM expires_at - now()) * 1000)::int8",
+                &[&id.as_str()],
+            )
+            .map_err(self.e())?;
+        if r.is_some() {
+            self.notify = true;
+        }
+        r.map(|r| lease_of_row(&r, 0)).transpose()
+    }
+}
