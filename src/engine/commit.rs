@@ -294,7 +294,7 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let t = thread.clone();
     let write = write.cloned();
     // Grouped: the head moves of a runner's threads share one durable commit.
-    let (outcome, fresh) = store.write_grouped(move |w| {
+    let (outcome, fresh) = store.write_grouped_for(thread, move |w| {
         let thread = &t;
         // What is stored stays so until the commit; then the thread (its lock and rows, with
         // that hold, in one round trip on a server), then the step's nodes, stored whatever

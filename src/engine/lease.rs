@@ -42,7 +42,7 @@ impl<'s> LeaseGuard<'s> {
     ) -> Result<(LeaseGuard<'s>, NodeId, ThreadState), StepError> {
         let (t, lease) = (thread.clone(), me.clone());
         let found = store
-            .write_grouped(move |w| {
+            .write_grouped_for(thread, move |w| {
                 let (thread, me) = (&t, &lease);
                 let Some(rec) = w.thread(thread)? else {
                     return Ok(Err(Held::Gone));
@@ -120,7 +120,7 @@ impl Drop for LeaseGuard<'_> {
         }
         // A lease left behind by a failure here is taken over later: its owner is gone.
         let (thread, me) = (self.thread.clone(), self.me.clone());
-        let _ = self.store.write_grouped(move |w| {
+        let _ = self.store.write_grouped_for(&self.thread, move |w| {
             if let Some(l) = w.lease(&thread)?
                 && l.is_mine(&me)
             {

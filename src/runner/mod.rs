@@ -4,7 +4,8 @@
 //! Each step goes through [`engine::step`], the same path as `uwf thread step` (lease,
 //! moderator, agent, compare-and-swap of the head), on tokio's blocking pool: built-in agents
 //! run inside this process, other agents as supervised processes. One store handle serves every
-//! step. A thread that finishes a step goes straight back to the queue; the store is scanned
+//! step. A thread that finishes a step goes straight back to the queue, at its front for up to
+//! [`STREAK`] steps in a row, then at its back; the store is scanned
 //! for new threads when the queue runs dry and whenever the store file changes (a file watch,
 //! not a busy poll), and queued threads are promoted as others end.
 //!
@@ -166,7 +167,15 @@ struct Tracked {
     not_before: Option<Instant>,
     /// Held back by its workflow's day budget until this instant, when it is looked at again.
     held_until: Option<Instant>,
+    /// The steps this run has made of it one after another, at the front of the queue.
+    streak: u32,
 }
+
+/// How many steps of a thread a runner makes one after another (its next step at the front
+/// of the queue) before the thread goes to the back: the thread stays with the runner and
+/// the chain it keeps of it, and runners sharing a store seldom reach for each other's
+/// threads, while every thread moves on when there are more threads than jobs.
+const STREAK: u32 = 16;
 
 impl Tracked {
     /// Whether the day budget holds the thread back now.
@@ -403,52 +412,68 @@ fn record(
                     None,
                 ));
             } else if queued.insert(done.thread.clone()) {
-                queue.push_back(done.thread);
-            }
-        }
-        Err(e) => match e {
-            StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
-                counts.failed += 1;
-                summary.total.failed += 1;
-                events(finished(
-                    &done.thread,
-                    tr,
-                    ThreadStatus::Failed.as_str(),
-                    Some(e.to_string()),
-                ));
-            }
-            StepError::Interrupted { .. } => {}
-            StepError::Queued { .. } | StepError::Paused { .. } => {}
-            StepError::Budget(o) => {
-                let day = matches!(o, thread::Overrun::Day { .. });
-                if day {
-                    tr.held_until = Some(Instant::now() + Duration::from_secs(30));
-                }
-                // A thread's budget once a thread (it is paused); a day's once a run.
-                if !day || summary.day_budget_reached.insert(tr.workflow.clone()) {
-                    events(Event::Budget {
-                        workflow: tr.workflow.clone(),
-                        message: o.to_string(),
-                    });
-                }
-            }
-            StepError::Thread(thread::ThreadError::NotActive { .. })
-            | StepError::Archived { .. } => {}
-            e if e.retryable() || e.counts_as_failure() => {
-                summary.errors += 1;
-                // Busy elsewhere, moved on, or failed below `maxRetries`: again shortly.
-                let wait = if e.counts_as_failure() { 100 } else { 50 };
-                tr.not_before = Some(Instant::now() + Duration::from_millis(wait));
-                if queued.insert(done.thread.clone()) {
+                tr.streak += 1;
+                if tr.streak < STREAK {
+                    queue.push_front(done.thread);
+                } else {
+                    tr.streak = 0;
                     queue.push_back(done.thread);
                 }
             }
-            e => {
-                summary.errors += 1;
-                events(finished(&done.thread, tr, "stuck", Some(e.to_string())));
-                stuck.insert(done.thread);
+        }
+        Err(e) => {
+            tr.streak = 0;
+            match e {
+                StepError::FailedForGood { .. } | StepError::RoundLimit { .. } => {
+                    counts.failed += 1;
+                    summary.total.failed += 1;
+                    events(finished(
+                        &done.thread,
+                        tr,
+                        ThreadStatus::Failed.as_str(),
+                        Some(e.to_string()),
+                    ));
+                }
+                StepError::Interrupted { .. } => {}
+                StepError::Queued { .. } | StepError::Paused { .. } => {}
+                StepError::Budget(o) => {
+                    let day = matches!(o, thread::Overrun::Day { .. });
+                    if day {
+                        tr.held_until = Some(Instant::now() + Duration::from_secs(30));
+                    }
+                    // A thread's budget once a thread (it is paused); a day's once a run.
+                    if !day || summary.day_budget_reached.insert(tr.workflow.clone()) {
+                        events(Event::Budget {
+                            workflow: tr.workflow.clone(),
+                            message: o.to_string(),
+                        });
+                    }
+                }
+                StepError::Thread(thread::ThreadError::NotActive { .. })
+                | StepError::Archived { .. } => {}
+                e if e.retryable() || e.counts_as_failure() => {
+                    summary.errors += 1;
+                    // Busy elsewhere, moved on, or failed below `maxRetries`: again shortly. A
+                    // thread another runner steps is left to it for a while: it goes on with the
+                    // thread while this one goes on with others, rather than both reaching for the
+                    // same threads.
+                    let wait = match &e {
+                        StepError::Busy { .. } => 1000,
+                        e if e.counts_as_failure() => 100,
+                        _ => 50,
+                    };
+                    tr.not_before = Some(Instant::now() + Duration::from_millis(wait));
+                    if queued.insert(done.thread.clone()) {
+                        queue.push_back(done.thread);
+                    }
+                }
+                e => {
+                    summary.errors += 1;
+                    events(finished(&done.thread, tr, "stuck", Some(e.to_string())));
+                    stuck.insert(done.thread);
+                }
             }
-        },
+        }
     }
 }
 

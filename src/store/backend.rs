@@ -478,6 +478,12 @@ pub(crate) trait ReadTx {
 pub(crate) trait WriteTx {
     fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>>;
     fn has(&mut self, id: NodeId) -> Result<bool>;
+    /// Takes the locks of threads `ids` (in one order, whatever theirs) and reads their rows
+    /// ahead, for writes about them that follow in this transaction (nothing to do where a
+    /// write transaction excludes every other).
+    fn prefetch_threads(&mut self, _ids: &[ThreadId]) -> Result<()> {
+        Ok(())
+    }
     /// From now until the transaction ends, a node present stays present: a collection's
     /// removal waits (nothing to do where a write transaction excludes collections).
     fn hold_nodes(&mut self) -> Result<()> {

@@ -12,6 +12,7 @@ use super::error::{Result, StoreError};
 use super::handle::Store;
 use super::queue::{Job, Output, Resign};
 use super::writer::Writer;
+use crate::model::ThreadId;
 use std::any::Any;
 use std::sync::mpsc::{SyncSender, sync_channel};
 
@@ -26,11 +27,33 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        self.queue_write(None, f)
+    }
+
+    /// [`Store::write_grouped`] for a write about thread `thread`: a group takes the locks and
+    /// reads the rows of all its threads at once, in one order (on a server, one round trip,
+    /// and no deadlock between groups).
+    ///
+    /// # Errors
+    /// As [`Store::write_grouped`].
+    pub fn write_grouped_for<T: Send + 'static>(
+        &self,
+        thread: &ThreadId,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.queue_write(Some(thread.clone()), f)
+    }
+
+    fn queue_write<T: Send + 'static>(
+        &self,
+        thread: Option<ThreadId>,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
         let lead = {
             let mut s = self.group.state.lock().expect("group lock");
-            s.queue.push((job, tx));
+            s.queue.push((job, thread, tx));
             !std::mem::replace(&mut s.leading, true)
         };
         if lead {
@@ -57,12 +80,21 @@ impl Store {
         out.map(|b| *b.downcast::<T>().expect("the closure's own type"))
     }
 
-    fn run_group(&self, batch: Vec<(Job, SyncSender<Output>)>) {
-        let (jobs, senders): (Vec<Job>, Vec<SyncSender<Output>>) = batch.into_iter().unzip();
-        let n = jobs.len();
+    fn run_group(&self, batch: Vec<(Job, Option<ThreadId>, SyncSender<Output>)>) {
+        let n = batch.len();
+        let (mut jobs, mut threads, mut senders) =
+            (Vec::with_capacity(n), Vec::new(), Vec::with_capacity(n));
+        for (job, thread, sender) in batch {
+            jobs.push(job);
+            threads.extend(thread);
+            senders.push(sender);
+        }
         let mut failed: Option<(usize, StoreError)> = None;
         let r = self.guard(|| {
             self.transact(|w| {
+                if !threads.is_empty() {
+                    w.prefetch_threads(&threads)?;
+                }
                 let mut outs = Vec::with_capacity(n);
                 for (i, job) in jobs.into_iter().enumerate() {
                     match job(w) {

@@ -2,6 +2,7 @@
 
 use super::error::Result;
 use super::writer::Writer;
+use crate::model::ThreadId;
 use std::any::Any;
 use std::sync::Mutex;
 use std::sync::mpsc::SyncSender;
@@ -17,7 +18,8 @@ pub(crate) struct Group {
 
 #[derive(Default)]
 pub(crate) struct State {
-    pub(crate) queue: Vec<(Job, SyncSender<Output>)>,
+    /// Each write, the thread it is about if it names one, and where its result goes.
+    pub(crate) queue: Vec<(Job, Option<ThreadId>, SyncSender<Output>)>,
     pub(crate) leading: bool,
 }
 

@@ -68,6 +68,15 @@ impl Writer<'_> {
         self.tx.first_missing(from, stop, stop_types)
     }
 
+    /// Takes the locks of threads `ids` and reads their rows ahead: a group commit's writes
+    /// about them then wait for no lock of their own (see [`crate::store::Store::write_grouped_for`]).
+    ///
+    /// # Errors
+    /// A store failure.
+    pub(crate) fn prefetch_threads(&mut self, ids: &[ThreadId]) -> Result<()> {
+        self.tx.prefetch_threads(ids)
+    }
+
     /// From now until the transaction ends, a node present stays present: a collection's
     /// removal waits. A head move takes this before it puts or checks what it adds.
     ///

@@ -408,6 +408,10 @@ impl WriteTx for PgTx<'_> {
         gc::has(&mut self.w, id)
     }
 
+    fn prefetch_threads(&mut self, ids: &[ThreadId]) -> Result<()> {
+        self.w.prefetch_threads(ids)
+    }
+
     fn hold_nodes(&mut self) -> Result<()> {
         self.w.hold_nodes();
         Ok(())

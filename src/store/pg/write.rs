@@ -50,7 +50,7 @@ pub(super) const CHAIN: &str =
     SELECT type, ts, seq, digest, payload, id, refs[1] FROM c";
 
 /// The advisory lock key of a thread or registry name.
-fn lock_key(kind: u8, name: &str) -> i64 {
+pub(super) fn lock_key(kind: u8, name: &str) -> i64 {
     twox_hash::XxHash64::oneshot(u64::from(kind), name.as_bytes()) as i64
 }
 
@@ -270,7 +270,7 @@ impl<'c> PgWriter<'c> {
             .simple_query(&sql)
             .map_err(|e| self.pg.err(&e))?;
         if kind == 0
-            && let Some(p) = last_row(msgs).as_ref().and_then(pre_of)
+            && let Some(p) = last_row(msgs).as_ref().and_then(|r| pre_of(r, 0))
         {
             self.pre.insert(name.to_string(), p);
         }
