@@ -766,3 +766,68 @@ fn thread_states_survive_export_and_import() {
         Some(&Value::str("completed"))
     );
 }
+
+/// One role that reports `continue` until its script says `done`, forty times.
+const COUNT: &str = "name: count\ndescription: one role, forty times\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
+
+/// Two runners with the in-process scripted agent over threads longer than the steps a runner
+/// makes of a thread in a row: threads pass from one runner to the other on the way, and each
+/// step is made once, from the thread as it is (every thread's notes in the script's order).
+#[test]
+fn two_runners_pass_threads_between_them_and_make_each_step_once() {
+    const STEPS: usize = 40;
+    let env = TestEnv::new();
+    let wf = env.root().join("count.yaml");
+    std::fs::write(&wf, COUNT).unwrap();
+    let mut script = String::from("worker:\n");
+    for i in 0..STEPS {
+        let s = if i + 1 == STEPS { "done" } else { "continue" };
+        script.push_str(&format!("  - $status: {s}\n    note: step {i}\n"));
+    }
+    let script_path = env.root().join("count.script.yaml");
+    std::fs::write(&script_path, script).unwrap();
+    env.ok(&["workflow", "put", &p(&wf)]);
+    let cwd = p(env.root());
+    let r = env.run_stdin(
+        &["thread", "start", "count", "--batch", "-", "-q"],
+        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(60),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let threads: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+    let agent = env.scripted(&script_path);
+    let spawn = || {
+        env.spawn_cmd()
+            .args(["run", "--until-idle", "-j", "8", "--agent", &agent])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    let mut total = 0.0;
+    for c in [&mut a, &mut b] {
+        assert_eq!(wait_exit(c, Duration::from_secs(120)).code(), Some(0));
+        let mut out = String::new();
+        std::io::Read::read_to_string(c.stdout.as_mut().unwrap(), &mut out).unwrap();
+        let summary = json(out.lines().last().unwrap());
+        total += summary.get("steps").and_then(Value::as_f64).unwrap();
+    }
+    // Each step once over both runners.
+    assert_eq!(total as usize, threads.len() * STEPS);
+    let want: Vec<String> = (0..STEPS).map(|i| format!("step {i}")).collect();
+    for t in &threads {
+        let steps = json(&env.ok(&["thread", "steps", t]));
+        let notes: Vec<String> = steps
+            .get("steps")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .filter_map(|s| s.get("output")?.get("note")?.as_str().map(str::to_string))
+            .collect();
+        assert_eq!(notes, want, "{t}");
+        assert_eq!(
+            env.show(t).get("status").and_then(Value::as_str),
+            Some("completed")
+        );
+    }
+}
