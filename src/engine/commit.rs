@@ -92,6 +92,7 @@ pub(super) fn conclude(
             expected: head,
             new: id,
             wf: wf_id,
+            workflow_name: &wf.name,
             done,
             now_ms,
             me,
@@ -146,14 +147,16 @@ enum Cas {
     Missing(NodeId),
 }
 
-/// A head move: the thread's head from `expected` to `new` (a step of workflow `wf`), the
-/// thread archived when `done`, the lease released when it is `me`'s.
+/// A head move: the thread's head from `expected` to `new` (a step of workflow `wf`, whose
+/// name `workflow_name` its step counts under), the thread archived when `done`, the lease
+/// released when it is `me`'s.
 #[derive(Clone, Copy)]
 pub(super) struct HeadMove<'a> {
     pub thread: &'a ThreadId,
     pub expected: NodeId,
     pub new: NodeId,
     pub wf: NodeId,
+    pub workflow_name: &'a str,
     pub done: bool,
     pub now_ms: u64,
     pub me: Option<&'a Lease>,
@@ -214,12 +217,14 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
         expected,
         new,
         wf,
+        workflow_name,
         done,
         now_ms,
         me,
     } = *m;
     let me = me.cloned();
     let t = thread.clone();
+    let name = workflow_name.to_string();
     // Grouped: the head moves of a runner's threads share one durable commit.
     let outcome = store.write_grouped(move |w| {
         let thread = &t;
@@ -277,6 +282,10 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             rec.workflow = Some(rec.workflow.unwrap_or(wf));
             rec.updated_ms = now_ms;
             w.set_thread(thread, &rec)?;
+        }
+        // A step, for the runner's dashboard (not the archiving of a thread already at its end).
+        if new != expected {
+            w.count_step(&name, now_ms);
         }
         Ok(Cas::Done)
     })?;

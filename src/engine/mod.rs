@@ -70,7 +70,13 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
             error = %failure.message,
             "step failed"
         );
-        if crate::thread::record_failure(opts.store, opts.thread, failure, opts.max_retries)? {
+        if crate::thread::record_failure(
+            opts.store,
+            opts.thread,
+            Some(attempt.workflow.as_str()).filter(|w| !w.is_empty()),
+            failure,
+            opts.max_retries,
+        )? {
             tracing::error!(
                 tag = "ZZEQKSGY",
                 thread = %opts.thread,
@@ -176,6 +182,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         crate::thread::lifecycle::fail(
             store,
             opts.thread,
+            &m.wf.name,
             crate::store::StepFailure {
                 time_ms: (opts.now)(),
                 agent: String::new(),
@@ -205,6 +212,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 expected: head,
                 new: head,
                 wf: wf_id,
+                workflow_name: &m.wf.name,
                 done: true,
                 now_ms: (opts.now)(),
                 me: Some(&me),

@@ -110,6 +110,8 @@ pub(crate) struct PgWriter<'c> {
     /// The usage this transaction's steps add, written at commit: one upsert a row for all of
     /// them, however many steps a group commit holds.
     usage: Option<Box<UsageDeltas>>,
+    /// The statements adding the transaction's steps per minute, sent with its `COMMIT`.
+    minutes: Option<String>,
 }
 
 #[path = "write_usage.rs"]
@@ -174,6 +176,7 @@ impl<'c> PgWriter<'c> {
             done: false,
             notify: false,
             usage: None,
+            minutes: None,
         })
     }
 
@@ -197,15 +200,16 @@ impl<'c> PgWriter<'c> {
         if let Some(u) = self.usage.take() {
             self.flush_usage(&u)?;
         }
-        let end = if self.notify {
-            "NOTIFY uwf_threads; COMMIT"
+        let notify = if self.notify {
+            "NOTIFY uwf_threads; "
         } else {
-            "COMMIT"
+            ""
         };
+        let end = format!("{}{notify}COMMIT", self.minutes.take().unwrap_or_default());
         // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
         self.sess
             .client
-            .batch_execute(end)
+            .batch_execute(&end)
             .map_err(|e| self.pg.err(&e))?;
         self.done = true;
         self.pg.remember(std::mem::take(&mut self.written));
@@ -639,12 +643,15 @@ impl<'c> PgWriter<'c> {
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
         self.forget_pre(id);
-        self.s()?
+        let removed = self
+            .s()?
             .execute(
                 "DELETE FROM uwf_thread_state WHERE thread = $1",
                 &[&id.as_str()],
             )
             .map_err(self.e())?;
+        // Back to the default state (a paused thread resumed) is a change too.
+        self.notify |= removed > 0;
         Ok(())
     }
 
