@@ -164,6 +164,7 @@ enum Command {
     /// The steps running now, across every process using the store.
     Ps(run::PsArgs),
     /// A web view of the store: threads with live states, steps, graphs, workflows and usage,
+    /// the runners' dashboard (/runs: running steps, steps per minute, queues and limits),
     /// with actions (pause, resume, cancel, step, start) behind the token it prints, and a JSON
     /// API under /api/ (on 127.0.0.1 unless --bind says otherwise).
     Serve(serve::ServeArgs),

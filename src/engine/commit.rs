@@ -268,15 +268,10 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<()> {
             w.archive_thread(thread, &rec, wf, FinishReason::Completed, now_ms)?;
         } else {
             // A step that went through ends the run of failures.
-            let state = w.thread_state(thread)?;
+            let mut state = w.thread_state(thread)?;
             if state.failures > 0 {
-                w.set_thread_state(
-                    thread,
-                    &crate::store::ThreadState {
-                        failures: 0,
-                        ..state
-                    },
-                )?;
+                state.failures = 0;
+                w.set_thread_state(thread, &state)?;
             }
             rec.head = new;
             rec.workflow = Some(rec.workflow.unwrap_or(wf));

@@ -178,28 +178,9 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
             m.history.steps.len() >= rounds as usize
         }
     {
-        let message = format!("reached its round limit of {rounds} steps");
-        crate::thread::lifecycle::fail(
-            store,
-            opts.thread,
-            &m.wf.name,
-            crate::store::StepFailure {
-                time_ms: (opts.now)(),
-                agent: String::new(),
-                message,
-            },
-        )?;
+        let e = fail_at_round_limit(opts, &m.wf.name, rounds)?;
         guard.disarm();
-        tracing::error!(
-            tag = "EZDSG36W",
-            thread = %opts.thread,
-            rounds,
-            "thread failed: reached its round limit"
-        );
-        return Err(StepError::RoundLimit {
-            thread: opts.thread.to_string(),
-            rounds,
-        });
+        return Err(e);
     }
     if decision.is_end() {
         // Nothing to run: the thread is finished (e.g. imported at its last step).
@@ -252,6 +233,32 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
     )?;
     guard.disarm();
     Ok(StepResult { output, notes })
+}
+
+/// Archives `opts.thread`, a thread of workflow `workflow`, as failed at its round limit of
+/// `rounds` steps; returns the step's error.
+fn fail_at_round_limit(opts: &StepOptions<'_>, workflow: &str, rounds: u32) -> Result<StepError> {
+    let message = format!("reached its round limit of {rounds} steps");
+    crate::thread::lifecycle::fail(
+        opts.store,
+        opts.thread,
+        workflow,
+        crate::store::StepFailure {
+            time_ms: (opts.now)(),
+            agent: String::new(),
+            message,
+        },
+    )?;
+    tracing::error!(
+        tag = "EZDSG36W",
+        thread = %opts.thread,
+        rounds,
+        "thread failed: reached its round limit"
+    );
+    Ok(StepError::RoundLimit {
+        thread: opts.thread.to_string(),
+        rounds,
+    })
 }
 
 /// Runs the agent the config or `--agent` names for `decision` through its adapter; returns the
