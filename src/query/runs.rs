@@ -133,6 +133,10 @@ pub(crate) struct WorkflowRuns {
     pub limits: Option<LimitsOut>,
     /// Where the concurrency limit comes from: `store`, `config`, or `None`.
     pub limits_from: Option<&'static str>,
+    /// What its calls cost today (the UTC day its day budget counts), USD, where it has a
+    /// day budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spent_today_usd: Option<f64>,
 }
 
 /// `uwf ps --stats`: the dashboard at `now`.
@@ -202,6 +206,7 @@ pub(crate) fn runs(store: &Store, config: &Config, now: u64) -> CliResult<Runs> 
         }
     }
     let defaults = budget_of(&budgets, "*").unwrap_or_default();
+    let mut today = None;
     for w in per.values_mut() {
         let own_limits = limits
             .iter()
@@ -226,6 +231,13 @@ pub(crate) fn runs(store: &Store, config: &Config, now: u64) -> CliResult<Runs> 
         let l = own_limits.or(from_config);
         w.limits = (l.is_some() || !budget.is_empty())
             .then(|| LimitsOut::of(&w.workflow, l.as_ref(), Some(&budget)));
+        if budget.max_cost_per_day.is_some() {
+            let day = match today {
+                Some(d) => d,
+                None => *today.insert(store.today(now)?),
+            };
+            w.spent_today_usd = Some(store.day_usage(&w.workflow, day)?.cost_usd);
+        }
     }
     let (steps, failures) = minutes
         .iter()
@@ -259,6 +271,7 @@ fn entry<'a>(per: &'a mut BTreeMap<String, WorkflowRuns>, name: &str) -> &'a mut
         failures_last_hour: 0,
         limits: None,
         limits_from: None,
+        spent_today_usd: None,
     })
 }
 

@@ -6,7 +6,6 @@
 
 use super::page::{Section, esc, layout, seg, time};
 use super::spend::count;
-use crate::query::limits::LimitsOut;
 use crate::query::runs::{Minute, Runs, WorkflowRuns};
 use crate::time::format_duration;
 use std::fmt::Write;
@@ -265,7 +264,8 @@ fn minutes_table(minutes: &[Minute]) -> String {
 }
 
 /// A workflow's limit and budgets in a few words.
-fn limits_text(l: Option<&LimitsOut>, from: Option<&str>) -> (String, String) {
+fn limits_text(w: &WorkflowRuns) -> (String, String) {
+    let (l, from) = (w.limits.as_ref(), w.limits_from);
     let Some(l) = l else {
         return ("—".into(), "—".into());
     };
@@ -290,7 +290,10 @@ fn limits_text(l: Option<&LimitsOut>, from: Option<&str>) -> (String, String) {
         budgets.push(format!("{} tokens a thread", count(t)));
     }
     if let Some(c) = l.max_cost_per_day {
-        budgets.push(format!("${c} a day"));
+        budgets.push(match w.spent_today_usd {
+            Some(s) => format!("${c} a day (${s:.2} spent today)"),
+            None => format!("${c} a day"),
+        });
     }
     let budgets = match budgets.is_empty() {
         true => "—".into(),
@@ -308,7 +311,7 @@ fn workflows(m: &mut String, ws: &[WorkflowRuns]) {
     }
     m.push_str("<table class=\"queues\"><thead><tr><th>Workflow</th><th>Running</th><th>In progress</th><th>Queued</th><th>Paused</th><th>Concurrency limit</th><th>Budgets</th><th>Steps, last hour</th><th>Failed, last hour</th></tr></thead><tbody>\n");
     for w in ws {
-        let (limit, budgets) = limits_text(w.limits.as_ref(), w.limits_from);
+        let (limit, budgets) = limits_text(w);
         let concurrency = w
             .limits
             .as_ref()
@@ -340,6 +343,7 @@ fn workflows(m: &mut String, ws: &[WorkflowRuns]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::limits::LimitsOut;
     use crate::query::runs::{Hour, Running};
 
     fn minute(i: u64, steps: u64, failures: u64) -> Minute {
@@ -422,6 +426,7 @@ mod tests {
                     None,
                 )),
                 limits_from: Some("store"),
+                spent_today_usd: None,
             }],
         };
         let h = page(3, &r);

@@ -125,6 +125,8 @@ fn check_dashboard(env: &TestEnv, server: &Server, steps: u64, failures: u64) ->
         "the entry of uwf limits list: {api}"
     );
     assert_eq!(w["limitsFrom"], "store");
+    // Its day budget is set: what today cost (the scripted agents call no model).
+    assert_eq!(w["spentTodayUsd"], 0);
     d
 }
 
@@ -185,7 +187,10 @@ fn runs_show_steps_failures_queues_and_a_running_step_with_its_holder() {
         )),
         "{page}"
     );
-    assert!(page.contains("$5 a day"), "the day budget: {page}");
+    assert!(
+        page.contains("$5 a day ($0.00 spent today)"),
+        "the day budget: {page}"
+    );
 
     // A step of a slow agent in another process: listed while it runs, with its holder.
     let t = &threads[1];
