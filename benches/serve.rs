@@ -1,12 +1,13 @@
 //! `uwf serve` benchmarks against a running server process, each request over a fresh
 //! connection, timed from connect to the last byte of the answer:
-//! - `GET /api/threads` (every thread, as `uwf thread list --all`) and `GET /` (the thread list
-//!   page) on a store of 10,000 threads;
+//! - `GET /api/threads` (every thread, as `uwf thread list --all`), `GET /` (the thread list
+//!   page), and the runners' dashboard `GET /runs` and `GET /api/runs` (as `uwf ps --stats`) on
+//!   a store of 10,000 threads;
 //! - `GET /threads/{id}` (the thread page: state, graph, conversation, every step's output) and
 //!   `GET /api/threads/{id}/steps` on a thread of 1,000 steps;
 //!
-//! beside the same answers from a `uwf thread list --all` and a `uwf thread steps` process
-//! (spawn to exit), what a script would otherwise run.
+//! beside the same answers from a `uwf thread list --all`, `uwf ps --stats` and a `uwf thread
+//! steps` process (spawn to exit), what a script would otherwise run.
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench serve
@@ -125,7 +126,7 @@ impl Server {
             .unwrap();
         let port = line
             .rsplit_once("http://127.0.0.1:")
-            .and_then(|(_, p)| p.trim().trim_end_matches('/').parse().ok())
+            .and_then(|(_, p)| p.split('/').next()?.trim().parse().ok())
             .unwrap_or_else(|| panic!("no URL in {line:?}"));
         Server { child, port }
     }
@@ -173,6 +174,11 @@ fn threads_10k(c: &mut Criterion) {
     g.bench_function("threads_page", |b| b.iter(|| server.get("/")));
     g.bench_function("cli_thread_list_all", |b| {
         b.iter(|| cli(&home, &["thread", "list", "--all"]))
+    });
+    g.bench_function("runs_page", |b| b.iter(|| server.get("/runs")));
+    g.bench_function("api_runs", |b| b.iter(|| server.get("/api/runs")));
+    g.bench_function("cli_ps_stats", |b| {
+        b.iter(|| cli(&home, &["ps", "--stats"]))
     });
     g.finish();
 }

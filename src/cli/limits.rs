@@ -4,6 +4,7 @@
 use super::output::print_as;
 use super::{CliError, CliResult, Env};
 use crate::error::ErrorKind;
+use crate::query::limits::{LimitsOut, NO_LIMITS, list};
 use crate::store::{Budget, WorkflowLimits};
 use crate::thread::Config;
 use clap::Subcommand;
@@ -125,48 +126,6 @@ impl SetArgs {
     }
 }
 
-/// One workflow's limits and budgets (the budgets only where set).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LimitsOut<'a> {
-    workflow: &'a str,
-    concurrency: Option<u32>,
-    overflow: &'static str,
-    max_queue: Option<u32>,
-    max_retries: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_cost_per_thread: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens_per_thread: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_cost_per_day: Option<f64>,
-}
-
-impl<'a> LimitsOut<'a> {
-    fn of(workflow: &'a str, l: Option<&WorkflowLimits>, b: Option<&Budget>) -> LimitsOut<'a> {
-        let l = l.copied().unwrap_or(NO_LIMITS);
-        let b = b.copied().unwrap_or_default();
-        LimitsOut {
-            workflow,
-            concurrency: (l.concurrency > 0).then_some(l.concurrency),
-            overflow: if l.drop { "drop" } else { "queue" },
-            max_queue: l.max_queue,
-            max_retries: l.max_retries,
-            max_cost_per_thread: b.max_cost_per_thread,
-            max_tokens_per_thread: b.max_tokens_per_thread,
-            max_cost_per_day: b.max_cost_per_day,
-        }
-    }
-}
-
-/// A workflow without limits of its own.
-const NO_LIMITS: WorkflowLimits = WorkflowLimits {
-    concurrency: 0,
-    drop: false,
-    max_queue: None,
-    max_retries: None,
-};
-
 /// `limits rm`.
 #[derive(Serialize)]
 struct Removed<'a> {
@@ -177,32 +136,7 @@ struct Removed<'a> {
 pub(crate) fn limits(c: LimitsCommand, env: &Env) -> CliResult {
     match c {
         LimitsCommand::Set(a) => set(env, &a),
-        LimitsCommand::List => {
-            let s = env.open_ro()?;
-            let limits = s.workflow_limits()?;
-            let budgets = s.budgets()?;
-            let mut names: Vec<&str> = limits
-                .iter()
-                .map(|(n, _)| n.as_str())
-                .chain(budgets.iter().map(|(n, _)| n.as_str()))
-                .collect();
-            names.sort_unstable();
-            names.dedup();
-            let find = |n: &str| {
-                (
-                    limits.iter().find(|(k, _)| k == n).map(|(_, l)| l),
-                    budgets.iter().find(|(k, _)| k == n).map(|(_, b)| b),
-                )
-            };
-            let out: Vec<LimitsOut<'_>> = names
-                .iter()
-                .map(|n| {
-                    let (l, b) = find(n);
-                    LimitsOut::of(n, l, b)
-                })
-                .collect();
-            print_as(env.format, &out)
-        }
+        LimitsCommand::List => print_as(env.format, &list(&env.open_ro()?)?),
         LimitsCommand::Rm { name } => {
             let s = env.open_rw()?;
             let (l, b) = s.write(|w| {

@@ -162,8 +162,9 @@ enum Command {
     /// stop; twice: stop at once).
     Run(run::RunArgs),
     /// The steps running now, across every process using the store.
-    Ps,
+    Ps(run::PsArgs),
     /// A web view of the store: threads with live states, steps, graphs, workflows and usage,
+    /// the runners' dashboard (/runs: running steps, steps per minute, queues and limits),
     /// with actions (pause, resume, cancel, step, start) behind the token it prints, and a JSON
     /// API under /api/ (on 127.0.0.1 unless --bind says otherwise).
     Serve(serve::ServeArgs),
@@ -421,7 +422,7 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
         Command::Agent(c) => agent::run(c, env),
         Command::Setup(a) => setup::setup(env, a),
         Command::Run(a) => run::run(env, a),
-        Command::Ps => run::ps(env),
+        Command::Ps(a) => run::ps(env, &a),
         Command::Serve(a) => serve::serve(env, a),
         Command::Config(c) => setup::config(env, c),
         Command::Completions { shell } => completions(shell),
@@ -533,7 +534,7 @@ fn reads_only(c: &Command) -> bool {
             )
             | Command::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
             | Command::Agent(agent::AgentCmd::Context { .. })
-            | Command::Ps
+            | Command::Ps(_)
             | Command::Config(
                 setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
             )

@@ -1,9 +1,9 @@
 //! `uwf run` (drive threads to their end, many at once) and `uwf ps` (the steps running now,
 //! across every process using the store).
 
-use super::output::{print, to_value, write_stdout};
+use super::output::{print, print_as, to_value, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
-use crate::cas::Value;
+use crate::query::runs;
 use crate::runner::{self, Event, RunOptions, Stop};
 use crate::thread::{self, AgentCommand, Config};
 use clap::Args;
@@ -94,19 +94,6 @@ struct Finished<'a> {
     status: &'a str,
     steps: u64,
     error: Option<&'a str>,
-}
-
-/// A row of `uwf ps`.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Running<'a> {
-    thread: &'a str,
-    workflow: &'a str,
-    role: Option<&'a str>,
-    agent: Option<String>,
-    pid: u32,
-    since: u64,
-    elapsed_ms: u64,
 }
 
 /// Where the submit socket's directory goes: `$XDG_RUNTIME_DIR`, else the system's temporary
@@ -294,36 +281,31 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     }
 }
 
-/// `uwf ps`: `[{"thread","workflow","role","agent","pid","since","elapsedMs"}]`, from the
-/// leases of live processes.
-pub(crate) fn ps(env: &Env) -> CliResult {
+/// `uwf ps`.
+#[derive(Args, Debug)]
+pub(crate) struct PsArgs {
+    /// Print one object instead: the running steps, the steps and failed steps per minute over
+    /// the last hour, and each workflow's threads by state with its limits and budgets (what
+    /// uwf serve's /runs page shows).
+    #[arg(long)]
+    stats: bool,
+}
+
+/// `uwf ps`: `[{"thread","workflow","role","agent","pid","since","elapsedMs","holder",
+/// "thisMachine"}]`, from the leases of live processes; with `--stats`, the dashboard
+/// (`query::runs`).
+pub(crate) fn ps(env: &Env, a: &PsArgs) -> CliResult {
     let config = Config::load(&env.root)?;
     let store = env.open_ro()?;
     let now = env.clock();
-    let mut rows = Vec::new();
-    for (t, l) in store.leases()? {
-        if !l.is_live() {
-            continue;
-        }
-        let (workflow, role) = thread::running_role(&store, &t).unwrap_or_default();
-        let agent = role
-            .as_deref()
-            .and_then(|r| config.agent_for(&workflow, r).ok())
-            .map(|a| a.display());
-        rows.push(to_value(&Running {
-            thread: t.as_str(),
-            workflow: &workflow,
-            role: role.as_deref(),
-            agent,
-            pid: l.pid,
-            since: l.since_ms,
-            elapsed_ms: now.saturating_sub(l.since_ms),
-        }));
-    }
     for over in thread::budget::spent_days(&store, &|| active_workflows(&store), now)? {
         eprintln!("uwf ps: {over}");
     }
-    print(env.format, &Value::Array(rows))
+    if a.stats {
+        print_as(env.format, &runs::runs(&store, &config, now)?)
+    } else {
+        print_as(env.format, &runs::running(&store, &config, now)?)
+    }
 }
 
 /// The workflow names of the active threads (for the store-wide day budget).

@@ -76,6 +76,7 @@ pub(crate) fn serve(env: &Env, a: ServeArgs) -> CliResult {
                 token,
                 exe: std::env::current_exe()?,
                 env: child_env(env),
+                clock: env.shared_clock(),
             },
         )
         .await

@@ -130,6 +130,7 @@ pub(super) fn conclude(
             expected: head,
             new: id,
             wf: wf_id,
+            workflow_name: &wf.name,
             done,
             now_ms,
             me,
@@ -210,14 +211,16 @@ enum Cas {
     Missing(NodeId),
 }
 
-/// A head move: the thread's head from `expected` to `new` (a step of workflow `wf`), the
-/// thread archived when `done`, the lease released when it is `me`'s.
+/// A head move: the thread's head from `expected` to `new` (a step of workflow `wf`, whose
+/// name `workflow_name` its step counts under), the thread archived when `done`, the lease
+/// released when it is `me`'s.
 #[derive(Clone, Copy)]
 pub(super) struct HeadMove<'a> {
     pub thread: &'a ThreadId,
     pub expected: NodeId,
     pub new: NodeId,
     pub wf: NodeId,
+    pub workflow_name: &'a str,
     pub done: bool,
     pub now_ms: u64,
     pub me: Option<&'a Lease>,
@@ -284,6 +287,7 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
         expected,
         new,
         wf,
+        workflow_name,
         done,
         now_ms,
         me,
@@ -293,6 +297,7 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let me = me.cloned();
     let t = thread.clone();
     let write = write.cloned();
+    let name = workflow_name.to_string();
     // Grouped: the head moves of a runner's threads share one durable commit.
     let (outcome, fresh) = store.write_grouped_for(thread, move |w| {
         let thread = &t;
@@ -347,20 +352,19 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
             w.archive_thread(thread, &rec, wf, FinishReason::Completed, now_ms)?;
         } else {
             // A step that went through ends the run of failures.
-            let state = w.thread_state(thread)?;
+            let mut state = w.thread_state(thread)?;
             if state.failures > 0 {
-                w.set_thread_state(
-                    thread,
-                    &crate::store::ThreadState {
-                        failures: 0,
-                        ..state
-                    },
-                )?;
+                state.failures = 0;
+                w.set_thread_state(thread, &state)?;
             }
             rec.head = new;
             rec.workflow = Some(rec.workflow.unwrap_or(wf));
             rec.updated_ms = now_ms;
             w.set_thread(thread, &rec)?;
+        }
+        // A step, for the runner's dashboard (not the archiving of a thread already at its end).
+        if new != expected {
+            w.count_step(&name, now_ms);
         }
         Ok((Cas::Done, fresh))
     })?;

@@ -72,7 +72,13 @@ pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
             error = %failure.message,
             "step failed"
         );
-        if crate::thread::record_failure(opts.store, opts.thread, failure, opts.max_retries)? {
+        if crate::thread::record_failure(
+            opts.store,
+            opts.thread,
+            Some(attempt.workflow.as_str()).filter(|w| !w.is_empty()),
+            failure,
+            opts.max_retries,
+        )? {
             tracing::error!(
                 tag = "ZZEQKSGY",
                 thread = %opts.thread,
@@ -179,27 +185,9 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
             m.history.steps.len() >= rounds as usize
         }
     {
-        let message = format!("reached its round limit of {rounds} steps");
-        crate::thread::lifecycle::fail(
-            store,
-            opts.thread,
-            crate::store::StepFailure {
-                time_ms: (opts.now)(),
-                agent: String::new(),
-                message,
-            },
-        )?;
+        let e = fail_at_round_limit(opts, &m.wf.name, rounds)?;
         guard.disarm();
-        tracing::error!(
-            tag = "EZDSG36W",
-            thread = %opts.thread,
-            rounds,
-            "thread failed: reached its round limit"
-        );
-        return Err(StepError::RoundLimit {
-            thread: opts.thread.to_string(),
-            rounds,
-        });
+        return Err(e);
     }
     if decision.is_end() {
         // Nothing to run: the thread is finished (e.g. imported at its last step).
@@ -212,6 +200,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 expected: head,
                 new: head,
                 wf: wf_id,
+                workflow_name: &m.wf.name,
                 done: true,
                 now_ms: (opts.now)(),
                 me: Some(&me),
@@ -258,6 +247,32 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         memo.keep(opts.thread.clone(), m);
     }
     Ok(StepResult { output, notes })
+}
+
+/// Archives `opts.thread`, a thread of workflow `workflow`, as failed at its round limit of
+/// `rounds` steps; returns the step's error.
+fn fail_at_round_limit(opts: &StepOptions<'_>, workflow: &str, rounds: u32) -> Result<StepError> {
+    let message = format!("reached its round limit of {rounds} steps");
+    crate::thread::lifecycle::fail(
+        opts.store,
+        opts.thread,
+        workflow,
+        crate::store::StepFailure {
+            time_ms: (opts.now)(),
+            agent: String::new(),
+            message,
+        },
+    )?;
+    tracing::error!(
+        tag = "EZDSG36W",
+        thread = %opts.thread,
+        rounds,
+        "thread failed: reached its round limit"
+    );
+    Ok(StepError::RoundLimit {
+        thread: opts.thread.to_string(),
+        rounds,
+    })
 }
 
 /// Runs the agent the config or `--agent` names for `decision` through its adapter; returns the

@@ -29,6 +29,8 @@ pub(crate) struct Context {
     pub exe: PathBuf,
     /// The variables its runs get besides the server's own (`UWF_HOME`, `UWF_STORE`).
     pub env: Vec<(String, String)>,
+    /// The clock (ms since the epoch) of the dashboard's running times and last hour.
+    pub clock: Arc<dyn Fn() -> u64 + Send + Sync>,
 }
 
 /// The shared state of the handlers.

@@ -1,11 +1,14 @@
 //! `uwf serve`: a web view of the store on axum, read-only but for the writes of `act`.
 //!
-//! Pages (`/`, `/threads/{id}`, `/workflows`, `/workflows/{name}`) are HTML rendered here, with
-//! one embedded stylesheet and script; the JSON API under `/api/` answers with the bytes the
-//! CLI prints for the same question (`thread list --all`, `thread show`, `thread steps`,
-//! `thread read`, `usage --thread`, `workflow list`, `workflow show`, `workflow history`,
-//! `usage --workflow --by day`), built by the CLI's own functions. A thread's page shows what
-//! its model calls add up to, a workflow's its spend per UTC day as a chart (`spend`).
+//! Pages (`/`, `/threads/{id}`, `/workflows`, `/workflows/{name}`, `/runs`) are HTML rendered
+//! here, with one embedded stylesheet and script; the JSON API under `/api/` answers with the
+//! bytes the CLI prints for the same question (`thread list --all`, `thread show`, `thread
+//! steps`, `thread read`, `usage --thread`, `workflow list`, `workflow show`, `workflow
+//! history`, `usage --workflow --by day`, `ps --stats`), built by the CLI's own functions. A
+//! thread's page shows what its model calls add up to, a workflow's its spend per UTC day as a
+//! chart (`spend`); `/runs` is the runner's dashboard (`runs`): the steps running now in every
+//! process sharing the store, steps and failures per minute over the last hour as a chart, and
+//! each workflow's queue and limits.
 //! `/api/events` is a server-sent event stream that says `change` whenever the store file
 //! changes; the pages' script then fetches the page again and swaps its `<main>`. The writes
 //! (`act`) run the CLI as a child process, behind the token the URL line names.
@@ -17,6 +20,7 @@
 mod act;
 mod app;
 mod page;
+mod runs;
 mod spend;
 
 use crate::query::error::{CliError, CliResult};
@@ -67,6 +71,7 @@ pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std:
         .route("/threads/{id}", get(thread_page))
         .route("/workflows", get(workflows_page))
         .route("/workflows/{name}", get(workflow_page))
+        .route("/runs", get(runs_page))
         .route("/assets/style.css", get(style))
         .route("/assets/app.js", get(script))
         .route("/api/threads", get(api_threads))
@@ -78,6 +83,7 @@ pub(crate) async fn run(listener: tokio::net::TcpListener, ctx: Context) -> std:
         .route("/api/workflows/{name}", get(api_workflow))
         .route("/api/workflows/{name}/history", get(api_history))
         .route("/api/workflows/{name}/usage", get(api_workflow_usage))
+        .route("/api/runs", get(api_runs))
         .route("/api/events", get(events))
         .route("/api/threads/{id}/pause", post(act::pause))
         .route("/api/threads/{id}/resume", post(act::resume))
@@ -408,6 +414,28 @@ async fn workflow_page(State(app): State<Shared>, UrlPath(name): UrlPath<String>
             &days,
             history.as_ref(),
         )))
+    })
+    .await
+}
+
+/// The dashboard now, with the config of the server's root (agents, limits).
+fn dashboard(app: &App) -> CliResult<crate::query::runs::Runs> {
+    let config = thread::Config::load(&app.ctx.root)?;
+    crate::query::runs::runs(&app.ctx.store, &config, (app.ctx.clock)())
+}
+
+/// `/api/runs`: `uwf ps --stats`.
+async fn api_runs(State(app): State<Shared>) -> Response {
+    read(app, Answer::Api, move |app| {
+        Ok(json(json_line(&dashboard(app)?)?))
+    })
+    .await
+}
+
+/// `/runs`: the runner's dashboard.
+async fn runs_page(State(app): State<Shared>) -> Response {
+    read(app, Answer::Page, move |app| {
+        Ok(html(runs::page(app.version(), &dashboard(app)?)))
     })
     .await
 }

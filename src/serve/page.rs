@@ -23,16 +23,17 @@ const MAX_ROWS: usize = 1000;
 
 /// The section a page belongs to, marked in the navigation.
 #[derive(PartialEq, Eq, Clone, Copy)]
-enum Section {
+pub(super) enum Section {
     Threads,
     Workflows,
+    Runs,
 }
 
 /// `s` escaped for HTML text and attribute values (the graph's SVG escaper).
 pub(crate) use crate::workflow::render::xml_text as esc;
 
 /// `s` as one percent-encoded URL path segment.
-fn seg(s: &str) -> String {
+pub(super) fn seg(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -46,7 +47,7 @@ fn seg(s: &str) -> String {
 
 /// A whole page: head, navigation, `main` and the script. `version` is the store version the
 /// data is from (the script compares it with the event stream's).
-fn layout(title: &str, section: Option<Section>, version: u64, main: &str) -> String {
+pub(super) fn layout(title: &str, section: Option<Section>, version: u64, main: &str) -> String {
     let nav = |s: Section, href: &str, label: &str| {
         let on = if section == Some(s) {
             r#" class="on""#
@@ -59,7 +60,7 @@ fn layout(title: &str, section: Option<Section>, version: u64, main: &str) -> St
         r#"<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{} · uwf</title><link rel="stylesheet" href="/assets/style.css"></head>
-<body data-version="{version}"><header><a class="brand" href="/">uwf</a><nav>{}{}</nav><span id="live" class="live" title="live updates">connecting</span></header>
+<body data-version="{version}"><header><a class="brand" href="/">uwf</a><nav>{}{}{}</nav><span id="live" class="live" title="live updates">connecting</span></header>
 <p id="action-result" class="action-result" role="status" hidden></p>
 <main>{main}</main>
 <script src="/assets/app.js"></script></body></html>
@@ -67,6 +68,7 @@ fn layout(title: &str, section: Option<Section>, version: u64, main: &str) -> St
         esc(title),
         nav(Section::Threads, "/", "Threads"),
         nav(Section::Workflows, "/workflows", "Workflows"),
+        nav(Section::Runs, "/runs", "Runs"),
     )
 }
 
@@ -114,12 +116,12 @@ fn badge(status: &str) -> String {
 }
 
 /// A time as `YYYY-MM-DD HH:MM:SS` UTC.
-fn time(ms: u64) -> String {
+pub(super) fn time(ms: u64) -> String {
     format!(r#"<time data-ms="{ms}">{}</time>"#, esc(&format_utc(ms)))
 }
 
 /// A link to a workflow page, by name when it has one, else by id.
-fn workflow_link(id: &str, name: Option<&str>) -> String {
+pub(super) fn workflow_link(id: &str, name: Option<&str>) -> String {
     match name {
         Some(n) => format!(
             r#"<a href="/workflows/{}">{}</a> <code class="id">{}</code>"#,

@@ -19,7 +19,7 @@ const TOP: f64 = 14.0;
 const BOTTOM: f64 = 86.0;
 
 /// `n` with its thousands separated by commas.
-fn count(n: u64) -> String {
+pub(super) fn count(n: u64) -> String {
     let s = n.to_string();
     let mut o = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {

@@ -12,6 +12,7 @@
 //! is on.
 
 use super::error::Result;
+use super::minutes::MinuteRow;
 use super::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use super::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -463,6 +464,13 @@ pub(crate) trait ReadTx {
         Ok(super::usage::sum_rows(&self.usage_rows(q.thread)?, q))
     }
 
+    /// The rows of the steps-per-minute aggregate from UTC minute `from` on, in (minute,
+    /// workflow) order.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>>;
+
     /// Today's UTC day, days since 1970-01-01: of `now_ms`, or of the server's clock on a
     /// server.
     ///
@@ -543,4 +551,7 @@ pub(crate) trait WriteTx {
     /// the UTC day of `now_ms`, or of the server's clock where the backend has one.
     fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()>;
     fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>>;
+    /// Adds `rows` (one per (minute, workflow), in that order) to the steps-per-minute
+    /// aggregate, and deletes its rows of minutes before `prune_before` when given.
+    fn add_step_counts(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) -> Result<()>;
 }

@@ -21,6 +21,9 @@ pub struct Store {
     path: PathBuf,
     types: Mutex<HashMap<NodeId, Arc<TypeInfo>>>,
     pub(super) group: Group,
+    /// The UTC minute at which this handle's writes last deleted the old rows of the
+    /// steps-per-minute aggregate (0: not yet).
+    pub(super) minutes_pruned: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for Store {
@@ -36,6 +39,7 @@ impl Store {
             path,
             types: Mutex::default(),
             group: Group::default(),
+            minutes_pruned: std::sync::atomic::AtomicU32::new(0),
         }
     }
 

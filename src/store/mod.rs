@@ -13,7 +13,8 @@
 //!   `import.rs`: nodes hashed elsewhere
 //! - leaves used by every backend: `error.rs`, `damage.rs` (the boundary that turns an
 //!   engine's panic into [`StoreError::Damaged`]), `node.rs`, `records.rs` (the records and
-//!   their fixed encodings), `report.rs`, `types.rs`
+//!   their fixed encodings), `usage.rs` (model calls, their aggregates and the budgets),
+//!   `minutes.rs` (steps and failed steps per minute and workflow), `report.rs`, `types.rs`
 
 mod backend;
 mod copy;
@@ -24,6 +25,7 @@ mod handle;
 mod import;
 mod maintenance;
 mod memory;
+mod minutes;
 mod node;
 mod nodes;
 mod pg;
@@ -45,6 +47,8 @@ pub(crate) use error::db_damage;
 pub use handle::Store;
 pub(crate) use handle::resolve_root;
 pub use maintenance::force_version;
+pub(crate) use minutes::MINUTE_MS;
+pub use minutes::{KEEP_MINUTES, MinuteRow, StepCounts, minute_of};
 pub use node::{Prepared, PutOutcome, StoredNode, WalkEvent, WalkStats, prepare_unchecked};
 pub use nodes::{Bulk, Snapshot};
 pub use pg::Listener;

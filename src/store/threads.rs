@@ -4,6 +4,7 @@
 
 use super::error::{Result, StoreError};
 use super::handle::Store;
+use super::minutes::MinuteRow;
 use super::nodes::streamed;
 use super::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -202,6 +203,16 @@ impl Store {
         self.guard(|| self.read()?.usage_days(name))
     }
 
+    /// The steps and failed steps per UTC minute and workflow name from minute `from` on
+    /// ([`super::minute_of`]), in (minute, workflow) order; the store keeps
+    /// [`super::KEEP_MINUTES`] of them.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>> {
+        self.guard(|| self.read()?.step_minutes(from))
+    }
+
     /// Today, days since 1970-01-01 in UTC: by `now_ms`, or by the server's clock on a server
     /// (the day the calls of a step made now count on).
     ///
@@ -273,8 +284,9 @@ impl Store {
         let mut out = None;
         self.backend.write(&mut |tx| {
             let f = f.take().expect("a write transaction runs its closure once");
-            out = Some(f(&mut Writer::new(tx))?);
-            Ok(())
+            let mut w = Writer::new(tx);
+            out = Some(f(&mut w)?);
+            w.finish(&self.minutes_pruned)
         })?;
         Ok(out.expect("set by the committed closure"))
     }

@@ -1,9 +1,10 @@
 //! [`Writer`]: the one write transaction every change goes through, on any backend, with the
 //! rules written once above the backends (merging an import's names, whether a history entry
-//! is recorded).
+//! is recorded, the steps per minute a transaction adds and when old minutes go).
 
 use super::backend::WriteTx;
 use super::error::Result;
+use super::minutes::{KEEP_MINUTES, MinuteRow, PRUNE_EVERY, StepCounts, minute_of};
 use super::node::{Prepared, PutOutcome};
 use super::records::{
     HistoryEntry, Lease, Merge, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -15,12 +16,19 @@ use crate::model::{FinishReason, ThreadId};
 /// Writes inside one transaction; see [`super::Store::write`].
 pub struct Writer<'a> {
     tx: &'a mut dyn WriteTx,
+    /// The steps and failures the transaction counts, by (minute, workflow name), written
+    /// once each when it ends ([`Writer::finish`]): a group commit's steps of one workflow and
+    /// minute add to their row once.
+    counts: Vec<MinuteRow>,
 }
 
 impl<'a> Writer<'a> {
     /// The facade of a backend's write transaction.
     pub(crate) fn new(tx: &'a mut dyn WriteTx) -> Writer<'a> {
-        Writer { tx }
+        Writer {
+            tx,
+            counts: Vec::new(),
+        }
     }
 }
 
@@ -494,5 +502,69 @@ impl Writer<'_> {
     /// A store failure.
     pub(crate) fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
         self.tx.unpin(ids)
+    }
+
+    /// Counts a step of workflow `name` (its head moved) in the UTC minute of `now_ms`.
+    pub fn count_step(&mut self, name: &str, now_ms: u64) {
+        self.count(
+            name,
+            now_ms,
+            StepCounts {
+                steps: 1,
+                failures: 0,
+            },
+        );
+    }
+
+    /// Counts a failed step of workflow `name` in the UTC minute of `now_ms`.
+    pub fn count_failure(&mut self, name: &str, now_ms: u64) {
+        self.count(
+            name,
+            now_ms,
+            StepCounts {
+                steps: 0,
+                failures: 1,
+            },
+        );
+    }
+
+    fn count(&mut self, name: &str, now_ms: u64, c: StepCounts) {
+        let minute = minute_of(now_ms);
+        // A transaction counts few rows (a group commit's workflows): a scan finds its own.
+        match self
+            .counts
+            .iter_mut()
+            .find(|r| r.minute == minute && r.workflow == name)
+        {
+            Some(r) => r.counts.add(&c),
+            None => self.counts.push(MinuteRow {
+                minute,
+                workflow: name.to_string(),
+                counts: c,
+            }),
+        }
+    }
+
+    /// Ends the transaction's writes: adds what it counted to the steps-per-minute aggregate,
+    /// one row each, in (minute, workflow) order (so two transactions lock shared rows in the
+    /// same order). The rows older than [`KEEP_MINUTES`] before its newest minute go too when
+    /// `pruned`, the minute this process last deleted them at, is [`PRUNE_EVERY`] minutes
+    /// behind (its first counting write, then once every ten minutes).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn finish(&mut self, pruned: &std::sync::atomic::AtomicU32) -> Result<()> {
+        if self.counts.is_empty() {
+            return Ok(());
+        }
+        let mut rows = std::mem::take(&mut self.counts);
+        rows.sort_by(|a, b| (a.minute, &a.workflow).cmp(&(b.minute, &b.workflow)));
+        let newest = rows.iter().map(|r| r.minute).max().unwrap_or(0);
+        let last = pruned.load(std::sync::atomic::Ordering::Relaxed);
+        let prune = (last == 0 || newest >= last.saturating_add(PRUNE_EVERY)).then(|| {
+            pruned.store(newest, std::sync::atomic::Ordering::Relaxed);
+            newest.saturating_sub(KEEP_MINUTES)
+        });
+        self.tx.add_step_counts(&rows, prune)
     }
 }

@@ -215,17 +215,27 @@ pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
     }
 }
 
-/// Records a failed step of `thread`: one more consecutive failure and the error; at
-/// `max_retries` the thread is archived as failed. Returns whether it failed for good.
+/// Records a failed step of `thread`, a step of workflow `workflow` (its name; looked up when
+/// `None`): one more consecutive failure and the error, and one more failed step in the
+/// workflow's minute; at `max_retries` the thread is archived as failed. Returns whether it
+/// failed for good.
 ///
 /// # Errors
 /// Store failures.
 pub fn record_failure(
     store: &Store,
     thread: &ThreadId,
+    workflow: Option<&str>,
     failure: StepFailure,
     max_retries: u32,
 ) -> Result<bool> {
+    let name = match workflow {
+        Some(n) => n.to_string(),
+        // A step that failed before its moderator chose: its thread's workflow, if it reads.
+        None => super::ops::running_role(store, thread)
+            .map(|r| r.0)
+            .unwrap_or_default(),
+    };
     Ok(store.write(|w| {
         let Some(rec) = w.thread(thread)? else {
             return Ok(false);
@@ -233,6 +243,7 @@ pub fn record_failure(
         let mut s = w.thread_state(thread)?;
         s.failures += 1;
         let now = failure.time_ms;
+        w.count_failure(&name, now);
         s.last_error = Some(failure);
         let failed = s.failures >= max_retries;
         w.set_thread_state(thread, &s)?;
@@ -244,11 +255,11 @@ pub fn record_failure(
     })?)
 }
 
-/// Archives `thread` as failed with `failure` (its round limit, say): a failure that fails it
-/// whatever its count.
+/// Archives `thread`, of workflow `workflow` (its name), as failed with `failure` (its round
+/// limit, say): a failure that fails it whatever its count.
 ///
 /// # Errors
 /// Store failures.
-pub fn fail(store: &Store, thread: &ThreadId, failure: StepFailure) -> Result<()> {
-    record_failure(store, thread, failure, 1).map(drop)
+pub fn fail(store: &Store, thread: &ThreadId, workflow: &str, failure: StepFailure) -> Result<()> {
+    record_failure(store, thread, Some(workflow), failure, 1).map(drop)
 }

@@ -26,7 +26,7 @@ mod read;
 pub(crate) mod registry;
 pub(crate) mod time;
 
-pub(crate) use admission::Admission;
+pub(crate) use admission::{Admission, Overflow};
 pub(crate) use chain::{load_workflow, workflow_of};
 pub(crate) use config::{AgentCommand, AgentProtocol, Config, ModelSetup};
 pub(crate) use error::Result;

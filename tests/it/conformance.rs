@@ -5,9 +5,9 @@
 
 use uwf::cas::{NodeId, Value};
 use uwf::store::{
-    Budget, GcOptions, HistoryEntry, Lease, ModelCall, Phase, Prepared, PutOutcome, Removal,
-    StepFailure, StepUsage, Store, StoreError, ThreadRecord, ThreadState, UsageRow, WalkEvent,
-    WorkflowLimits,
+    Budget, GcOptions, HistoryEntry, KEEP_MINUTES, Lease, MinuteRow, ModelCall, Phase, Prepared,
+    PutOutcome, Removal, StepCounts, StepFailure, StepUsage, Store, StoreError, ThreadRecord,
+    ThreadState, UsageRow, WalkEvent, WorkflowLimits, minute_of,
 };
 use uwf::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode, TEXT};
 use uwf::workflow::{FinishReason, ThreadId};
@@ -70,6 +70,7 @@ contract!(
     write_order_and_marks,
     usage_aggregate,
     budgets,
+    steps_per_minute,
 );
 
 fn text(s: &Store, t: &str) -> Prepared {
@@ -748,6 +749,80 @@ fn budgets(s: &Store) {
         Some(b)
     );
     assert_eq!(s.budgets().expect("budgets").len(), 1);
+}
+
+/// The steps per minute: a transaction's counts add to their (minute, workflow) rows once
+/// each, a later one adds to them, a group commit's steps merge, a failed write counts
+/// nothing, reads start at a minute, and rows older than 48 hours before the newest minute go.
+fn steps_per_minute(s: &Store) {
+    let row = |minute: u32, workflow: &str, steps: u64, failures: u64| MinuteRow {
+        minute,
+        workflow: workflow.into(),
+        counts: StepCounts { steps, failures },
+    };
+    assert!(s.step_minutes(0).expect("minutes").is_empty());
+    let now = now_ms();
+    let m = minute_of(now);
+    // Two days and more ago: the first counting write of a handle prunes nothing older.
+    let old_ms = now - (u64::from(KEEP_MINUTES) + 5) * 60_000;
+    s.write(|w| {
+        w.count_step("a", old_ms);
+        Ok(())
+    })
+    .expect("count an old step");
+    assert_eq!(
+        s.step_minutes(0).expect("minutes"),
+        [row(minute_of(old_ms), "a", 1, 0)]
+    );
+    // A name no quoting may break.
+    let odd = "x'y\\ é";
+    s.write(|w| {
+        w.count_step("a", now);
+        w.count_step(odd, now);
+        w.count_failure("a", now);
+        w.count_step("a", now);
+        Ok(())
+    })
+    .expect("count steps");
+    // The old minute went with the write of a minute two days later.
+    assert_eq!(
+        s.step_minutes(0).expect("minutes"),
+        [row(m, "a", 2, 1), row(m, odd, 1, 0)]
+    );
+    // Added to, not replaced.
+    s.write(|w| {
+        w.count_failure("a", now);
+        Ok(())
+    })
+    .expect("count a failure");
+    // A failed write counts nothing.
+    let failed: Result<(), StoreError> = s.write(|w| {
+        w.count_step("a", now);
+        Err(StoreError::Internal("no".into()))
+    });
+    assert!(failed.is_err());
+    // A group commit's steps (of many threads at once) add up.
+    let next = now + 60_000;
+    std::thread::scope(|sc| {
+        for _ in 0..8 {
+            sc.spawn(|| {
+                s.write_grouped(move |w| {
+                    w.count_step("a", next);
+                    Ok(())
+                })
+                .expect("grouped count")
+            });
+        }
+    });
+    assert_eq!(
+        s.step_minutes(0).expect("minutes"),
+        [row(m, "a", 2, 2), row(m, odd, 1, 0), row(m + 1, "a", 8, 0)]
+    );
+    assert_eq!(
+        s.step_minutes(m + 1).expect("minutes"),
+        [row(m + 1, "a", 8, 0)]
+    );
+    assert!(s.step_minutes(m + 2).expect("minutes").is_empty());
 }
 
 fn owner() -> Lease {

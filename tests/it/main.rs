@@ -31,6 +31,8 @@ mod proto7a0c;
 mod read_md;
 mod runner;
 mod serve;
+mod serve_browser;
+mod serve_runs;
 mod shell;
 mod store;
 mod store_batch;

@@ -748,7 +748,7 @@ fn walk_verify_and_reindex_on_a_server_agree_with_redb() {
          ALTER TABLE uwf_nodes DROP COLUMN refs;
          DROP FUNCTION uwf_walk(bigint);
          DROP TABLE uwf_pins, uwf_gc_owner, uwf_gc_touched, uwf_usage_calls, uwf_usage,
-                    uwf_usage_days, uwf_budgets;
+                    uwf_usage_days, uwf_budgets, uwf_step_minutes;
          UPDATE uwf_meta SET value = 2 WHERE key = 'schema_version'",
     )
     .unwrap();

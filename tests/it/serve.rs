@@ -13,26 +13,32 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A `uwf serve --port 0` process, killed when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     /// The token of its URL line (`?token=`).
-    token: String,
+    pub(crate) token: String,
 }
 
 impl Server {
     /// Starts the server in `env`'s root (also its working directory) and waits for the line
     /// naming its URL.
-    fn start(env: &TestEnv) -> Server {
+    pub(crate) fn start(env: &TestEnv) -> Server {
         Server::start_with(env, &[])
     }
 
     /// `start` with more arguments of `uwf serve`.
-    fn start_with(env: &TestEnv, more: &[&str]) -> Server {
+    pub(crate) fn start_with(env: &TestEnv, more: &[&str]) -> Server {
+        Server::start_env(env, more, &[])
+    }
+
+    /// `start_with`, the server's environment given `vars` too.
+    pub(crate) fn start_env(env: &TestEnv, more: &[&str], vars: &[(&str, &str)]) -> Server {
         let mut child = env
             .std_cmd()
             .args(["serve", "--port", "0"])
             .args(more)
+            .envs(vars.iter().copied())
             .current_dir(env.root())
             .stderr(Stdio::piped())
             .spawn()
@@ -57,17 +63,17 @@ impl Server {
         Server { child, port, token }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
     /// `GET path`: the status and the body.
-    fn get(&self, path: &str) -> (u16, String) {
+    pub(crate) fn get(&self, path: &str) -> (u16, String) {
         get(self.port, path)
     }
 
     /// `GET path`, expecting 200.
-    fn ok(&self, path: &str) -> String {
+    pub(crate) fn ok(&self, path: &str) -> String {
         let (status, body) = self.get(path);
         assert_eq!(status, 200, "GET {path}: {body}");
         body
@@ -88,7 +94,13 @@ fn get(port: u16, path: &str) -> (u16, String) {
 
 /// An HTTP/1.1 request over a fresh connection (`headers` as `Name: value` lines): the status
 /// and the (de-chunked) body.
-fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+pub(crate) fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let extra: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
@@ -126,13 +138,13 @@ fn request(port: u16, method: &str, path: &str, headers: &[&str], body: &str) ->
 }
 
 /// The scripted agent for one of the example workflows.
-fn agent(env: &TestEnv, script: &str) -> String {
+pub(crate) fn agent(env: &TestEnv, script: &str) -> String {
     env.scripted(&example(script))
 }
 
 /// A root with both example workflows registered, a finished debate thread and a
 /// solve-issue thread two steps in (its reviewer next). Returns (debate, solve) thread ids.
-fn setup(env: &TestEnv) -> (String, String) {
+pub(crate) fn setup(env: &TestEnv) -> (String, String) {
     let root = env.root().display().to_string();
     for wf in ["debate.yaml", "solve-issue.yaml"] {
         env.ok(&["workflow", "put", &example(wf).display().to_string()]);
@@ -166,7 +178,7 @@ fn setup(env: &TestEnv) -> (String, String) {
 }
 
 /// `uwf ARGS` run in the root, its stdout.
-fn cli(env: &TestEnv, args: &[&str]) -> String {
+pub(crate) fn cli(env: &TestEnv, args: &[&str]) -> String {
     let out = env
         .cmd()
         .args(args)
@@ -489,6 +501,8 @@ fn browsing_never_writes_the_store() {
         "/api/workflows/solve-issue/history".to_string(),
         format!("/api/threads/{debate}/usage"),
         "/api/workflows/debate/usage".to_string(),
+        "/runs".to_string(),
+        "/api/runs".to_string(),
     ] {
         server.ok(&path);
     }
@@ -502,12 +516,12 @@ fn browsing_never_writes_the_store() {
 
 impl Server {
     /// `POST path` with `headers`: the status and the body.
-    fn post(&self, path: &str, headers: &[&str], body: &str) -> (u16, String) {
+    pub(crate) fn post(&self, path: &str, headers: &[&str], body: &str) -> (u16, String) {
         request(self.port, "POST", path, headers, body)
     }
 
     /// `POST path` with the token from the page's own origin, expecting 200.
-    fn act(&self, path: &str, body: &str) -> String {
+    pub(crate) fn act(&self, path: &str, body: &str) -> String {
         let token = format!("X-Uwf-Token: {}", self.token);
         let origin = format!("Origin: http://127.0.0.1:{}", self.port);
         let (status, out) = self.post(path, &[&token, &origin], body);
@@ -517,12 +531,12 @@ impl Server {
 }
 
 /// A JSON answer as a `serde_json::Value`.
-fn value(s: &str) -> serde_json::Value {
+pub(crate) fn value(s: &str) -> serde_json::Value {
     serde_json::from_str(s).unwrap_or_else(|e| panic!("{e}: {s}"))
 }
 
 /// A thread's status as `uwf thread show` says it.
-fn status(env: &TestEnv, thread: &str) -> String {
+pub(crate) fn status(env: &TestEnv, thread: &str) -> String {
     value(&cli(env, &["thread", "show", thread]))["status"]
         .as_str()
         .unwrap()
@@ -633,7 +647,7 @@ fn no_store_or_a_damaged_one_is_a_one_line_error() {
 // ---- the headless browser ----
 
 /// Chromium and chromedriver, or `None` (with a note) when either is missing outside CI.
-fn browser() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn browser() -> Option<(PathBuf, PathBuf)> {
     let find = |name: &str| {
         std::env::var_os("PATH").and_then(|p| {
             std::env::split_paths(&p)
@@ -656,7 +670,7 @@ fn browser() -> Option<(PathBuf, PathBuf)> {
 }
 
 /// A free port of 127.0.0.1 (bound, then released).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -665,7 +679,7 @@ fn free_port() -> u16 {
 }
 
 /// A process killed when dropped.
-struct Killed(Child);
+pub(crate) struct Killed(pub(crate) Child);
 
 impl Drop for Killed {
     fn drop(&mut self) {
@@ -675,7 +689,7 @@ impl Drop for Killed {
 }
 
 /// Where the browser test writes its screenshots.
-fn screenshot_dir() -> PathBuf {
+pub(crate) fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));

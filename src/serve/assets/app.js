@@ -2,12 +2,14 @@
 // /api/events whenever the store file changes; the page is fetched again and its <main>
 // swapped in place, so no reload is needed. Scroll positions of panels and typed text are
 // kept. A thread's buttons and a workflow's start form POST to the write API with the token
-// of the URL (`?token=`, kept in sessionStorage) and say what happened in one line.
+// of the URL (`?token=`, kept in sessionStorage) and say what happened in one line. A page
+// that moves with the clock (`data-tick`) is also fetched again every few seconds.
 (function () {
   "use strict";
   var live = document.getElementById("live");
   var version = document.body.getAttribute("data-version");
   var busy = false, again = false;
+  window.uwfFetched = Date.now();
 
   // The token of `uwf serve`'s URL line (`?token=`), kept for the tab's other pages.
   var token = new URLSearchParams(location.search).get("token");
@@ -84,6 +86,7 @@
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
+    window.uwfFetched = Date.now();
     var h = { "Accept": "text/html" };
     if (token) { h["X-Uwf-Token"] = token; }
     fetch(location.href, { cache: "no-store", headers: h })
@@ -116,6 +119,14 @@
         if (again) { again = false; refresh(); }
       });
   }
+
+  // A page whose content moves with the clock (the runner's dashboard: elapsed times, the
+  // hour's window) says how often to fetch it again when nothing changed: `data-tick` seconds.
+  setInterval(function () {
+    var t = document.querySelector("main [data-tick]");
+    var every = t ? parseInt(t.getAttribute("data-tick"), 10) * 1000 : 0;
+    if (every > 0 && Date.now() - (window.uwfFetched || 0) >= every) { refresh(); }
+  }, 1000);
 
   if (!window.EventSource) { return; }
   var es = new EventSource("/api/events" + (token ? "?token=" + encodeURIComponent(token) : ""));

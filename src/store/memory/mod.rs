@@ -14,6 +14,7 @@ use crate::store::backend::{
     Backend, BulkLoad, Each, Order, ReadTx, Types, Visit, WalkReport, WriteTx,
 };
 use crate::store::error::{Result, StoreError};
+use crate::store::minutes::MinuteRow;
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats, bootstrap_nodes};
 use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -637,6 +638,10 @@ impl ReadTx for MemRead {
         Ok(self.0.usage.budgets())
     }
 
+    fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>> {
+        Ok(self.0.usage.minutes(from))
+    }
+
     fn for_each_step_usage(&self, f: Each<'_, (NodeId, StepCalls)>) -> Result<()> {
         self.0.usage.each_step(f);
         Ok(())
@@ -867,5 +872,10 @@ impl WriteTx for MemTx<'_> {
 
     fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
         Ok(self.0.usage.set_budget(name, budget))
+    }
+
+    fn add_step_counts(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) -> Result<()> {
+        self.0.usage.add_minutes(rows, prune_before);
+        Ok(())
     }
 }

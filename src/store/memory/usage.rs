@@ -1,9 +1,11 @@
 //! The usage tables of the store in memory: each step's calls, the aggregate per thread, UTC
-//! day, role and model, a workflow's days by its name, and the budgets; the maps the redb file
-//! keeps in `usage_calls`, `usage_totals`, `usage_days` and `budgets`.
+//! day, role and model, a workflow's days by its name, the budgets and the steps per minute;
+//! the maps the redb file keeps in `usage_calls`, `usage_totals`, `usage_days`, `budgets` and
+//! `step_minutes`.
 
 use crate::cas::NodeId;
 use crate::store::backend::Each;
+use crate::store::minutes::{MinuteRow, StepCounts};
 use crate::store::usage::{Budget, DAY_MS, StepCalls, StepUsage, UsageRow, UsageTotals, by_model};
 use std::collections::BTreeMap;
 
@@ -21,6 +23,8 @@ pub(super) struct Usage {
     days: BTreeMap<(String, u32), UsageTotals>,
     /// Workflow name (`*` for the defaults) → its budget.
     budgets: BTreeMap<String, Budget>,
+    /// (UTC minute, workflow name) → its steps and failed steps.
+    minutes: BTreeMap<(u32, String), StepCounts>,
 }
 
 impl Usage {
@@ -114,5 +118,30 @@ impl Usage {
             .entry((u.workflow_name.to_string(), day))
             .or_default();
         u.calls.iter().for_each(|c| t.add_call(c));
+    }
+
+    /// The steps per minute from minute `from` on, in key order.
+    pub(super) fn minutes(&self, from: u32) -> Vec<MinuteRow> {
+        self.minutes
+            .range((from, String::new())..)
+            .map(|((minute, workflow), counts)| MinuteRow {
+                minute: *minute,
+                workflow: workflow.clone(),
+                counts: *counts,
+            })
+            .collect()
+    }
+
+    /// Adds `rows` to the steps per minute; drops the minutes before `prune_before`.
+    pub(super) fn add_minutes(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) {
+        for r in rows {
+            self.minutes
+                .entry((r.minute, r.workflow.clone()))
+                .or_default()
+                .add(&r.counts);
+        }
+        if let Some(before) = prune_before {
+            self.minutes = self.minutes.split_off(&(before, String::new()));
+        }
     }
 }

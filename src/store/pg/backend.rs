@@ -7,6 +7,7 @@ use crate::cas::NodeId;
 use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, Each, Order, ReadTx, Types, Visit, WriteTx};
 use crate::store::error::{Result, StoreError};
+use crate::store::minutes::MinuteRow;
 use crate::store::node::{Prepared, PutOutcome, StoredNode, WalkStats};
 use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -380,6 +381,10 @@ impl ReadTx for PgRead {
         self.pg.today()
     }
 
+    fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>> {
+        self.pg.step_minutes(from)
+    }
+
     fn removal_mark(&self) -> Result<u64> {
         self.pg.removal_mark()
     }
@@ -529,6 +534,10 @@ impl WriteTx for PgTx<'_> {
 
     fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
         self.w.set_budget(name, budget)
+    }
+
+    fn add_step_counts(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) -> Result<()> {
+        self.w.add_step_counts(rows, prune_before)
     }
 
     fn lock_workflow(&mut self, key: &str) -> Result<()> {

@@ -69,6 +69,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006-usage.sql",
         include_str!("../../../migrations/pg/0006-usage.sql"),
     ),
+    (
+        "0007-step-minutes.sql",
+        include_str!("../../../migrations/pg/0007-step-minutes.sql"),
+    ),
 ];
 
 /// The schema version this binary writes.

@@ -1,6 +1,7 @@
 //! Reads of the thread layer's records on the server.
 
 use super::*;
+use crate::store::minutes::{MinuteRow, StepCounts};
 use crate::store::usage::{GroupKey, UsageGroup, UsageQuery};
 use std::ops::ControlFlow;
 
@@ -269,6 +270,31 @@ impl Pg {
         rows.iter()
             .map(|r| Ok((r.get(0), dec(r.get(1))?)))
             .collect()
+    }
+
+    /// The steps per minute from minute `from` on, in (minute, workflow) order.
+    pub(crate) fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>> {
+        let from = i32::try_from(from).unwrap_or(i32::MAX);
+        let rows = self
+            .conn()?
+            .query(
+                "SELECT minute, name, steps, failures FROM uwf_step_minutes
+                 WHERE minute >= $1 ORDER BY minute, name",
+                &[&from],
+            )
+            .map_err(|e| self.err(&e))?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        Ok(rows
+            .iter()
+            .map(|r| MinuteRow {
+                minute: u32::try_from(r.get::<_, i32>(0)).unwrap_or(0),
+                workflow: r.get(1),
+                counts: StepCounts {
+                    steps: n(r.get(2)),
+                    failures: n(r.get(3)),
+                },
+            })
+            .collect())
     }
 
     pub(crate) fn today(&self) -> Result<u32> {

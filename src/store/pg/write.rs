@@ -79,6 +79,8 @@ pub(crate) struct PgWriter<'c> {
     /// The usage this transaction's steps add, written at commit: one upsert a row for all of
     /// them, however many steps a group commit holds.
     usage: Option<Box<UsageDeltas>>,
+    /// The statements adding the transaction's steps per minute, sent with its `COMMIT`.
+    minutes: Option<String>,
 }
 
 #[path = "write_usage.rs"]
@@ -149,6 +151,7 @@ impl<'c> PgWriter<'c> {
             done: false,
             notify: false,
             usage: None,
+            minutes: None,
         })
     }
 
@@ -207,16 +210,21 @@ impl<'c> PgWriter<'c> {
         if let Some(u) = self.usage.take() {
             self.flush_usage(&u)?;
         }
-        let mut end = if self.notify {
-            "NOTIFY uwf_threads; COMMIT".to_string()
+        let notify = if self.notify {
+            "NOTIFY uwf_threads; "
         } else {
-            "COMMIT".to_string()
+            ""
         };
-        // The pending writes go in the same round trip.
-        if !self.pending.is_empty() {
-            end = format!("{};\n{end}", self.pending.sql());
-            self.pending = Pending::default();
-        }
+        // The pending writes and the steps per minute go in the same round trip.
+        let pending = if self.pending.is_empty() {
+            String::new()
+        } else {
+            format!("{};\n", std::mem::take(&mut self.pending).sql())
+        };
+        let end = format!(
+            "{pending}{}{notify}COMMIT",
+            self.minutes.take().unwrap_or_default()
+        );
         // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
         self.sess
             .client

@@ -336,9 +336,13 @@ impl PgWriter<'_> {
 
     pub(crate) fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
         // Known to have none: nothing to delete.
-        if let Some(Some(None)) = self.pre_of(id).map(|p| &p.state) {
+        let known = self.pre_of(id).and_then(|p| p.state.as_ref());
+        if let Some(None) = known {
             return Ok(());
         }
+        // Back to the default state (a paused thread resumed) is a change too (when the
+        // transaction does not know whether there was a state, it says so anyway).
+        self.notify = true;
         self.pre_mut(id).state = Some(None);
         self.pending.states.insert(id.as_str().to_string(), None);
         Ok(())

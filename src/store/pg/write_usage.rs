@@ -1,7 +1,9 @@
-//! The usage a transaction's steps add, and a workflow's budgets: [`PgWriter`]'s part.
+//! The usage and the steps per minute a transaction's steps add, and a workflow's budgets:
+//! [`PgWriter`]'s part.
 
 use super::{BUDGETS_BY_NAME, PgWriter, UsageDeltas};
 use crate::store::error::Result;
+use crate::store::minutes::MinuteRow;
 use crate::store::pg::{Param, key};
 use crate::store::records::enc;
 use crate::store::usage::{Budget, StepCalls, StepUsage, UsageTotals, by_model};
@@ -167,7 +169,85 @@ impl PgWriter<'_> {
         Ok(())
     }
 
+    /// Adds `rows` to the steps per minute, and deletes the minutes before `prune_before`,
+    /// with the transaction's `COMMIT` (in its round trip): a row shared with other processes'
+    /// transactions (a workflow's minute) is locked only for that moment.
+    pub(crate) fn add_step_counts(
+        &mut self,
+        rows: &[MinuteRow],
+        prune_before: Option<u32>,
+    ) -> Result<()> {
+        if rows.is_empty() && prune_before.is_none() {
+            return Ok(());
+        }
+        // The COMMIT's round trip carries it; a transaction that sent nothing yet begins.
+        self.s()?;
+        self.minutes = Some(minutes_sql(rows, prune_before));
+        Ok(())
+    }
+
     pub(crate) fn set_budget(&mut self, name: &str, b: Option<&Budget>) -> Result<Option<Budget>> {
         self.set_by_name(&BUDGETS_BY_NAME, name, b)
+    }
+}
+
+/// The statements of [`PgWriter::add_step_counts`], as text for a simple query (no
+/// parameters there): minutes and counts as numbers, a workflow's name as the hex of its UTF-8
+/// bytes (no quoting to get wrong, whatever the server's string settings), each ending in `;`.
+fn minutes_sql(rows: &[MinuteRow], prune_before: Option<u32>) -> String {
+    use std::fmt::Write;
+    let mut sql = String::new();
+    if !rows.is_empty() {
+        sql.push_str("INSERT INTO uwf_step_minutes AS m (minute, name, steps, failures) VALUES ");
+        for (i, r) in rows.iter().enumerate() {
+            let hex: String = r.workflow.bytes().map(|b| format!("{b:02x}")).collect();
+            let _ = write!(
+                sql,
+                "{}({}, convert_from(decode('{hex}', 'hex'), 'UTF8'), {}, {})",
+                if i == 0 { "" } else { ", " },
+                i32::try_from(r.minute).unwrap_or(i32::MAX),
+                i64::try_from(r.counts.steps).unwrap_or(i64::MAX),
+                i64::try_from(r.counts.failures).unwrap_or(i64::MAX),
+            );
+        }
+        sql.push_str(
+            " ON CONFLICT (minute, name) DO UPDATE SET steps = m.steps + EXCLUDED.steps, \
+             failures = m.failures + EXCLUDED.failures; ",
+        );
+    }
+    if let Some(before) = prune_before {
+        let _ = write!(
+            sql,
+            "DELETE FROM uwf_step_minutes WHERE minute < {}; ",
+            i32::try_from(before).unwrap_or(i32::MAX)
+        );
+    }
+    sql
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::minutes::StepCounts;
+
+    #[test]
+    fn minutes_as_one_statement_with_names_in_hex() {
+        let row = |minute, workflow: &str, steps| MinuteRow {
+            minute,
+            workflow: workflow.into(),
+            counts: StepCounts { steps, failures: 1 },
+        };
+        let sql = minutes_sql(&[row(7, "a'b", 2), row(8, "é", 0)], Some(5));
+        assert!(sql.starts_with("INSERT INTO uwf_step_minutes"), "{sql}");
+        assert!(sql.contains("(7, convert_from(decode('612762', 'hex'), 'UTF8'), 2, 1), (8, convert_from(decode('c3a9', 'hex'), 'UTF8'), 0, 1)"), "{sql}");
+        assert!(!sql.contains("a'b"), "{sql}");
+        assert!(
+            sql.ends_with("DELETE FROM uwf_step_minutes WHERE minute < 5; "),
+            "{sql}"
+        );
+        assert_eq!(
+            minutes_sql(&[], Some(3)),
+            "DELETE FROM uwf_step_minutes WHERE minute < 3; "
+        );
     }
 }

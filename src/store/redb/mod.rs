@@ -1,13 +1,15 @@
 //! The store in one redb file, the embedded default.
 //!
 //! Tables (see ARCHITECTURE.md): the nodes (`nodes.rs`: `ids`, `links`, `payloads`,
-//! `type_index`), the thread layer (`records.rs`), pins and a running collection (`gc.rs`) and
+//! `type_index`), the thread layer (`records.rs`), model usage and budgets (`usage.rs`), steps
+//! per minute (`minutes.rs`), pins and a running collection (`gc.rs`) and
 //! `meta` (`format_version`, `next_seq` and the other counters). Many processes open the file
 //! at once (`ConcurrencyMode::MultiWriter`); each holds it only for short transactions.
 
 mod file;
 pub(crate) mod gc;
 pub(crate) mod migrate;
+pub(crate) mod minutes;
 pub(crate) mod nodes;
 pub(crate) mod read;
 pub(crate) mod records;
@@ -26,6 +28,7 @@ use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, ReadTx, Types, WriteTx};
 use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
+use crate::store::minutes::MinuteRow;
 use crate::store::node::{Prepared, PutOutcome};
 use crate::store::records::{
     HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -387,5 +390,9 @@ impl WriteTx for RedbTx<'_> {
 
     fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
         usage::set_budget(self.0, name, budget)
+    }
+
+    fn add_step_counts(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) -> Result<()> {
+        minutes::add(self.0, rows, prune_before)
     }
 }

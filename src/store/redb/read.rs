@@ -7,6 +7,7 @@ use crate::cas::NodeId;
 use crate::model::ThreadId;
 use crate::store::backend::{Each, Order, ReadTx, Visit, WalkReport};
 use crate::store::error::{Result, StoreError};
+use crate::store::minutes::MinuteRow;
 use crate::store::node::{StoredNode, WalkStats};
 use crate::store::records::{
     Counts, HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
@@ -378,6 +379,10 @@ impl ReadTx for RedbRead {
         }
         Ok(out)
     }
+    fn step_minutes(&self, from: u32) -> Result<Vec<MinuteRow>> {
+        super::minutes::rows(&self.tx, from)
+    }
+
     fn usage_rows(&self, thread: Option<&str>) -> Result<Vec<UsageRow>> {
         super::usage::rows(&self.tx, thread)
     }
