@@ -1,0 +1,56 @@
+#!/bin/bash
+# `uwf run --until-idle` over 1,000 threads × 20 steps (the shape of benches/runner.rs: one role,
+# the in-process scripted agent), threads started beforehand (untimed), on a PostgreSQL server
+# or on a redb file; prints the wall time, steps/s, the server's transactions a step and the
+# CPU of the server and of each runner.
+#
+#   benches/runner_pg.sh BIN postgres://USER@HOST:PORT JOBS RUNNERS   # a fresh database each run
+#   benches/runner_pg.sh BIN redb JOBS                                 # a fresh file
+set -euo pipefail
+BIN=$1; WHERE=$2; J=${3:-256}; R=${4:-1}
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+cat > "$work/count.yaml" <<'YAML'
+name: count
+description: one role, twenty times
+roles:
+  worker:
+    description: works
+    goal: work
+    capabilities: []
+    procedure: do it
+    output: a note
+    frontmatter:
+      type: object
+      properties:
+        $status: {enum: [continue, done]}
+        note: {type: string}
+      required: [$status, note]
+graph:
+  $START: {_: {role: worker, prompt: start}}
+  worker:
+    continue: {role: worker, prompt: again}
+    done: {role: $END, prompt: finished}
+YAML
+{ echo "worker:"; for i in $(seq 0 19); do s=continue; [ "$i" = 19 ] && s=done; printf '  - $status: %s\n    note: step %s\n' $s $i; done; } > "$work/script.yaml"
+for _ in $(seq 1000); do echo '{"prompt":"go","cwd":"/tmp"}'; done > "$work/batch.jsonl"
+export UWF_HOME="$work/home"; mkdir -p "$UWF_HOME"
+server_cpu() { local t=0; for p in $(pgrep -u postgres postgres || true); do [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14+$15+$16+$17}' /proc/$p/stat))); done; echo $t; }
+xacts() { [ "$WHERE" = redb ] && echo 0 || psql -At "$UWF_STORE" -c "select xact_commit from pg_stat_database where datname=current_database()"; }
+if [ "$WHERE" != redb ]; then
+  db="uwf_bench_$$"
+  psql -q "$WHERE/postgres" -c "CREATE DATABASE $db"
+  export UWF_STORE="$WHERE/$db"
+  trap 'psql -q "$WHERE/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)"; rm -rf "$work"' EXIT
+fi
+"$BIN" workflow put "$work/count.yaml" >/dev/null
+"$BIN" thread start count --batch "$work/batch.jsonl" -q >/dev/null
+x0=$(xacts); c0=$(server_cpu); s=$(date +%s.%N)
+for r in $(seq "$R"); do
+  /usr/bin/time -f "runner $r: %U s user, %S s sys, %M KB" -o "$work/time-$r" \
+    "$BIN" run --until-idle -j "$J" --agent "$BIN agent scripted --script $work/script.yaml" >"$work/out-$r" &
+done
+wait
+e=$(date +%s.%N); c1=$(server_cpu); x1=$(xacts)
+steps=0; for r in $(seq "$R"); do steps=$((steps + $(python3 -c "import json,sys; print(json.loads(open('$work/out-$r').read().splitlines()[-1])['steps'])"))); done
+python3 -c "t=$e-$s; n=$steps; print(f'{n} steps in {t:.2f} s: {n/t:.0f} steps/s; server: {($x1-$x0)/n:.2f} transactions and {($c1-$c0)*10/n:.3f} ms CPU a step')"
+cat "$work"/time-*
