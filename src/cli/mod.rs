@@ -110,6 +110,13 @@ struct Cli {
     command: Command,
 }
 
+// The command groups (`cas`, `thread`, …) build their commands' arguments only when that
+// command is parsed or shown (`defer` on each group's enum), so a process builds the arguments of
+// the command it runs, not the whole tree's. Top-level commands are not deferred: `mcp` has
+// commands of its own, which a deferred command would hide from the `help` tree of completions.
+// The argument structs of deferred commands carry plain comments, not doc comments: clap takes
+// a struct's doc comment for the command's about, and a deferred command gets its arguments
+// after its variant's doc comment has set the about.
 #[derive(Subcommand, Debug)]
 enum Command {
     /// The content-addressed store.
@@ -209,15 +216,44 @@ enum Command {
 /// `uwf completions SHELL`.
 fn completions(shell: clap_complete::Shell) -> CliResult {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut command(), "uwf", &mut out);
+    clap_complete::generate(shell, &mut built_command(), "uwf", &mut out);
     output::write_stdout(&out)
+}
+
+/// The command tree built whole, for completions and manual pages (never for parsing), each
+/// command's arguments in the order they have when nothing is deferred: its own, then the
+/// global ones, then `--help`. (A deferred command is given the global options before its own
+/// arguments.)
+fn built_command() -> clap::Command {
+    let mut cmd = command();
+    cmd.build();
+    let globals: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    cmd.mut_subcommands(|sub| globals_last(sub, &globals))
+}
+
+/// `cmd` and its subcommands with the `globals` and `--help` moved after their own arguments
+/// (the `help` command's tree has neither).
+fn globals_last(mut cmd: clap::Command, globals: &[String]) -> clap::Command {
+    if cmd.get_name() == "help" {
+        return cmd;
+    }
+    for id in globals.iter().map(String::as_str).chain(["help"]) {
+        if cmd.get_arguments().any(|a| a.get_id() == id) {
+            // Taken out and put back at the end.
+            cmd = cmd.mut_arg(id, |a| a);
+        }
+    }
+    cmd.mut_subcommands(|sub| globals_last(sub, globals))
 }
 
 /// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
 /// into `dir`.
 fn man(dir: Option<&Path>) -> CliResult {
-    let mut cmd = command();
-    cmd.build();
+    let cmd = built_command();
     let Some(dir) = dir else {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;

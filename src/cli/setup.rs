@@ -51,6 +51,7 @@ impl SetupArgs {
 
 /// `uwf config …`.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum ConfigCmd {
     /// The whole config, secrets masked.
     List,

@@ -41,6 +41,7 @@ pub(crate) struct McpArgs {
 
 /// `uwf mcp …`.
 #[derive(clap::Subcommand, Debug)]
+#[command(defer = true)]
 enum McpCommand {
     /// Print the snippet an MCP client's configuration takes to start `uwf mcp` (nothing is
     /// written).
