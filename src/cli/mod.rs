@@ -110,15 +110,36 @@ struct Cli {
     command: Command,
 }
 
-// The command groups (`cas`, `thread`, …) build their commands' arguments only when that
-// command is parsed or shown (`defer` on each group's enum), so a process builds the arguments of
-// the command it runs, not the whole tree's. Top-level commands are not deferred: `mcp` has
-// commands of its own, which a deferred command would hide from the `help` tree of completions.
-// The argument structs of deferred commands carry plain comments, not doc comments: clap takes
-// a struct's doc comment for the command's about, and a deferred command gets its arguments
-// after its variant's doc comment has set the about.
+/// The commands, in the order help lists them: [`Commands`], then the three that are not
+/// deferred.
 #[derive(Subcommand, Debug)]
 enum Command {
+    #[command(flatten)]
+    Commands(Commands),
+    /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
+    /// mcp config` prints a client's configuration for it.
+    Mcp(crate::mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write manual pages: one per command into DIR, or the main page to stdout.
+    Man {
+        /// Directory for uwf.1, uwf-thread.1, uwf-thread-start.1, …
+        dir: Option<PathBuf>,
+    },
+}
+
+// A command builds its arguments only when it is parsed or shown (`defer` on this enum and on
+// each group's), so a process builds the arguments of the command it runs, not the whole
+// tree's. `mcp` is not deferred: it has a command of its own, which a deferred command would
+// hide from the `help` tree of completions. The argument structs of deferred commands carry
+// plain comments, not doc comments: clap takes a struct's doc comment for the command's about,
+// and a deferred command gets its arguments after its variant's doc comment has set the about.
+#[derive(Subcommand, Debug)]
+#[command(defer = true)]
+enum Commands {
     /// The content-addressed store.
     #[command(subcommand)]
     Cas(cas::CasCommand),
@@ -198,19 +219,6 @@ enum Command {
     Limits(limits::LimitsCommand),
     /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
-    /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
-    /// mcp config` prints a client's configuration for it.
-    Mcp(crate::mcp::McpArgs),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
-    /// Write manual pages: one per command into DIR, or the main page to stdout.
-    Man {
-        /// Directory for uwf.1, uwf-thread.1, uwf-thread-start.1, …
-        dir: Option<PathBuf>,
-    },
 }
 
 /// `uwf completions SHELL`.
@@ -323,7 +331,9 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let env = env_for(&cli);
     let logged = !matches!(
         cli.command,
-        Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
+        Command::Completions { .. }
+            | Command::Man { .. }
+            | Command::Commands(Commands::Skill { .. })
     );
     start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
     // Traces of the steps this command runs, flushed when it ends (`OTEL_*`; off unset).
@@ -431,10 +441,16 @@ fn env_for(cli: &Cli) -> Env {
 
 /// Runs `command` in `env`.
 fn dispatch(command: Command, env: &Env) -> CliResult {
+    let command = match command {
+        Command::Commands(c) => c,
+        Command::Mcp(a) => return crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
+        Command::Completions { shell } => return completions(shell),
+        Command::Man { dir } => return man(dir.as_deref()),
+    };
     match command {
-        Command::Cas(c) => cas::run(c, env),
-        Command::Workflow(c) => workflow::run(c, env),
-        Command::Export {
+        Commands::Cas(c) => cas::run(c, env),
+        Commands::Workflow(c) => workflow::run(c, env),
+        Commands::Export {
             dir,
             with_config,
             archive,
@@ -447,27 +463,24 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
                 with_config,
             ),
         },
-        Command::Import {
+        Commands::Import {
             dir,
             overwrite,
             cas,
         } => interchange::import(env, &dir, overwrite, &cas),
-        Command::Thread(c) => thread::run(c, env),
-        Command::Step(c) => thread::run_step(c, env),
-        Command::Agent(c) => agent::run(c, env),
-        Command::Setup(a) => setup::setup(env, a),
-        Command::Run(a) => run::run(env, a),
-        Command::Ps => run::ps(env),
-        Command::Serve(a) => serve::serve(env, a),
-        Command::Config(c) => setup::config(env, c),
-        Command::Completions { shell } => completions(shell),
-        Command::Man { dir } => man(dir.as_deref()),
-        Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
-        Command::Log(c) => log::run(c, env),
-        Command::Store(c) => store_cmd::run(c, env),
-        Command::Limits(c) => limits::limits(c, env),
-        Command::Usage(a) => usage::run(a, env),
-        Command::Mcp(a) => crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
+        Commands::Thread(c) => thread::run(c, env),
+        Commands::Step(c) => thread::run_step(c, env),
+        Commands::Agent(c) => agent::run(c, env),
+        Commands::Setup(a) => setup::setup(env, a),
+        Commands::Run(a) => run::run(env, a),
+        Commands::Ps => run::ps(env),
+        Commands::Serve(a) => serve::serve(env, a),
+        Commands::Config(c) => setup::config(env, c),
+        Commands::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
+        Commands::Log(c) => log::run(c, env),
+        Commands::Store(c) => store_cmd::run(c, env),
+        Commands::Limits(c) => limits::limits(c, env),
+        Commands::Usage(a) => usage::run(a, env),
     }
 }
 
@@ -547,9 +560,12 @@ fn reads_only(c: &Command) -> bool {
     use cas::{CasCommand as C, SchemaCommand as S};
     use thread::{StepCommand as P, ThreadCommand as T};
     use workflow::WorkflowCommand as W;
+    let Command::Commands(c) = c else {
+        return false;
+    };
     matches!(
         c,
-        Command::Cas(
+        Commands::Cas(
             C::Get { .. }
                 | C::Hash { .. }
                 | C::Has { .. }
@@ -559,23 +575,23 @@ fn reads_only(c: &Command) -> bool {
                 | C::Count
                 | C::Pins
                 | C::Schema(S::List | S::Get { .. })
-        ) | Command::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
-            | Command::Thread(
+        ) | Commands::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
+            | Commands::Thread(
                 T::Show { .. }
                     | T::List { .. }
                     | T::Steps { .. }
                     | T::Read { .. }
                     | T::StepDetails { .. }
             )
-            | Command::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
-            | Command::Agent(agent::AgentCmd::Context { .. })
-            | Command::Ps
-            | Command::Config(
+            | Commands::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
+            | Commands::Agent(agent::AgentCmd::Context { .. })
+            | Commands::Ps
+            | Commands::Config(
                 setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
             )
-            | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
-            | Command::Store(store_cmd::StoreCommand::Info)
-            | Command::Limits(limits::LimitsCommand::List)
-            | Command::Usage(_)
+            | Commands::Log(log::LogCmd::List | log::LogCmd::Show(_))
+            | Commands::Store(store_cmd::StoreCommand::Info)
+            | Commands::Limits(limits::LimitsCommand::List)
+            | Commands::Usage(_)
     )
 }

@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-/// `uwf setup`.
+// `uwf setup`.
 #[derive(Args, Debug, Default)]
 pub(crate) struct SetupArgs {
     /// Provider name (e.g. openai, openrouter, ollama).
