@@ -17,6 +17,7 @@ mod skill;
 mod start;
 mod store_cmd;
 pub(crate) mod thread;
+mod tree;
 mod usage;
 pub(crate) mod workflow;
 
@@ -31,6 +32,7 @@ use crate::store::{self, StoreError};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use tree::Group;
 
 /// A `did you mean …` hint for what `e` did not find: the nearest registered name, or the
 /// thread whose id starts with, or nearly with, what was given. Nothing when the store does not
@@ -110,42 +112,19 @@ struct Cli {
     command: Command,
 }
 
-/// The commands, in the order help lists them: [`Commands`], then the three that are not
-/// deferred.
-#[derive(Subcommand, Debug)]
-enum Command {
-    #[command(flatten)]
-    Commands(Commands),
-    /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
-    /// mcp config` prints a client's configuration for it.
-    Mcp(crate::mcp::McpArgs),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions {
-        /// The shell.
-        shell: clap_complete::Shell,
-    },
-    /// Write manual pages: one per command into DIR, or the main page to stdout.
-    Man {
-        /// Directory for uwf.1, uwf-thread.1, uwf-thread-start.1, …
-        dir: Option<PathBuf>,
-    },
-}
-
-// A command builds its arguments only when it is parsed or shown (`defer` on this enum and on
-// each group's), so a process builds the arguments of the command it runs, not the whole
-// tree's. `mcp` is not deferred: it has a command of its own, which a deferred command would
-// hide from the `help` tree of completions. The argument structs of deferred commands carry
-// plain comments, not doc comments: clap takes a struct's doc comment for the command's about,
-// and a deferred command gets its arguments after its variant's doc comment has set the about.
+// Every command builds its arguments only when it is parsed or shown (`defer` here and on each
+// group's enum; a group's commands are made only with it, see [`Group`]), so a process builds
+// the arguments of the command it runs, not the whole tree's. The argument structs of deferred
+// commands carry plain comments, not doc comments: clap takes a struct's doc comment for the
+// command's about, and a deferred command gets its arguments after its variant's doc comment
+// has set the about.
 #[derive(Subcommand, Debug)]
 #[command(defer = true)]
-enum Commands {
+enum Command {
     /// The content-addressed store.
-    #[command(subcommand)]
-    Cas(cas::CasCommand),
+    Cas(Group<cas::CasCommand>),
     /// Workflows: register, show, list, validate, history, rollback.
-    #[command(subcommand)]
-    Workflow(workflow::WorkflowCommand),
+    Workflow(Group<workflow::WorkflowCommand>),
     /// Write the store as the TypeScript tool's file layout (cas/, threads.yaml, …).
     Export {
         /// Target directory (may be the storage root itself).
@@ -178,14 +157,11 @@ enum Commands {
         cas: Vec<PathBuf>,
     },
     /// Threads: start, step, run, show, list, steps, read, fork, pause, resume, kill, stop, rm.
-    #[command(subcommand)]
-    Thread(thread::ThreadCommand),
+    Thread(Group<thread::ThreadCommand>),
     /// Steps of a thread (the TypeScript tool's later names).
-    #[command(subcommand)]
-    Step(thread::StepCommand),
+    Step(Group<thread::StepCommand>),
     /// The agent kit (context, submit) and the built-in agents (scripted, llm, command).
-    #[command(subcommand)]
-    Agent(agent::AgentCmd),
+    Agent(Group<agent::AgentCmd>),
     /// Drive active threads to their end, many at once (Ctrl-C: finish running steps, then
     /// stop; twice: stop at once).
     Run(run::RunArgs),
@@ -199,8 +175,7 @@ enum Commands {
     /// when no flag is given); writes config.yaml with mode 0600.
     Setup(setup::SetupArgs),
     /// Read and change config.yaml: list, get, set, path (secrets shown masked).
-    #[command(subcommand)]
-    Config(setup::ConfigCmd),
+    Config(Group<setup::ConfigCmd>),
     /// Reference texts (markdown) for users, workflow authors and agent writers.
     Skill {
         /// Which text; without one (or `list`), their names.
@@ -208,60 +183,41 @@ enum Commands {
         name: Option<skill::Skill>,
     },
     /// The structured logs of <root>/logs: list, show (--follow), clean.
-    #[command(subcommand, visible_alias = "logs")]
-    Log(log::LogCmd),
+    #[command(visible_alias = "logs")]
+    Log(Group<log::LogCmd>),
     /// The store itself: where it is and what it holds, and copying it to another backend.
-    #[command(subcommand)]
-    Store(store_cmd::StoreCommand),
+    Store(Group<store_cmd::StoreCommand>),
     /// Per-workflow limits and budgets kept in the store, enforced by every runner that shares
     /// it.
-    #[command(subcommand)]
-    Limits(limits::LimitsCommand),
+    Limits(Group<limits::LimitsCommand>),
     /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
+    /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
+    /// mcp config` prints a client's configuration for it.
+    Mcp(crate::mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write manual pages: one per command into DIR, or the main page to stdout.
+    Man {
+        /// Directory for uwf.1, uwf-thread.1, uwf-thread-start.1, …
+        dir: Option<PathBuf>,
+    },
 }
 
 /// `uwf completions SHELL`.
 fn completions(shell: clap_complete::Shell) -> CliResult {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut built_command(), "uwf", &mut out);
+    clap_complete::generate(shell, &mut tree::built(), "uwf", &mut out);
     output::write_stdout(&out)
-}
-
-/// The command tree built whole, for completions and manual pages (never for parsing), each
-/// command's arguments in the order they have when nothing is deferred: its own, then the
-/// global ones, then `--help`. (A deferred command is given the global options before its own
-/// arguments.)
-fn built_command() -> clap::Command {
-    let mut cmd = command();
-    cmd.build();
-    let globals: Vec<String> = cmd
-        .get_arguments()
-        .filter(|a| a.is_global_set())
-        .map(|a| a.get_id().to_string())
-        .collect();
-    cmd.mut_subcommands(|sub| globals_last(sub, &globals))
-}
-
-/// `cmd` and its subcommands with the `globals` and `--help` moved after their own arguments
-/// (the `help` command's tree has neither).
-fn globals_last(mut cmd: clap::Command, globals: &[String]) -> clap::Command {
-    if cmd.get_name() == "help" {
-        return cmd;
-    }
-    for id in globals.iter().map(String::as_str).chain(["help"]) {
-        if cmd.get_arguments().any(|a| a.get_id() == id) {
-            // Taken out and put back at the end.
-            cmd = cmd.mut_arg(id, |a| a);
-        }
-    }
-    cmd.mut_subcommands(|sub| globals_last(sub, globals))
 }
 
 /// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
 /// into `dir`.
 fn man(dir: Option<&Path>) -> CliResult {
-    let cmd = built_command();
+    let cmd = tree::built();
     let Some(dir) = dir else {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;
@@ -331,9 +287,7 @@ pub fn run(args: Vec<std::ffi::OsString>) -> i32 {
     let env = env_for(&cli);
     let logged = !matches!(
         cli.command,
-        Command::Completions { .. }
-            | Command::Man { .. }
-            | Command::Commands(Commands::Skill { .. })
+        Command::Completions { .. } | Command::Man { .. } | Command::Skill { .. }
     );
     start_logging(&env, cli.verbose, logged, reads_only(&cli.command), &argv);
     // Traces of the steps this command runs, flushed when it ends (`OTEL_*`; off unset).
@@ -441,16 +395,10 @@ fn env_for(cli: &Cli) -> Env {
 
 /// Runs `command` in `env`.
 fn dispatch(command: Command, env: &Env) -> CliResult {
-    let command = match command {
-        Command::Commands(c) => c,
-        Command::Mcp(a) => return crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
-        Command::Completions { shell } => return completions(shell),
-        Command::Man { dir } => return man(dir.as_deref()),
-    };
     match command {
-        Commands::Cas(c) => cas::run(c, env),
-        Commands::Workflow(c) => workflow::run(c, env),
-        Commands::Export {
+        Command::Cas(Group(c)) => cas::run(c, env),
+        Command::Workflow(Group(c)) => workflow::run(c, env),
+        Command::Export {
             dir,
             with_config,
             archive,
@@ -463,24 +411,27 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
                 with_config,
             ),
         },
-        Commands::Import {
+        Command::Import {
             dir,
             overwrite,
             cas,
         } => interchange::import(env, &dir, overwrite, &cas),
-        Commands::Thread(c) => thread::run(c, env),
-        Commands::Step(c) => thread::run_step(c, env),
-        Commands::Agent(c) => agent::run(c, env),
-        Commands::Setup(a) => setup::setup(env, a),
-        Commands::Run(a) => run::run(env, a),
-        Commands::Ps => run::ps(env),
-        Commands::Serve(a) => serve::serve(env, a),
-        Commands::Config(c) => setup::config(env, c),
-        Commands::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
-        Commands::Log(c) => log::run(c, env),
-        Commands::Store(c) => store_cmd::run(c, env),
-        Commands::Limits(c) => limits::limits(c, env),
-        Commands::Usage(a) => usage::run(a, env),
+        Command::Thread(Group(c)) => thread::run(c, env),
+        Command::Step(Group(c)) => thread::run_step(c, env),
+        Command::Agent(Group(c)) => agent::run(c, env),
+        Command::Setup(a) => setup::setup(env, a),
+        Command::Run(a) => run::run(env, a),
+        Command::Ps => run::ps(env),
+        Command::Serve(a) => serve::serve(env, a),
+        Command::Config(Group(c)) => setup::config(env, c),
+        Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
+        Command::Log(Group(c)) => log::run(c, env),
+        Command::Store(Group(c)) => store_cmd::run(c, env),
+        Command::Limits(Group(c)) => limits::limits(c, env),
+        Command::Usage(a) => usage::run(a, env),
+        Command::Mcp(a) => crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     }
 }
 
@@ -560,12 +511,9 @@ fn reads_only(c: &Command) -> bool {
     use cas::{CasCommand as C, SchemaCommand as S};
     use thread::{StepCommand as P, ThreadCommand as T};
     use workflow::WorkflowCommand as W;
-    let Command::Commands(c) = c else {
-        return false;
-    };
     matches!(
         c,
-        Commands::Cas(
+        Command::Cas(Group(
             C::Get { .. }
                 | C::Hash { .. }
                 | C::Has { .. }
@@ -575,23 +523,23 @@ fn reads_only(c: &Command) -> bool {
                 | C::Count
                 | C::Pins
                 | C::Schema(S::List | S::Get { .. })
-        ) | Commands::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
-            | Commands::Thread(
-                T::Show { .. }
-                    | T::List { .. }
-                    | T::Steps { .. }
-                    | T::Read { .. }
-                    | T::StepDetails { .. }
-            )
-            | Commands::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
-            | Commands::Agent(agent::AgentCmd::Context { .. })
-            | Commands::Ps
-            | Commands::Config(
+        )) | Command::Workflow(Group(
+            W::Show { .. } | W::List | W::Validate { .. } | W::History { .. }
+        )) | Command::Thread(Group(
+            T::Show { .. }
+                | T::List { .. }
+                | T::Steps { .. }
+                | T::Read { .. }
+                | T::StepDetails { .. }
+        )) | Command::Step(Group(P::List { .. } | P::Show { .. } | P::Read { .. }))
+            | Command::Agent(Group(agent::AgentCmd::Context { .. }))
+            | Command::Ps
+            | Command::Config(Group(
                 setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
-            )
-            | Commands::Log(log::LogCmd::List | log::LogCmd::Show(_))
-            | Commands::Store(store_cmd::StoreCommand::Info)
-            | Commands::Limits(limits::LimitsCommand::List)
-            | Commands::Usage(_)
+            ))
+            | Command::Log(Group(log::LogCmd::List | log::LogCmd::Show(_)))
+            | Command::Store(Group(store_cmd::StoreCommand::Info))
+            | Command::Limits(Group(limits::LimitsCommand::List))
+            | Command::Usage(_)
     )
 }

@@ -22,7 +22,7 @@ pub(crate) use config::{ConfigArgs, config};
 use rmcp::ServiceExt;
 use std::path::PathBuf;
 
-/// The arguments of `uwf mcp`.
+// The arguments of `uwf mcp`.
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct McpArgs {
@@ -39,7 +39,7 @@ pub(crate) struct McpArgs {
     command: Option<McpCommand>,
 }
 
-/// `uwf mcp …`.
+// `uwf mcp …`.
 #[derive(clap::Subcommand, Debug)]
 #[command(defer = true)]
 enum McpCommand {
