@@ -39,7 +39,7 @@ impl Preset {
     }
 }
 
-/// The arguments of `uwf agent command`.
+// The arguments of `uwf agent command`.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct CommandArgs {
     /// A known CLI: its program, arguments, output and session resume.

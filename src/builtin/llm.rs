@@ -15,7 +15,7 @@ use std::time::Instant;
 /// How many times a reply without valid frontmatter is sent back for correction.
 const CORRECTIONS: usize = 2;
 
-/// The arguments of `uwf agent llm` (besides the thread and role).
+// The arguments of `uwf agent llm` (besides the thread and role).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct LlmArgs {
     /// The model alias in config.yaml (default: `modelOverrides.agent`, else `defaultModel`).

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum AgentCmd {
     /// What an agent needs for a step: start, steps, role, output format, edge prompt (JSON).
     Context {

@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::cell::RefCell;
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum CasCommand {
     /// Print a node's type and payload.
     Get {
@@ -107,6 +108,7 @@ pub(crate) enum CasCommand {
 }
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum SchemaCommand {
     /// List schemas in registration order.
     List,

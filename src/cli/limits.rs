@@ -12,6 +12,7 @@ use serde::Serialize;
 
 /// `uwf limits …`.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum LimitsCommand {
     /// Set a workflow's limits and budgets in the store (`*`: every workflow's budgets).
     ///
@@ -28,7 +29,7 @@ pub(crate) enum LimitsCommand {
     },
 }
 
-/// The arguments of `limits set`.
+// The arguments of `limits set`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct SetArgs {
     /// The workflow's registered name, or `*` for the budgets of every workflow without its own.

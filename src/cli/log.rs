@@ -13,6 +13,7 @@ use std::time::Duration;
 
 /// `uwf log …`.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum LogCmd {
     /// The log files, newest first: `[{"name","size","date"}]`.
     List,
@@ -26,7 +27,7 @@ pub(crate) enum LogCmd {
     },
 }
 
-/// `uwf log show`.
+// `uwf log show`.
 #[derive(Args, Debug)]
 pub(crate) struct ShowArgs {
     /// Only the events of this thread.

@@ -17,6 +17,7 @@ mod skill;
 mod start;
 mod store_cmd;
 pub(crate) mod thread;
+mod tree;
 mod usage;
 pub(crate) mod workflow;
 
@@ -31,6 +32,7 @@ use crate::store::{self, StoreError};
 use clap::{Parser, Subcommand};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use tree::Group;
 
 /// A `did you mean …` hint for what `e` did not find: the nearest registered name, or the
 /// thread whose id starts with, or nearly with, what was given. Nothing when the store does not
@@ -110,14 +112,19 @@ struct Cli {
     command: Command,
 }
 
+// Every command builds its arguments only when it is parsed or shown (`defer` here and on each
+// group's enum; a group's commands are made only with it, see [`Group`]), so a process builds
+// the arguments of the command it runs, not the whole tree's. The argument structs of deferred
+// commands carry plain comments, not doc comments: clap takes a struct's doc comment for the
+// command's about, and a deferred command gets its arguments after its variant's doc comment
+// has set the about.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 enum Command {
     /// The content-addressed store.
-    #[command(subcommand)]
-    Cas(cas::CasCommand),
+    Cas(Group<cas::CasCommand>),
     /// Workflows: register, show, list, validate, history, rollback.
-    #[command(subcommand)]
-    Workflow(workflow::WorkflowCommand),
+    Workflow(Group<workflow::WorkflowCommand>),
     /// Write the store as the TypeScript tool's file layout (cas/, threads.yaml, …).
     Export {
         /// Target directory (may be the storage root itself).
@@ -150,14 +157,11 @@ enum Command {
         cas: Vec<PathBuf>,
     },
     /// Threads: start, step, run, show, list, steps, read, fork, pause, resume, kill, stop, rm.
-    #[command(subcommand)]
-    Thread(thread::ThreadCommand),
+    Thread(Group<thread::ThreadCommand>),
     /// Steps of a thread (the TypeScript tool's later names).
-    #[command(subcommand)]
-    Step(thread::StepCommand),
+    Step(Group<thread::StepCommand>),
     /// The agent kit (context, submit) and the built-in agents (scripted, llm, command).
-    #[command(subcommand)]
-    Agent(agent::AgentCmd),
+    Agent(Group<agent::AgentCmd>),
     /// Drive active threads to their end, many at once (Ctrl-C: finish running steps, then
     /// stop; twice: stop at once).
     Run(run::RunArgs),
@@ -172,8 +176,7 @@ enum Command {
     /// when no flag is given); writes config.yaml with mode 0600.
     Setup(setup::SetupArgs),
     /// Read and change config.yaml: list, get, set, path (secrets shown masked).
-    #[command(subcommand)]
-    Config(setup::ConfigCmd),
+    Config(Group<setup::ConfigCmd>),
     /// Reference texts (markdown) for users, workflow authors and agent writers.
     Skill {
         /// Which text; without one (or `list`), their names.
@@ -181,15 +184,13 @@ enum Command {
         name: Option<skill::Skill>,
     },
     /// The structured logs of <root>/logs: list, show (--follow), clean.
-    #[command(subcommand, visible_alias = "logs")]
-    Log(log::LogCmd),
+    #[command(visible_alias = "logs")]
+    Log(Group<log::LogCmd>),
     /// The store itself: where it is and what it holds, and copying it to another backend.
-    #[command(subcommand)]
-    Store(store_cmd::StoreCommand),
+    Store(Group<store_cmd::StoreCommand>),
     /// Per-workflow limits and budgets kept in the store, enforced by every runner that shares
     /// it.
-    #[command(subcommand)]
-    Limits(limits::LimitsCommand),
+    Limits(Group<limits::LimitsCommand>),
     /// Model calls, tokens and cost added up: the store's, a thread's or a workflow's.
     Usage(usage::UsageArgs),
     /// A Model Context Protocol server over stdio: the workflows and threads as tools; `uwf
@@ -210,15 +211,14 @@ enum Command {
 /// `uwf completions SHELL`.
 fn completions(shell: clap_complete::Shell) -> CliResult {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut command(), "uwf", &mut out);
+    clap_complete::generate(shell, &mut tree::built(), "uwf", &mut out);
     output::write_stdout(&out)
 }
 
 /// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
 /// into `dir`.
 fn man(dir: Option<&Path>) -> CliResult {
-    let mut cmd = command();
-    cmd.build();
+    let cmd = tree::built();
     let Some(dir) = dir else {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;
@@ -397,8 +397,8 @@ fn env_for(cli: &Cli) -> Env {
 /// Runs `command` in `env`.
 fn dispatch(command: Command, env: &Env) -> CliResult {
     match command {
-        Command::Cas(c) => cas::run(c, env),
-        Command::Workflow(c) => workflow::run(c, env),
+        Command::Cas(Group(c)) => cas::run(c, env),
+        Command::Workflow(Group(c)) => workflow::run(c, env),
         Command::Export {
             dir,
             with_config,
@@ -417,22 +417,22 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
             overwrite,
             cas,
         } => interchange::import(env, &dir, overwrite, &cas),
-        Command::Thread(c) => thread::run(c, env),
-        Command::Step(c) => thread::run_step(c, env),
-        Command::Agent(c) => agent::run(c, env),
+        Command::Thread(Group(c)) => thread::run(c, env),
+        Command::Step(Group(c)) => thread::run_step(c, env),
+        Command::Agent(Group(c)) => agent::run(c, env),
         Command::Setup(a) => setup::setup(env, a),
         Command::Run(a) => run::run(env, a),
         Command::Ps(a) => run::ps(env, &a),
         Command::Serve(a) => serve::serve(env, a),
-        Command::Config(c) => setup::config(env, c),
-        Command::Completions { shell } => completions(shell),
-        Command::Man { dir } => man(dir.as_deref()),
+        Command::Config(Group(c)) => setup::config(env, c),
         Command::Skill { name } => skill::run(name.unwrap_or(skill::Skill::List)),
-        Command::Log(c) => log::run(c, env),
-        Command::Store(c) => store_cmd::run(c, env),
-        Command::Limits(c) => limits::limits(c, env),
+        Command::Log(Group(c)) => log::run(c, env),
+        Command::Store(Group(c)) => store_cmd::run(c, env),
+        Command::Limits(Group(c)) => limits::limits(c, env),
         Command::Usage(a) => usage::run(a, env),
         Command::Mcp(a) => crate::mcp::run(a, env.root.clone()).map_err(CliError::new),
+        Command::Completions { shell } => completions(shell),
+        Command::Man { dir } => man(dir.as_deref()),
     }
 }
 
@@ -514,7 +514,7 @@ fn reads_only(c: &Command) -> bool {
     use workflow::WorkflowCommand as W;
     matches!(
         c,
-        Command::Cas(
+        Command::Cas(Group(
             C::Get { .. }
                 | C::Hash { .. }
                 | C::Has { .. }
@@ -524,23 +524,23 @@ fn reads_only(c: &Command) -> bool {
                 | C::Count
                 | C::Pins
                 | C::Schema(S::List | S::Get { .. })
-        ) | Command::Workflow(W::Show { .. } | W::List | W::Validate { .. } | W::History { .. })
-            | Command::Thread(
-                T::Show { .. }
-                    | T::List { .. }
-                    | T::Steps { .. }
-                    | T::Read { .. }
-                    | T::StepDetails { .. }
-            )
-            | Command::Step(P::List { .. } | P::Show { .. } | P::Read { .. })
-            | Command::Agent(agent::AgentCmd::Context { .. })
+        )) | Command::Workflow(Group(
+            W::Show { .. } | W::List | W::Validate { .. } | W::History { .. }
+        )) | Command::Thread(Group(
+            T::Show { .. }
+                | T::List { .. }
+                | T::Steps { .. }
+                | T::Read { .. }
+                | T::StepDetails { .. }
+        )) | Command::Step(Group(P::List { .. } | P::Show { .. } | P::Read { .. }))
+            | Command::Agent(Group(agent::AgentCmd::Context { .. }))
             | Command::Ps(_)
-            | Command::Config(
+            | Command::Config(Group(
                 setup::ConfigCmd::List | setup::ConfigCmd::Get { .. } | setup::ConfigCmd::Path
-            )
-            | Command::Log(log::LogCmd::List | log::LogCmd::Show(_))
-            | Command::Store(store_cmd::StoreCommand::Info)
-            | Command::Limits(limits::LimitsCommand::List)
+            ))
+            | Command::Log(Group(log::LogCmd::List | log::LogCmd::Show(_)))
+            | Command::Store(Group(store_cmd::StoreCommand::Info))
+            | Command::Limits(Group(limits::LimitsCommand::List))
             | Command::Usage(_)
     )
 }

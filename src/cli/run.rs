@@ -13,7 +13,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// `uwf run`.
+// `uwf run`.
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
     /// Steps running at once.

@@ -4,7 +4,7 @@ use super::{CliError, CliResult, Env};
 use crate::store::Store;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-/// Arguments of `uwf serve`.
+// Arguments of `uwf serve`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ServeArgs {
     /// The address to listen on; anything but a loopback address makes the view reachable

@@ -15,7 +15,7 @@ use clap::{Args, Subcommand};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
-/// `uwf setup`.
+// `uwf setup`.
 #[derive(Args, Debug, Default)]
 pub(crate) struct SetupArgs {
     /// Provider name (e.g. openai, openrouter, ollama).
@@ -51,6 +51,7 @@ impl SetupArgs {
 
 /// `uwf config …`.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum ConfigCmd {
     /// The whole config, secrets masked.
     List,

@@ -6,7 +6,7 @@ use crate::thread::{self, Admission, Config, StartLine, ThreadId};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-/// The task of a new thread: `-p TEXT`, `-p -` (standard input) or `--prompt-file FILE`.
+// The task of a new thread: `-p TEXT`, `-p -` (standard input) or `--prompt-file FILE`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct PromptArgs {
     /// The task; - reads it from standard input.
@@ -59,7 +59,7 @@ fn stdin_text(what: &str) -> CliResult<String> {
     Ok(t)
 }
 
-/// Arguments of `thread start`.
+// Arguments of `thread start`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct StartArgs {
     /// The workflow.

@@ -12,6 +12,7 @@ use std::path::Path;
 
 /// `uwf store …`.
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum StoreCommand {
     /// The backend, where it is (a server without its password), its format or schema version
     /// and what it holds.

@@ -14,6 +14,7 @@ use serde::Serialize;
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum ThreadCommand {
     /// Start a thread of a workflow (id, file, .workflow/ name or registered name).
     Start(super::start::StartArgs),
@@ -137,7 +138,7 @@ pub(crate) enum ThreadCommand {
     },
 }
 
-/// Arguments of `thread step`.
+// Arguments of `thread step`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct StepArgs {
     /// Thread id.
@@ -195,6 +196,7 @@ impl From<ProtocolArg> for AgentProtocol {
 }
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum StepCommand {
     /// A thread's steps (same as `thread steps`).
     List {

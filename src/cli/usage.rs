@@ -7,7 +7,7 @@ use crate::query::usage::{self, By, Selection, Totals, Usage};
 use crate::thread::time::parse_time;
 use std::io::IsTerminal;
 
-/// The arguments of `uwf usage`.
+// The arguments of `uwf usage`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct UsageArgs {
     /// Only this thread's calls.

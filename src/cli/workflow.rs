@@ -10,6 +10,7 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand, Debug)]
+#[command(defer = true)]
 pub(crate) enum WorkflowCommand {
     /// Register a workflow file (a new version when the name exists).
     #[command(alias = "add")]

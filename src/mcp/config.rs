@@ -15,7 +15,7 @@ pub(crate) enum Client {
     Generic,
 }
 
-/// The arguments of `uwf mcp config`.
+// The arguments of `uwf mcp config`.
 #[derive(clap::Args, Debug)]
 pub(crate) struct ConfigArgs {
     /// The client.

@@ -22,7 +22,7 @@ pub(crate) use config::{ConfigArgs, config};
 use rmcp::ServiceExt;
 use std::path::PathBuf;
 
-/// The arguments of `uwf mcp`.
+// The arguments of `uwf mcp`.
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct McpArgs {
@@ -39,8 +39,9 @@ pub(crate) struct McpArgs {
     command: Option<McpCommand>,
 }
 
-/// `uwf mcp …`.
+// `uwf mcp …`.
 #[derive(clap::Subcommand, Debug)]
+#[command(defer = true)]
 enum McpCommand {
     /// Print the snippet an MCP client's configuration takes to start `uwf mcp` (nothing is
     /// written).
