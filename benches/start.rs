@@ -1,7 +1,9 @@
 //! Process start, whole processes timed from outside (spawn to exit): `/bin/true`, `uwf
-//! --version`, `uwf cas get <id>` on a small store (one workflow, a few threads), and `uwf agent
-//! submit` under a runner (`uwf run -j 1`, whose agent is a bash script that times `/bin/true`
-//! and then the submit, each from its start to its exit, with `$EPOCHREALTIME`).
+//! --version`, `uwf cas get <id>` on a small store (one workflow, a few threads), `uwf agent
+//! submit` handed to a socket that answers at once (the submitting process's own time, without a
+//! runner's work), and `uwf agent submit` under a runner (`uwf run -j 1`, whose agent is a bash
+//! script that times `/bin/true` and then the submit, each from its start to its exit, with
+//! `$EPOCHREALTIME`; the runner answers once the submission is committed).
 //!
 //! ```sh
 //! cargo build --release && cargo bench --bench start
@@ -89,7 +91,6 @@ impl Small {
 fn timed(cmd: &mut Command) -> Duration {
     let t = Instant::now();
     let st = cmd
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -99,15 +100,66 @@ fn timed(cmd: &mut Command) -> Duration {
     took
 }
 
+fn bin_true() -> Command {
+    let mut c = Command::new("/bin/true");
+    c.stdin(Stdio::null());
+    c
+}
+
 fn version(bin: &Path) -> Command {
     let mut c = Command::new(bin);
-    c.arg("--version");
+    c.arg("--version").stdin(Stdio::null());
     c
 }
 
 fn cas_get(bin: &Path, s: &Small) -> Command {
     let mut c = Command::new(bin);
-    c.env("UWF_HOME", &s.home).args(["cas", "get", &s.workflow]);
+    c.env("UWF_HOME", &s.home)
+        .args(["cas", "get", &s.workflow])
+        .stdin(Stdio::null());
+    c
+}
+
+/// A stand-in for a runner's submit socket: answers every submission at once with the id
+/// `id`, for as long as the bench runs.
+struct Answerer {
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+    frontmatter: PathBuf,
+}
+
+impl Answerer {
+    fn start(id: &str) -> Answerer {
+        use std::io::{Read, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("submit.sock");
+        let frontmatter = dir.path().join("frontmatter.md");
+        std::fs::write(&frontmatter, "---\n$status: done\nnote: ok\n---\n").unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let reply = format!("{{\"Id\":\"{id}\"}}");
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut request = Vec::new();
+                let _ = conn.read_to_end(&mut request);
+                let _ = conn.write_all(reply.as_bytes());
+            }
+        });
+        Answerer {
+            _dir: dir,
+            socket,
+            frontmatter,
+        }
+    }
+}
+
+/// `uwf agent submit` of a thread of `s`'s store, handed to `a`.
+fn submit_answered(bin: &Path, s: &Small, a: &Answerer) -> Command {
+    let mut c = Command::new(bin);
+    c.env("UWF_HOME", &s.home)
+        .env("UWF_SUBMIT_SOCKET", &a.socket)
+        .args(["agent", "submit", "06H13HTJ7DG752A6X69CV6HJP4", "worker"])
+        .stdin(std::fs::File::open(&a.frontmatter).unwrap());
     c
 }
 
@@ -170,6 +222,9 @@ fn submits(bin: &Path, n: usize) -> Vec<(u64, u64)> {
     t
 }
 
+/// Makes the command of one row of `pairs`.
+type MakeCommand<'a> = Box<dyn Fn() -> Command + 'a>;
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
@@ -186,14 +241,18 @@ fn process_start(c: &mut Criterion) {
     let mut g = c.benchmark_group("process_start");
     g.sample_size(50);
     g.measurement_time(Duration::from_secs(5));
+    let answerer = Answerer::start(&small.workflow);
     let mut each = |name: &str, make: &dyn Fn() -> Command| {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| (0..iters).map(|_| timed(&mut make())).sum())
         });
     };
-    each("true", &|| Command::new("/bin/true"));
+    each("true", &bin_true);
     each("uwf_version", &|| version(&bin));
     each("cas_get", &|| cas_get(&bin, &small));
+    each("agent_submit_answered", &|| {
+        submit_answered(&bin, &small, &answerer)
+    });
     g.finish();
 
     // Submits under a runner: the agent's own timings, one runner per sample.
@@ -226,12 +285,21 @@ fn pairs(_c: &mut Criterion) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
     let small = Small::new(&after);
-    let rows: Vec<(&str, Box<dyn Fn() -> Command>)> = vec![
-        ("/bin/true", Box::new(|| Command::new("/bin/true"))),
+    let answerer = Answerer::start(&small.workflow);
+    let rows: Vec<(&str, MakeCommand)> = vec![
+        ("/bin/true", Box::new(bin_true)),
         ("before: uwf --version", Box::new(|| version(&before))),
         ("after: uwf --version", Box::new(|| version(&after))),
         ("before: uwf cas get", Box::new(|| cas_get(&before, &small))),
         ("after: uwf cas get", Box::new(|| cas_get(&after, &small))),
+        (
+            "before: submit, answered",
+            Box::new(|| submit_answered(&before, &small, &answerer)),
+        ),
+        (
+            "after: submit, answered",
+            Box::new(|| submit_answered(&after, &small, &answerer)),
+        ),
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); rows.len()];
     for _ in 0..rounds {

@@ -211,14 +211,14 @@ enum Command {
 /// `uwf completions SHELL`.
 fn completions(shell: clap_complete::Shell) -> CliResult {
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut tree::built(), "uwf", &mut out);
+    clap_complete::generate(shell, &mut tree::built(command()), "uwf", &mut out);
     output::write_stdout(&out)
 }
 
 /// `uwf man [DIR]`: the main page to stdout, or a page per command (`uwf-thread-start.1`)
 /// into `dir`.
 fn man(dir: Option<&Path>) -> CliResult {
-    let cmd = tree::built();
+    let cmd = tree::built(command());
     let Some(dir) = dir else {
         let mut out = Vec::new();
         clap_mangen::Man::new(cmd).render(&mut out)?;

@@ -68,16 +68,15 @@ impl<T: FromArgMatches> FromArgMatches for Group<T> {
 /// What clap's `help` command says of itself.
 const HELP_ABOUT: &str = "Print this message or the help of the given subcommand(s)";
 
-/// The whole command tree, built, for completions and manual pages (never for parsing): what
-/// clap builds when nothing is deferred. Two things differ in a plain build of the deferred
+/// The whole command tree `cmd` (not built yet), built, for completions and manual pages (never
+/// for parsing): what clap builds when nothing is deferred. Two things differ in a plain build of the deferred
 /// tree, and are made here as clap makes them without `defer`:
 /// - the tree of the `help` command (`uwf help cas get`), which clap copies from the commands
 ///   before it builds them, when a deferred group has no commands yet: it is copied again once
 ///   the tree is built;
 /// - the order of each command's arguments: a deferred command is given the global options
 ///   before its own arguments; they are moved after them, before `--help`.
-pub(super) fn built() -> Command {
-    let mut cmd = super::command();
+pub(super) fn built(mut cmd: Command) -> Command {
     cmd.build();
     let help = help_tree(&cmd);
     let globals: Vec<String> = cmd
