@@ -281,7 +281,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     }
 }
 
-/// `uwf ps`.
+// `uwf ps`.
 #[derive(Args, Debug)]
 pub(crate) struct PsArgs {
     /// Print one object instead: the running steps, the steps and failed steps per minute over
