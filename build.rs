@@ -8,7 +8,11 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
-    if var("CARGO_CFG_TARGET_OS") != "linux" {
+    // Only a binary that the dynamic loader of glibc starts, where these were measured.
+    let static_crt = var("CARGO_CFG_TARGET_FEATURE")
+        .split(',')
+        .any(|f| f == "crt-static");
+    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || static_crt {
         return;
     }
     // A position-dependent executable: rustc links a position-independent one, whose 37,000
@@ -20,15 +24,9 @@ fn main() {
     println!("cargo::rustc-link-arg-bins=-no-pie");
     // The unwinder linked in (as `-static-libgcc` does) instead of loading libgcc_s.so.1,
     // whose start runs a CPU detection (`cpuid`, which traps to the hypervisor on a virtual
-    // machine) that nothing here uses. Only for a native build on glibc whose C compiler
-    // knows the archive; otherwise the binary links libgcc_s as before.
-    let native = var("TARGET") == var("HOST");
-    let static_crt = var("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|f| f == "crt-static");
-    if native
-        && var("CARGO_CFG_TARGET_ENV") == "gnu"
-        && !static_crt
+    // machine) that nothing here uses. Only for a native build whose C compiler knows the
+    // archive; otherwise the binary links libgcc_s as before.
+    if var("TARGET") == var("HOST")
         && let Some(eh) = libgcc_eh()
     {
         println!("cargo::rustc-link-arg-bins=-Wl,--whole-archive");
