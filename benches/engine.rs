@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
@@ -25,17 +25,9 @@ use uwf::thread::{self, StartInput, SubmitInput, ThreadId};
 const THREADS: usize = 10_000;
 
 fn run(home: &Path, args: &[&str]) -> Vec<u8> {
-    let out = Command::new(uwf_bin())
-        .env("UWF_HOME", home)
-        .args(args)
-        .output()
-        .expect("run uwf");
-    assert!(
-        out.status.success(),
-        "uwf {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    let mut c = Command::new(uwf_bin());
+    c.env("UWF_HOME", home).args(args);
+    stdout_of(&mut c, &format!("uwf {args:?}"))
 }
 
 /// A workflow whose one role loops forever, so every step is a real step.

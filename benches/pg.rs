@@ -40,7 +40,7 @@ mod nodegen;
 #[path = "../tests/it/pg.rs"]
 mod pg;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
@@ -299,19 +299,8 @@ impl Place {
 
     /// Runs `uwf args` on this store and root; its standard output.
     fn uwf(&self, args: &[&str]) -> String {
-        let out = self
-            .cmd(&self.home)
-            .args(args)
-            .stderr(Stdio::piped())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "uwf {args:?} on {}: {}",
-            self.backend.name(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let what = format!("uwf {args:?} on {}", self.backend.name());
+        String::from_utf8(stdout_of(self.cmd(&self.home).args(args), &what)).unwrap()
     }
 }
 

@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// One role that reports `continue` until its script says `done`.
-const COUNT: &str = "name: count\ndescription: one role, twenty times\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
+const COUNT: &str = include_str!("count.yaml");
 
 const STEPS: usize = 20;
 
@@ -40,19 +40,11 @@ fn uwf(home: &Path, args: &[&str]) -> String {
 
 /// [`uwf`] with more variables in its environment.
 fn uwf_with(home: &Path, vars: &[(&str, &str)], args: &[&str]) -> String {
-    let out = Command::new(uwf_bin())
-        .env("UWF_HOME", home)
+    let mut c = Command::new(uwf_bin());
+    c.env("UWF_HOME", home)
         .envs(vars.iter().copied())
-        .args(args)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uwf {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+        .args(args);
+    String::from_utf8(stdout_of(&mut c, &format!("uwf {args:?}"))).unwrap()
 }
 
 /// A fresh root with the workflow, its script and the trivial agent.

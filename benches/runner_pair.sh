@@ -13,28 +13,7 @@ set -euo pipefail
 before=$1 after=$2 n=${3:-1000} rounds=${4:-3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cat > "$work/count.yaml" <<'Y'
-name: count
-description: one role, twenty times
-roles:
-  worker:
-    description: works
-    goal: work
-    capabilities: []
-    procedure: do it
-    output: a note
-    frontmatter:
-      type: object
-      properties:
-        $status: {enum: [continue, done]}
-        note: {type: string}
-      required: [$status, note]
-graph:
-  $START: {_: {role: worker, prompt: start}}
-  worker:
-    continue: {role: worker, prompt: again}
-    done: {role: $END, prompt: finished}
-Y
+cp "$(dirname "$0")/count.yaml" "$work/count.yaml"
 {
   echo "worker:"
   for i in $(seq 1 20); do

@@ -9,28 +9,7 @@
 set -euo pipefail
 BIN=$1; WHERE=$2; J=${3:-256}; R=${4:-1}
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-cat > "$work/count.yaml" <<'YAML'
-name: count
-description: one role, twenty times
-roles:
-  worker:
-    description: works
-    goal: work
-    capabilities: []
-    procedure: do it
-    output: a note
-    frontmatter:
-      type: object
-      properties:
-        $status: {enum: [continue, done]}
-        note: {type: string}
-      required: [$status, note]
-graph:
-  $START: {_: {role: worker, prompt: start}}
-  worker:
-    continue: {role: worker, prompt: again}
-    done: {role: $END, prompt: finished}
-YAML
+cp "$(dirname "$0")/count.yaml" "$work/count.yaml"
 { echo "worker:"; for i in $(seq 0 19); do s=continue; [ "$i" = 19 ] && s=done; printf '  - $status: %s\n    note: step %s\n' $s $i; done; } > "$work/script.yaml"
 for _ in $(seq 1000); do echo '{"prompt":"go","cwd":"/tmp"}'; done > "$work/batch.jsonl"
 export UWF_HOME="$work/home"; mkdir -p "$UWF_HOME"

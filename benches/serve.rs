@@ -18,7 +18,7 @@
 
 mod common;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -155,13 +155,9 @@ impl Drop for Server {
 
 /// A `uwf` process's stdout length.
 fn cli(home: &Path, args: &[&str]) -> usize {
-    let out = Command::new(uwf_bin())
-        .env("UWF_HOME", home)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "uwf {args:?}");
-    out.stdout.len()
+    let mut c = Command::new(uwf_bin());
+    c.env("UWF_HOME", home).args(args);
+    stdout_of(&mut c, &format!("uwf {args:?}")).len()
 }
 
 fn threads_10k(c: &mut Criterion) {

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::path::{Path, PathBuf};
@@ -43,18 +43,9 @@ exit $s
 "#;
 
 fn uwf_ok(bin: &Path, home: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin)
-        .env("UWF_HOME", home)
-        .args(args)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "uwf {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let mut c = Command::new(bin);
+    c.env("UWF_HOME", home).args(args);
+    String::from_utf8(stdout_of(&mut c, &format!("uwf {args:?}"))).unwrap()
 }
 
 /// A small store: the workflow and a few threads; the workflow's id is what `cas get` reads.

@@ -15,7 +15,7 @@ mod common;
 #[path = "../tests/it/pg.rs"]
 mod pg;
 
-use common::uwf_bin;
+use common::{stdout_of, uwf_bin};
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use std::path::Path;
 use std::process::Command;
@@ -103,13 +103,7 @@ fn usage(home: &Path, url: Option<&str>, args: &[&str]) {
     if let Some(u) = url {
         c.env("UWF_STORE", u);
     }
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.stdout.starts_with(b"{\"calls\":"));
+    assert!(stdout_of(&mut c, "uwf usage").starts_with(b"{\"calls\":"));
 }
 
 fn bench_store(c: &mut Criterion, backend: &str, home: &Path, url: Option<&str>, thread: &str) {

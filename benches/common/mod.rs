@@ -19,3 +19,18 @@ pub fn uwf_bin() -> PathBuf {
     );
     bin
 }
+
+/// Runs `cmd`, which must succeed (else the bench stops, naming `what` and printing the
+/// command's standard error); its standard output.
+pub fn stdout_of(cmd: &mut std::process::Command, what: &str) -> Vec<u8> {
+    let out = cmd
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}

@@ -7,9 +7,8 @@
 
 use super::error::CliResult;
 use super::limits::LimitsOut;
-use crate::cas::NodeId;
 use crate::store::{Budget, MINUTE_MS, Phase, Store, WorkflowLimits, minute_of};
-use crate::thread::chain::{chain_in, load_workflow};
+use crate::thread::chain::WorkflowNames;
 use crate::thread::{self, Config, ThreadId};
 use crate::time::format_iso;
 use serde::Serialize;
@@ -288,21 +287,10 @@ fn threads_by_state(store: &Store, per: &mut BTreeMap<String, WorkflowRuns>) -> 
         .map(|(t, s)| (t, s.phase))
         .collect();
     let snap = store.snapshot()?;
-    let mut names: HashMap<NodeId, String> = HashMap::new();
+    let mut names = WorkflowNames::default();
     for (t, r) in store.threads()? {
-        let Some(wf) = r
-            .workflow
-            .or_else(|| chain_in(&snap, r.head).ok()?.workflow_id().ok())
-        else {
+        let Some(name) = names.of(&snap, &r) else {
             continue;
-        };
-        let name = match names.get(&wf) {
-            Some(n) => n.clone(),
-            None => {
-                let n = load_workflow(&snap, wf).map(|w| w.name).unwrap_or_default();
-                names.insert(wf, n.clone());
-                n
-            }
         };
         if name.is_empty() {
             continue;

@@ -19,6 +19,7 @@
 
 mod act;
 mod app;
+mod chart;
 mod page;
 mod runs;
 mod spend;

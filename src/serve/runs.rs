@@ -4,6 +4,7 @@
 //! workflow's threads by state with its limits and budgets. The data is
 //! [`crate::query::runs::Runs`], what `/api/runs` and `uwf ps --stats` print.
 
+use super::chart::{Frame, nice_step};
 use super::page::{Section, esc, layout, seg, time};
 use super::spend::count;
 use crate::query::runs::{Minute, Runs, WorkflowRuns};
@@ -11,12 +12,14 @@ use crate::time::format_duration;
 use std::fmt::Write;
 
 /// The chart's size (its view box) and the margins around its plot.
-const W: f64 = 720.0;
-const H: f64 = 250.0;
-const LEFT: f64 = 56.0;
-const RIGHT: f64 = 14.0;
-const TOP: f64 = 14.0;
-const BOTTOM: f64 = 46.0;
+const FRAME: Frame = Frame {
+    w: 720.0,
+    h: 250.0,
+    left: 56.0,
+    right: 14.0,
+    top: 14.0,
+    bottom: 46.0,
+};
 
 /// How often the page fetches itself again when nothing changed (seconds): running steps'
 /// elapsed times and the hour's window move on.
@@ -118,16 +121,7 @@ fn running(m: &mut String, r: &Runs) {
 /// four ticks, and the top, the first tick at or above `max`.
 fn scale(max: u64) -> (u64, u64) {
     let max = max.max(4);
-    let raw = max.div_ceil(4);
-    let mut mag = 1;
-    while mag * 10 <= raw {
-        mag *= 10;
-    }
-    let step = [1, 2, 5, 10]
-        .into_iter()
-        .map(|f| f * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10 * mag);
+    let step = nice_step(max.div_ceil(4) as f64) as u64;
     (step, max.div_ceil(step) * step)
 }
 
@@ -145,31 +139,27 @@ fn chart(minutes: &[Minute]) -> String {
         .max()
         .unwrap_or(0);
     let (step, top) = scale(max);
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let base = TOP + ph;
-    let y = |v: u64| base - v as f64 / top as f64 * ph;
+    let Frame {
+        w,
+        h,
+        left,
+        right,
+        top: t,
+        ..
+    } = FRAME;
+    let base = FRAME.base();
+    let y = |v: u64| FRAME.y(v as f64, top as f64);
     let (steps, failures) = minutes
         .iter()
         .fold((0, 0), |(s, f), m| (s + m.steps, f + m.failures));
     let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart runs" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="steps and failed steps per minute over the last hour; the table beside lists them" data-steps="{steps}" data-failures="{failures}">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart runs" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="steps and failed steps per minute over the last hour; the table beside lists them" data-steps="{steps}" data-failures="{failures}">"#
     );
-    for i in 0..=top / step {
-        let v = step * i;
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            W - RIGHT,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            count(v),
-            y = y(v),
-        );
-    }
-    let slot = pw / minutes.len().max(1) as f64;
+    FRAME.grid(&mut s, step as f64, top as f64, |v| count(v as u64));
+    let slot = FRAME.plot_width() / minutes.len().max(1) as f64;
     let width = (slot * 0.75).max(1.0);
     for (i, m) in minutes.iter().enumerate() {
-        let x = LEFT + slot * i as f64 + (slot - width) / 2.0;
+        let x = left + slot * i as f64 + (slot - width) / 2.0;
         let _ = write!(
             s,
             r#"<g class="minute" data-minute="{}" data-steps="{}" data-failures="{}">"#,
@@ -203,25 +193,22 @@ fn chart(minutes: &[Minute]) -> String {
             let _ = write!(
                 s,
                 r#"<text class="date" x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"#,
-                LEFT + slot * (i as f64 + 0.5),
+                left + slot * (i as f64 + 0.5),
                 base + 14.0,
                 hhmm(&m.minute)
             );
         }
     }
+    FRAME.axes(&mut s, "steps a minute", "minute (UTC)");
     let _ = write!(
         s,
-        r#"<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{base}"/><line class="axis" x1="{LEFT}" x2="{}" y1="{base}" y2="{base}"/><text class="axis-title" x="14" y="{mid:.1}" text-anchor="middle" transform="rotate(-90 14 {mid:.1})">steps a minute</text><text class="axis-title" x="{:.1}" y="{}" text-anchor="middle">minute (UTC)</text><g class="legend"><rect class="steps" x="{}" y="{TOP}" width="10" height="10"/><text x="{}" y="{}">steps</text><rect class="failures" x="{}" y="{TOP}" width="10" height="10"/><text x="{}" y="{}">failed</text></g></svg>"#,
-        W - RIGHT,
-        LEFT + pw / 2.0,
-        H - 6.0,
-        W - RIGHT - 130.0,
-        W - RIGHT - 116.0,
-        TOP + 9.0,
-        W - RIGHT - 66.0,
-        W - RIGHT - 52.0,
-        TOP + 9.0,
-        mid = TOP + ph / 2.0,
+        r#"<g class="legend"><rect class="steps" x="{}" y="{t}" width="10" height="10"/><text x="{}" y="{}">steps</text><rect class="failures" x="{}" y="{t}" width="10" height="10"/><text x="{}" y="{}">failed</text></g></svg>"#,
+        w - right - 130.0,
+        w - right - 116.0,
+        t + 9.0,
+        w - right - 66.0,
+        w - right - 52.0,
+        t + 9.0,
     );
     s
 }

@@ -3,6 +3,7 @@
 //! below it with their total. Every value is escaped; a cost no call reported or priced shows
 //! as `—`.
 
+use super::chart::{Frame, nice_step};
 use crate::store::{DAY_MS, UsageTotals};
 use crate::workflow::render::xml_text as esc;
 use std::fmt::Write;
@@ -11,12 +12,14 @@ use std::fmt::Write;
 pub(crate) const CHART_DAYS: usize = 30;
 
 /// The chart's size (its view box) and the margins around its plot.
-const W: f64 = 720.0;
-const H: f64 = 290.0;
-const LEFT: f64 = 78.0;
-const RIGHT: f64 = 14.0;
-const TOP: f64 = 14.0;
-const BOTTOM: f64 = 86.0;
+const FRAME: Frame = Frame {
+    w: 720.0,
+    h: 290.0,
+    left: 78.0,
+    right: 14.0,
+    top: 14.0,
+    bottom: 86.0,
+};
 
 /// `n` with its thousands separated by commas.
 pub(super) fn count(n: u64) -> String {
@@ -163,15 +166,7 @@ fn scale(max: f64, metric: Metric) -> (f64, f64) {
         (false, Metric::Cost) => 0.01,
         (false, Metric::Tokens) => 4.0,
     };
-    let raw = max / 4.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let nice = match raw / mag {
-        f if f <= 1.0 => 1.0,
-        f if f <= 2.0 => 2.0,
-        f if f <= 5.0 => 5.0,
-        _ => 10.0,
-    };
-    let mut step = nice * mag;
+    let mut step = nice_step(max / 4.0);
     if metric == Metric::Tokens {
         step = step.max(1.0);
     }
@@ -229,11 +224,11 @@ pub(crate) fn workflow_days(name: &str, days: &[(u32, UsageTotals)]) -> String {
 fn chart(name: &str, shown: &[(u32, UsageTotals)], metric: Metric) -> String {
     let max = shown.iter().map(|(_, t)| metric.of(t)).fold(0.0, f64::max);
     let (step, top) = scale(max, metric);
-    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
-    let base = TOP + ph;
-    let y = |v: f64| base - v / top * ph;
+    let Frame { w, h, left, .. } = FRAME;
+    let base = FRAME.base();
+    let y = |v: f64| FRAME.y(v, top);
     let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{} of workflow {} per UTC day" data-metric="{}">"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{} of workflow {} per UTC day" data-metric="{}">"#,
         metric.axis(),
         esc(name),
         match metric {
@@ -241,24 +236,12 @@ fn chart(name: &str, shown: &[(u32, UsageTotals)], metric: Metric) -> String {
             Metric::Tokens => "tokens",
         }
     );
-    let ticks = (top / step).round() as u32;
-    for i in 0..=ticks {
-        let v = step * f64::from(i);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{LEFT}" x2="{}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{}" y="{:.1}" text-anchor="end">{}</text>"#,
-            W - RIGHT,
-            LEFT - 6.0,
-            y(v) + 4.0,
-            esc(&metric.tick(v, step)),
-            y = y(v),
-        );
-    }
-    let slot = pw / shown.len() as f64;
+    FRAME.grid(&mut s, step, top, |v| esc(&metric.tick(v, step)));
+    let slot = FRAME.plot_width() / shown.len() as f64;
     let width = (slot * 0.7).min(48.0);
     for (i, (day, t)) in shown.iter().enumerate() {
         let v = metric.of(t);
-        let (x, d) = (LEFT + slot * (i as f64 + 0.5), date(*day));
+        let (x, d) = (left + slot * (i as f64 + 0.5), date(*day));
         let _ = write!(
             s,
             r#"<g class="bar{}" data-day="{d}" data-value="{v}"><rect x="{:.1}" y="{:.1}" width="{width:.1}" height="{:.1}"/><title>{d}: {}, {} call{}</title></g>"#,
@@ -281,15 +264,8 @@ fn chart(name: &str, shown: &[(u32, UsageTotals)], metric: Metric) -> String {
             base + 14.0,
         );
     }
-    let _ = write!(
-        s,
-        r#"<line class="axis" x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{base}"/><line class="axis" x1="{LEFT}" x2="{}" y1="{base}" y2="{base}"/><text class="axis-title" x="14" y="{mid:.1}" text-anchor="middle" transform="rotate(-90 14 {mid:.1})">{}</text><text class="axis-title" x="{:.1}" y="{}" text-anchor="middle">day (UTC)</text></svg>"#,
-        W - RIGHT,
-        metric.axis(),
-        LEFT + pw / 2.0,
-        H - 6.0,
-        mid = TOP + ph / 2.0,
-    );
+    FRAME.axes(&mut s, metric.axis(), "day (UTC)");
+    s.push_str("</svg>");
     s
 }
 

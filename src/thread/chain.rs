@@ -7,7 +7,7 @@ use crate::cas::{NodeId, Value};
 use crate::store::{Snapshot, Store, StoreError};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StartNode, StepNode, is_workflow_type};
 use crate::workflow::{History, StepView, StoredWorkflow};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// One StepNode of a chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -319,4 +319,29 @@ fn chain_tip(snap: &Snapshot, head: NodeId) -> Result<Chain> {
         start_timestamp: s.timestamp,
         steps: vec![last],
     })
+}
+
+/// The names of the workflows of threads, each workflow node read once.
+#[derive(Default)]
+pub(crate) struct WorkflowNames(HashMap<NodeId, String>);
+
+impl WorkflowNames {
+    /// The name of the workflow of the thread at `rec` in `snap`: its record's workflow, else
+    /// the one its StartNode names; `None` when neither names one, an empty name when that
+    /// workflow cannot be read.
+    pub(crate) fn of(
+        &mut self,
+        snap: &Snapshot,
+        rec: &crate::store::ThreadRecord,
+    ) -> Option<String> {
+        let wf = match rec.workflow {
+            Some(wf) => wf,
+            None => workflow_of(snap, rec.head).ok()??,
+        };
+        let name = self
+            .0
+            .entry(wf)
+            .or_insert_with(|| load_workflow(snap, wf).map(|w| w.name).unwrap_or_default());
+        Some(name.clone())
+    }
 }

@@ -2,10 +2,9 @@
 //! resume, removal, the round limit, and failed steps counted up to `maxRetries`.
 
 use super::admission::{archive, limits_of};
-use super::chain::{chain_in, load_workflow};
+use super::chain::WorkflowNames;
 use super::ops::{Found, find};
 use super::{Config, Result, ThreadError};
-use crate::cas::NodeId;
 use crate::store::{Phase, StepFailure, Store, ThreadRecord};
 use crate::workflow::{FinishReason, ThreadId};
 use std::collections::HashMap;
@@ -22,23 +21,12 @@ pub fn promote(store: &Store, config: &Config) -> Result<Vec<ThreadId>> {
     }
     let threads = store.threads()?;
     let snap = store.snapshot()?;
-    let mut names: HashMap<NodeId, String> = HashMap::new();
+    let mut names = WorkflowNames::default();
     let mut by_name: HashMap<String, Vec<(ThreadId, bool)>> = HashMap::new();
     let phase: HashMap<&ThreadId, Phase> = states.iter().map(|(t, s)| (t, s.phase)).collect();
     for (t, r) in &threads {
-        let Some(wf) = r
-            .workflow
-            .or_else(|| chain_in(&snap, r.head).ok()?.workflow_id().ok())
-        else {
+        let Some(name) = names.of(&snap, r) else {
             continue;
-        };
-        let name = match names.get(&wf) {
-            Some(n) => n.clone(),
-            None => {
-                let n = load_workflow(&snap, wf).map(|w| w.name).unwrap_or_default();
-                names.insert(wf, n.clone());
-                n
-            }
         };
         let queued = phase.get(t) == Some(&Phase::Queued);
         by_name.entry(name).or_default().push((t.clone(), queued));

@@ -6,6 +6,7 @@
 //! `target/serve-screenshots/`).
 
 use crate::common::{TestEnv, example, fingerprint, json, on_postgres};
+use std::future::Future;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -698,14 +699,16 @@ pub(crate) fn screenshot_dir() -> PathBuf {
     dir
 }
 
-#[test]
-fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
+/// Runs `f` with a WebDriver session of a headless Chromium (1280×1500), on a runtime of its
+/// own; does nothing (with a note) when Chromium or chromedriver is missing outside CI.
+pub(crate) fn with_browser<F, Fut>(f: F)
+where
+    F: FnOnce(fantoccini::Client) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let Some((chromium, driver)) = browser() else {
         return;
     };
-    let env = TestEnv::new();
-    let (debate, solve) = setup(&env);
-    let server = Server::start(&env);
     let dport = free_port();
     let _driver = Killed(
         Command::new(&driver)
@@ -722,13 +725,11 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         assert!(Instant::now() < deadline, "chromedriver did not listen");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let shots = screenshot_dir();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     rt.block_on(async {
-        use fantoccini::{ClientBuilder, Locator};
         let mut caps = serde_json::Map::new();
         caps.insert(
             "goog:chromeOptions".into(),
@@ -738,11 +739,26 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
                          "--disable-dev-shm-usage", "--window-size=1280,1500"],
             }),
         );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{dport}"))
-            .await
-            .expect("a WebDriver session");
+        let c = fantoccini::ClientBuilder::new(
+            hyper_util::client::legacy::connect::HttpConnector::new(),
+        )
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{dport}"))
+        .await
+        .expect("a WebDriver session");
+        f(c.clone()).await;
+        c.close().await.unwrap();
+    });
+}
+
+#[test]
+fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
+    let env = TestEnv::new();
+    let (debate, solve) = setup(&env);
+    let server = Server::start(&env);
+    let shots = screenshot_dir();
+    with_browser(|c| async move {
+        use fantoccini::Locator;
         let count = |css: &'static str| {
             let c = c.clone();
             async move {
@@ -930,18 +946,17 @@ fn a_browser_sees_threads_steps_graph_and_a_new_step_without_reload() {
         wait_count("svg.graph", 1).await;
         wait_count("tr.version", 1).await;
         std::fs::write(shots.join("workflow.png"), c.screenshot().await.unwrap()).unwrap();
-        c.close().await.unwrap();
+        for f in [
+            "threads.png",
+            "thread.png",
+            "thread-actions.png",
+            "workflows.png",
+            "workflow.png",
+        ] {
+            let b = std::fs::read(shots.join(f)).unwrap();
+            assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
+        }
     });
-    for f in [
-        "threads.png",
-        "thread.png",
-        "thread-actions.png",
-        "workflows.png",
-        "workflow.png",
-    ] {
-        let b = std::fs::read(shots.join(f)).unwrap();
-        assert!(b.starts_with(b"\x89PNG"), "{f} is a PNG");
-    }
 }
 
 /// A step from the page's API runs in the background with the configured agent: the answer

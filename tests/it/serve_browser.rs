@@ -4,62 +4,10 @@
 //! refused with 403 and one from another origin is refused, neither changing anything.
 
 use crate::common::TestEnv;
-use crate::serve::{Killed, Server, browser, cli, free_port, setup, status, value};
-use fantoccini::{Client, ClientBuilder, Locator};
+use crate::serve::{Server, cli, setup, status, value, with_browser};
+use fantoccini::{Client, Locator};
 use std::future::Future;
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Runs `f` with a WebDriver session of a headless Chromium (1280×1500), on a runtime of its
-/// own; does nothing (with a note) when Chromium or chromedriver is missing outside CI.
-pub(crate) fn with_browser<F, Fut>(f: F)
-where
-    F: FnOnce(Client) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let Some((chromium, driver)) = browser() else {
-        return;
-    };
-    let dport = free_port();
-    let _driver = Killed(
-        Command::new(&driver)
-            .arg(format!("--port={dport}"))
-            .arg("--allowed-ips=127.0.0.1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start chromedriver"),
-    );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", dport)).is_err() {
-        assert!(Instant::now() < deadline, "chromedriver did not listen");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let mut caps = serde_json::Map::new();
-        caps.insert(
-            "goog:chromeOptions".into(),
-            serde_json::json!({
-                "binary": chromium,
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
-            }),
-        );
-        let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
-            .capabilities(caps)
-            .connect(&format!("http://127.0.0.1:{dport}"))
-            .await
-            .expect("a WebDriver session");
-        f(c.clone()).await;
-        c.close().await.unwrap();
-    });
-}
 
 /// What `script` returns (its `arguments` are `args`), run in the page in one go: the page
 /// may swap its `<main>` between two WebDriver calls.

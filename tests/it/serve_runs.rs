@@ -7,10 +7,8 @@
 
 use crate::common::{FIXED_NOW_MS, TestEnv};
 use crate::runner::LINE;
-use crate::serve::{Killed, Server, screenshot_dir, value};
-use crate::serve_browser::{
-    attr, count, mark_page, not_reloaded, wait_for, wait_live, with_browser,
-};
+use crate::serve::{Killed, Server, screenshot_dir, value, with_browser};
+use crate::serve_browser::{attr, count, mark_page, not_reloaded, wait_for, wait_live};
 use serde_json::Value;
 use std::process::Child;
 use std::time::{Duration, Instant};

@@ -18,6 +18,25 @@ pub(crate) fn last_row(
     last
 }
 
+/// A `bytea` literal for a simple query (which has no parameters): the hex of `b`, decoded by
+/// the server, so nothing needs quoting whatever the server's string settings.
+pub(super) fn bytea_literal(b: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(b.len() * 2 + 20);
+    s.push_str("decode('");
+    for &x in b {
+        s.push(char::from(HEX[usize::from(x >> 4)]));
+        s.push(char::from(HEX[usize::from(x & 15)]));
+    }
+    s.push_str("', 'hex')");
+    s
+}
+
+/// A `text` literal for a simple query: [`bytea_literal`] of its UTF-8 bytes, converted back.
+pub(super) fn text_literal(t: &str) -> String {
+    format!("convert_from({}, 'UTF8')", bytea_literal(t.as_bytes()))
+}
+
 /// The bytes of a `bytea` in the server's text form (`\x` and hex digits).
 pub(super) fn unhex(s: &str) -> Option<Vec<u8>> {
     let h = s.strip_prefix("\\x")?.as_bytes();

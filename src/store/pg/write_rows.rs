@@ -32,88 +32,70 @@ impl Pending {
         self.threads.is_empty() && self.leases.is_empty() && self.states.is_empty()
     }
 
-    /// The statements that make them, `;`-separated (values written as literals: the ids and
-    /// holders quoted, the records as hex).
+    /// The statements that make them, `;`-separated (values written as literals).
     pub(super) fn sql(&self) -> String {
-        fn q(s: &str) -> String {
-            format!("'{}'", s.replace('\'', "''"))
-        }
-        fn hex(b: &[u8]) -> String {
-            let mut h = String::with_capacity(b.len() * 2 + 24);
-            h.push_str("decode('");
-            for x in b {
-                h.push_str(&format!("{x:02x}"));
-            }
-            h.push_str("', 'hex')");
-            h
-        }
-        fn deletes<T>(
-            m: &HashMap<String, Option<T>>,
-            table: &str,
-            col: &str,
-            out: &mut Vec<String>,
-        ) {
-            let gone: Vec<String> = m
-                .iter()
-                .filter(|(_, v)| v.is_none())
-                .map(|(k, _)| q(k))
-                .collect();
-            if !gone.is_empty() {
-                out.push(format!(
-                    "DELETE FROM {table} WHERE {col} IN ({})",
-                    gone.join(",")
-                ));
-            }
-        }
         let mut out = Vec::new();
-        let rows = |m: &HashMap<String, Option<Vec<u8>>>| -> Vec<String> {
-            m.iter()
-                .filter_map(|(k, v)| v.as_ref().map(|r| format!("({}, {})", q(k), hex(r))))
-                .collect()
+        let rec = |r: &Vec<u8>| bytea_literal(r);
+        upserts(&self.threads, ("uwf_threads", "id", "rec"), rec, &mut out);
+        upserts(
+            &self.states,
+            ("uwf_thread_state", "thread", "rec"),
+            rec,
+            &mut out,
+        );
+        let lease = |(r, holder): &(Vec<u8>, String)| {
+            format!(
+                "{}, {}, now() + {}::interval",
+                bytea_literal(r),
+                text_literal(holder),
+                text_literal(LEASE_TTL)
+            )
         };
-        let t = rows(&self.threads);
-        if !t.is_empty() {
-            out.push(format!(
-                "INSERT INTO uwf_threads (id, rec) VALUES {}
-                 ON CONFLICT (id) DO UPDATE SET rec = EXCLUDED.rec",
-                t.join(",")
-            ));
-        }
-        deletes(&self.threads, "uwf_threads", "id", &mut out);
-        let st = rows(&self.states);
-        if !st.is_empty() {
-            out.push(format!(
-                "INSERT INTO uwf_thread_state (thread, rec) VALUES {}
-                 ON CONFLICT (thread) DO UPDATE SET rec = EXCLUDED.rec",
-                st.join(",")
-            ));
-        }
-        deletes(&self.states, "uwf_thread_state", "thread", &mut out);
-        let l: Vec<String> = self
-            .leases
-            .iter()
-            .filter_map(|(k, v)| {
-                v.as_ref().map(|(r, holder)| {
-                    format!(
-                        "({}, {}, {}, now() + {}::interval)",
-                        q(k),
-                        hex(r),
-                        q(holder),
-                        q(LEASE_TTL)
-                    )
-                })
-            })
-            .collect();
-        if !l.is_empty() {
-            out.push(format!(
-                "INSERT INTO uwf_leases (thread, rec, holder, expires_at) VALUES {}
-                 ON CONFLICT (thread) DO UPDATE
-                 SET rec = EXCLUDED.rec, holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at",
-                l.join(",")
-            ));
-        }
-        deletes(&self.leases, "uwf_leases", "thread", &mut out);
+        upserts(
+            &self.leases,
+            ("uwf_leases", "thread", "rec, holder, expires_at"),
+            lease,
+            &mut out,
+        );
         out.join(";\n")
+    }
+}
+
+/// The statements writing `m` into `table`, keyed by `key`: one insert of the records (the
+/// columns `cols`, whose values `row` writes), each replacing the row of its key, then one
+/// deletion of the keys whose last write removed them.
+fn upserts<T>(
+    m: &HashMap<String, Option<T>>,
+    (table, key, cols): (&str, &str, &str),
+    row: impl Fn(&T) -> String,
+    out: &mut Vec<String>,
+) {
+    let rows: Vec<String> = m
+        .iter()
+        .filter_map(|(k, v)| Some(format!("({}, {})", text_literal(k), row(v.as_ref()?))))
+        .collect();
+    if !rows.is_empty() {
+        let set: Vec<String> = cols
+            .split(", ")
+            .map(|c| format!("{c} = EXCLUDED.{c}"))
+            .collect();
+        out.push(format!(
+            "INSERT INTO {table} ({key}, {cols}) VALUES {}
+             ON CONFLICT ({key}) DO UPDATE SET {}",
+            rows.join(","),
+            set.join(", ")
+        ));
+    }
+    let gone: Vec<String> = m
+        .iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(k, _)| text_literal(k))
+        .collect();
+    if !gone.is_empty() {
+        out.push(format!(
+            "DELETE FROM {table} WHERE {key} IN ({})",
+            gone.join(",")
+        ));
     }
 }
 

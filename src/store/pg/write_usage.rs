@@ -192,20 +192,20 @@ impl PgWriter<'_> {
 }
 
 /// The statements of [`PgWriter::add_step_counts`], as text for a simple query (no
-/// parameters there): minutes and counts as numbers, a workflow's name as the hex of its UTF-8
-/// bytes (no quoting to get wrong, whatever the server's string settings), each ending in `;`.
+/// parameters there): minutes and counts as numbers, a workflow's name as a
+/// [`super::text_literal`], each ending in `;`.
 fn minutes_sql(rows: &[MinuteRow], prune_before: Option<u32>) -> String {
     use std::fmt::Write;
     let mut sql = String::new();
     if !rows.is_empty() {
         sql.push_str("INSERT INTO uwf_step_minutes AS m (minute, name, steps, failures) VALUES ");
         for (i, r) in rows.iter().enumerate() {
-            let hex: String = r.workflow.bytes().map(|b| format!("{b:02x}")).collect();
             let _ = write!(
                 sql,
-                "{}({}, convert_from(decode('{hex}', 'hex'), 'UTF8'), {}, {})",
+                "{}({}, {}, {}, {})",
                 if i == 0 { "" } else { ", " },
                 i32::try_from(r.minute).unwrap_or(i32::MAX),
+                super::text_literal(&r.workflow),
                 i64::try_from(r.counts.steps).unwrap_or(i64::MAX),
                 i64::try_from(r.counts.failures).unwrap_or(i64::MAX),
             );
