@@ -718,6 +718,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         interrupt: Some(&interrupt),
         sole_child: true,
         memo: None,
+        keep_lease: false,
     };
     let mut outs = Vec::new();
     let mut failure = None;

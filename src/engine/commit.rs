@@ -84,6 +84,7 @@ pub(super) fn conclude(
     id: NodeId,
     now_ms: u64,
     me: Option<&Lease>,
+    keep_lease: bool,
     held: Option<StepWrite>,
 ) -> Result<(StepOutput, Option<Moderated>)> {
     let Moderated {
@@ -134,6 +135,7 @@ pub(super) fn conclude(
             done,
             now_ms,
             me,
+            keep_lease,
             write: held.as_ref(),
             start: chain.start_id,
         },
@@ -199,7 +201,18 @@ pub fn advance(store: &Store, thread: &ThreadId, step: NodeId, now_ms: u64) -> R
     let head = crate::thread::ops::active(store, thread)?.head;
     let m = load_moderated(store, head)?;
     let decision = workflow::next(&m.wf, &m.history, &Jsonata::default())?;
-    conclude(store, thread, m, &decision.role, step, now_ms, None, None).map(|(o, _)| o)
+    conclude(
+        store,
+        thread,
+        m,
+        &decision.role,
+        step,
+        now_ms,
+        None,
+        false,
+        None,
+    )
+    .map(|(o, _)| o)
 }
 
 /// What the compare-and-swap found.
@@ -224,6 +237,8 @@ pub(super) struct HeadMove<'a> {
     pub done: bool,
     pub now_ms: u64,
     pub me: Option<&'a Lease>,
+    /// Keep `me` (renewed from `now_ms`) rather than release it, unless the thread ends.
+    pub keep_lease: bool,
     /// The step's nodes and calls, written in the same transaction.
     pub write: Option<&'a StepWrite>,
     /// The thread's StartNode.
@@ -291,6 +306,7 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
         done,
         now_ms,
         me,
+        keep_lease,
         write,
         start,
     } = *m;
@@ -341,7 +357,17 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
         if let Some(l) = w.lease(thread)? {
             match &me {
                 Some(me) if l.is_mine(me) => {
-                    w.remove_lease(thread)?;
+                    if keep_lease && !done {
+                        w.set_lease(
+                            thread,
+                            &Lease {
+                                since_ms: now_ms,
+                                ..me.clone()
+                            },
+                        )?;
+                    } else {
+                        w.remove_lease(thread)?;
+                    }
                 }
                 None if l.is_live() => return Ok((Cas::Busy(l.pid), fresh)),
                 _ => {}

@@ -30,7 +30,10 @@ pub(crate) struct LeaseGuard<'s> {
 
 impl<'s> LeaseGuard<'s> {
     /// Takes the lease of the active thread `thread`; returns the guard, and the head and the
-    /// thread's state found in the same transaction.
+    /// thread's state found in the same transaction. With `kept`, a lease this process kept
+    /// from its last step of the thread ([`super::StepOptions::keep_lease`]) is taken as it
+    /// is, by reads alone, when the thread is still ready; a kept lease of a thread that is
+    /// not is given back.
     ///
     /// # Errors
     /// [`StepError::Busy`] while another live process holds it; [`ThreadError::NotActive`] or
@@ -39,7 +42,17 @@ impl<'s> LeaseGuard<'s> {
         store: &'s Store,
         thread: &ThreadId,
         me: Lease,
+        kept: bool,
     ) -> Result<(LeaseGuard<'s>, NodeId, ThreadState), StepError> {
+        let guard = |me| LeaseGuard {
+            store,
+            thread: thread.clone(),
+            me,
+            armed: true,
+        };
+        if kept && let Some((head, state)) = still_held(store, thread, &me)? {
+            return Ok((guard(me), head, state));
+        }
         let (t, lease) = (thread.clone(), me.clone());
         let found = store
             .write_grouped_for(thread, move |w| {
@@ -47,7 +60,8 @@ impl<'s> LeaseGuard<'s> {
                 let Some(rec) = w.thread(thread)? else {
                     return Ok(Err(Held::Gone));
                 };
-                if let Some(l) = w.lease(thread)?
+                let held = w.lease(thread)?;
+                if let Some(l) = &held
                     && !l.is_mine(me)
                 {
                     if l.is_live() {
@@ -61,26 +75,24 @@ impl<'s> LeaseGuard<'s> {
                     );
                 }
                 let state = w.thread_state(thread)?;
-                match state.phase {
-                    Phase::Queued => return Ok(Err(Held::Queued)),
-                    Phase::Paused | Phase::PausedForBudget => return Ok(Err(Held::Paused)),
-                    Phase::Ready => {}
+                let not = match state.phase {
+                    Phase::Queued => Some(Held::Queued),
+                    Phase::Paused | Phase::PausedForBudget => Some(Held::Paused),
+                    Phase::Ready => None,
+                };
+                if let Some(not) = not {
+                    // A lease kept from this process's last step is given back.
+                    if held.is_some_and(|l| l.is_mine(me)) {
+                        w.remove_lease(thread)?;
+                    }
+                    return Ok(Err(not));
                 }
                 w.set_lease(thread, me)?;
                 Ok(Ok((rec.head, state)))
             })
             .map_err(ThreadError::from)?;
         match found {
-            Ok((head, state)) => Ok((
-                LeaseGuard {
-                    store,
-                    thread: thread.clone(),
-                    me,
-                    armed: true,
-                },
-                head,
-                state,
-            )),
+            Ok((head, state)) => Ok((guard(me), head, state)),
             Err(Held::Busy(pid)) => Err(StepError::Busy {
                 thread: thread.to_string(),
                 pid,
@@ -111,6 +123,50 @@ impl<'s> LeaseGuard<'s> {
     pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
+}
+
+/// The head and state of `thread` when this process (`me`) holds its lease and it is ready,
+/// read without a write.
+fn still_held(
+    store: &Store,
+    thread: &ThreadId,
+    me: &Lease,
+) -> Result<Option<(NodeId, ThreadState)>, StepError> {
+    let kept = |store: &Store| -> Result<Option<(NodeId, ThreadState)>, crate::store::StoreError> {
+        let (lease, rec, state) = store.leased_thread(thread)?;
+        Ok(match (lease, rec) {
+            (Some(l), Some(rec)) if l.is_mine(me) && state.phase == Phase::Ready => {
+                Some((rec.head, state))
+            }
+            _ => None,
+        })
+    };
+    Ok(kept(store).map_err(ThreadError::from)?)
+}
+
+/// Gives back the leases this process (`pid`) kept for the next steps of `threads`
+/// ([`super::StepOptions::keep_lease`]) and will not take: a runner that stops.
+///
+/// # Errors
+/// A store failure.
+pub(crate) fn release_kept(
+    store: &Store,
+    threads: &[ThreadId],
+    pid: u32,
+) -> Result<(), crate::store::StoreError> {
+    if threads.is_empty() {
+        return Ok(());
+    }
+    let me = Lease::of(pid, 0);
+    let threads = threads.to_vec();
+    store.write(move |w| {
+        for t in &threads {
+            if w.lease(t)?.is_some_and(|l| l.is_mine(&me)) {
+                w.remove_lease(t)?;
+            }
+        }
+        Ok(())
+    })
 }
 
 impl Drop for LeaseGuard<'_> {

@@ -38,6 +38,7 @@ use crate::workflow::{self, Decision, Jsonata};
 use adapter::{Adapter, AgentCall, interrupted};
 use commit::{HeadMove, commit, conclude};
 use lease::LeaseGuard;
+pub(crate) use lease::release_kept;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -163,6 +164,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         store,
         opts.thread,
         crate::store::Lease::of(opts.pid, (opts.now)()),
+        opts.keep_lease,
     )?;
     let mut m = match opts.memo.and_then(|memo| memo.take(opts.thread, head)) {
         Some(m) => m,
@@ -204,6 +206,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 done: true,
                 now_ms: (opts.now)(),
                 me: Some(&me),
+                keep_lease: false,
                 write: None,
                 start: m.chain.start_id,
             },
@@ -240,6 +243,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         id,
         (opts.now)(),
         Some(&me),
+        opts.keep_lease,
         held.take(),
     )?;
     guard.disarm();

@@ -44,6 +44,12 @@ pub(crate) struct StepOptions<'a> {
     pub sole_child: bool,
     /// The chains of a runner's threads at the heads their last steps made.
     pub memo: Option<&'a super::Memo>,
+    /// The step's lease is kept when its head move commits (the thread not finished), for
+    /// this process's next step of the thread, which then takes it without a write; and this
+    /// process may hold the thread's lease from its previous step. A runner going on with a
+    /// thread sets it, and gives back what it still holds when it stops
+    /// ([`super::release_kept`]).
+    pub keep_lease: bool,
 }
 
 /// The result of one step, and notes for stderr.

@@ -177,6 +177,22 @@ struct Tracked {
 /// threads, while every thread moves on when there are more threads than jobs.
 const STREAK: u32 = 16;
 
+/// The threads whose leases this runner kept from their last steps for their next ones
+/// ([`engine::StepOptions::keep_lease`]); what is still kept when the run ends, however it
+/// ends, is given back.
+struct Kept {
+    store: Arc<Store>,
+    threads: HashSet<ThreadId>,
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        let threads: Vec<ThreadId> = self.threads.drain().collect();
+        // A lease left behind by a failure here is taken over later: its owner is gone.
+        let _ = engine::release_kept(&self.store, &threads, std::process::id());
+    }
+}
+
 impl Tracked {
     /// Whether the day budget holds the thread back now.
     fn held(&self) -> bool {
@@ -217,6 +233,13 @@ pub fn run(
     } else {
         watch(store.path(), changed.clone())
     };
+    // Given back after the runtime is left: a store on a server is reached through a
+    // synchronous client, which must not run on the runtime's thread.
+    let mut kept = Kept {
+        store: store.clone(),
+        threads: HashSet::new(),
+    };
+    let kept = &mut kept;
     rt.block_on(async move {
         let mut summary = Summary::default();
         let mut tracked: HashMap<ThreadId, Tracked> = HashMap::new();
@@ -280,6 +303,9 @@ pub fn run(
                 }
                 queued.remove(&t);
                 in_flight.insert(t.clone());
+                kept.threads.remove(&t);
+                // The lease is kept for the next step when the thread stays at the front.
+                let keep_lease = tracked.get(&t).map_or(0, |x| x.streak) + 1 < STREAK;
                 let max_retries = tracked
                     .get(&t)
                     .and_then(|x| looker.retries.get(&x.workflow))
@@ -312,6 +338,7 @@ pub fn run(
                         interrupt: Some(&stop.kill),
                         sole_child: false,
                         memo: Some(&memo),
+                        keep_lease,
                     };
                     let result = engine::step(&o);
                     Done { thread: t, result }
@@ -368,6 +395,8 @@ pub fn run(
             let done = joined
                 .map_err(|e| thread::ThreadError::Invalid(format!("a step panicked: {e}")))?;
             in_flight.remove(&done.thread);
+            let thread = done.thread.clone();
+            let went_on = matches!(&done.result, Ok(r) if !r.output.done);
             record(
                 done,
                 &mut tracked,
@@ -377,6 +406,10 @@ pub fn run(
                 &mut stuck,
                 &mut events,
             );
+            // A step made with `keep_lease` that went on kept the lease, for its next step.
+            if went_on && tracked.get(&thread).is_some_and(|x| x.streak != 0) {
+                kept.threads.insert(thread);
+            }
         }
         Ok(summary)
     })

@@ -25,6 +25,9 @@ use crate::model::ThreadId;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+/// A thread's step lease, record and state ([`ReadTx::leased_thread`]).
+pub(crate) type LeasedThread = (Option<Lease>, Option<ThreadRecord>, ThreadState);
+
 /// The schemas a backend needs to find references (reindex, verify, gc), from the store
 /// handle's cache.
 pub(crate) trait Types {
@@ -389,6 +392,15 @@ pub(crate) trait ReadTx {
     /// # Errors
     /// A store failure or a corrupt record.
     fn thread_state(&self, id: &ThreadId) -> Result<ThreadState>;
+
+    /// Thread `id`'s step lease, record and state, read together (one round trip on a
+    /// server).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn leased_thread(&self, id: &ThreadId) -> Result<LeasedThread> {
+        Ok((self.lease(id)?, self.thread(id)?, self.thread_state(id)?))
+    }
 
     /// Every kept thread state.
     ///

@@ -128,6 +128,14 @@ impl Store {
         self.guard(|| self.read()?.leases())
     }
 
+    /// Thread `id`'s step lease, record and state, read together.
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn leased_thread(&self, id: &ThreadId) -> Result<super::backend::LeasedThread> {
+        self.guard(|| self.read()?.leased_thread(id))
+    }
+
     /// The state of thread `id` (the default when none is kept).
     ///
     /// # Errors

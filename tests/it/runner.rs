@@ -831,3 +831,71 @@ fn two_runners_pass_threads_between_them_and_make_each_step_once() {
         );
     }
 }
+
+#[test]
+fn a_runner_gives_back_kept_leases_when_a_thread_pauses_and_when_it_stops() {
+    // A runner going on with a thread keeps its lease from one step to the next; a pause
+    // between two steps, and the runner's end, must give it back.
+    const STEPS: usize = 3000;
+    let env = TestEnv::new();
+    let wf = env.root().join("count.yaml");
+    std::fs::write(&wf, COUNT).unwrap();
+    let mut script = String::from("worker:\n");
+    for i in 0..STEPS {
+        let s = if i + 1 == STEPS { "done" } else { "continue" };
+        script.push_str(&format!("  - $status: {s}\n    note: step {i}\n"));
+    }
+    let script_path = env.root().join("count.script.yaml");
+    std::fs::write(&script_path, script).unwrap();
+    env.ok(&["workflow", "put", &p(&wf)]);
+    let cwd = p(env.root());
+    let r = env.run_stdin(
+        &["thread", "start", "count", "--batch", "-", "-q"],
+        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(2),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let threads: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+    let agent = env.scripted(&script_path);
+    let mut child = env
+        .spawn_cmd()
+        .args(["run", "-j", "2", "--agent", &agent])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let steps = |t: &str| {
+        let s = json(&env.ok(&["thread", "steps", t]));
+        s.get("steps").and_then(Value::as_array).unwrap().len()
+    };
+    let leased = |t: &str| {
+        env.store()
+            .leases()
+            .unwrap()
+            .iter()
+            .any(|(id, _)| id.as_str() == t)
+    };
+    wait_for("steps of the first thread", || steps(&threads[0]) >= 20);
+    env.ok(&["thread", "pause", &threads[0]]);
+    wait_for("the paused thread's lease to be given back", || {
+        !leased(&threads[0])
+    });
+    // The runner goes on with the other thread, not with the paused one.
+    let paused_at = steps(&threads[0]);
+    let other = steps(&threads[1]);
+    wait_for("more steps of the other thread", || {
+        steps(&threads[1]) >= other + 20
+    });
+    assert_eq!(steps(&threads[0]), paused_at, "a paused thread was stepped");
+    assert!(!leased(&threads[0]));
+    signal(&child, libc::SIGTERM);
+    let status = wait_exit(&mut child, Duration::from_secs(30));
+    assert!(status.code().is_some(), "{status:?}");
+    assert!(
+        env.store().leases().unwrap().is_empty(),
+        "a lease is left after the runner stopped"
+    );
+    // Another process steps the thread the runner was on at once, with no lease to take over.
+    let r = env.run(&["thread", "step", &threads[1], "--agent", &agent]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("took over"), "{}", r.stderr);
+}

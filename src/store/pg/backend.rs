@@ -341,6 +341,10 @@ impl ReadTx for PgRead {
         self.pg.thread_state(id)
     }
 
+    fn leased_thread(&self, id: &ThreadId) -> Result<crate::store::backend::LeasedThread> {
+        self.pg.leased_thread(id)
+    }
+
     fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
         self.pg.thread_states()
     }

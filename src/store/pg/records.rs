@@ -25,6 +25,31 @@ impl Pg {
         self.conn()?.records(self, STATES)
     }
 
+    /// A thread's lease, record and state in one query.
+    pub(crate) fn leased_thread(
+        &self,
+        id: &ThreadId,
+    ) -> Result<crate::store::backend::LeasedThread> {
+        let r = self
+            .conn()?
+            .opt(
+                "SELECT l.rec, (extract(epoch FROM l.expires_at - now()) * 1000)::int8, \
+                 (SELECT rec FROM uwf_threads WHERE id = $1), \
+                 (SELECT rec FROM uwf_thread_state WHERE thread = $1) \
+                 FROM (SELECT 1) one LEFT JOIN uwf_leases l ON l.thread = $1",
+                &[&id.as_str()],
+            )
+            .map_err(|e| self.err(&e))?
+            .ok_or_else(|| StoreError::Internal("no row for a thread's lease".into()))?;
+        let lease = match r.get::<_, Option<&[u8]>>(0) {
+            Some(rec) => Some(lease_expiring(rec, r.get(1))?),
+            None => None,
+        };
+        let thread = r.get::<_, Option<&[u8]>>(2).map(dec).transpose()?;
+        let state = r.get::<_, Option<&[u8]>>(3).map(dec).transpose()?;
+        Ok((lease, thread, state.unwrap_or_default()))
+    }
+
     pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
         self.conn()?.lease(self, id)
     }
