@@ -856,13 +856,15 @@ fn a_runner_gives_back_kept_leases_when_a_thread_pauses_and_when_it_stops() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let threads: Vec<String> = r.stdout.lines().map(str::to_string).collect();
     let agent = env.scripted(&script_path);
-    let mut child = env
-        .spawn_cmd()
-        .args(["run", "-j", "2", "--agent", &agent])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Killed if the test fails before it stops it.
+    let mut child = crate::serve::Killed(
+        env.spawn_cmd()
+            .args(["run", "-j", "2", "--agent", &agent])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let steps = |t: &str| {
         let s = json(&env.ok(&["thread", "steps", t]));
         s.get("steps").and_then(Value::as_array).unwrap().len()
@@ -887,8 +889,8 @@ fn a_runner_gives_back_kept_leases_when_a_thread_pauses_and_when_it_stops() {
     });
     assert_eq!(steps(&threads[0]), paused_at, "a paused thread was stepped");
     assert!(!leased(&threads[0]));
-    signal(&child, libc::SIGTERM);
-    let status = wait_exit(&mut child, Duration::from_secs(30));
+    signal(&child.0, libc::SIGTERM);
+    let status = wait_exit(&mut child.0, Duration::from_secs(30));
     assert!(status.code().is_some(), "{status:?}");
     assert!(
         env.store().leases().unwrap().is_empty(),
