@@ -770,18 +770,15 @@ fn thread_states_survive_export_and_import() {
 /// One role that reports `continue` until its script says `done`, forty times.
 const COUNT: &str = "name: count\ndescription: one role, forty times\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
 
-/// Two runners with the in-process scripted agent over threads longer than the steps a runner
-/// makes of a thread in a row: threads pass from one runner to the other on the way, and each
-/// step is made once, from the thread as it is (every thread's notes in the script's order).
-#[test]
-fn two_runners_pass_threads_between_them_and_make_each_step_once() {
-    const STEPS: usize = 40;
+/// A root with the `count` workflow, `n` threads of it started and the scripted agent's
+/// command for a script of `steps` steps (the last `done`).
+fn counting(steps: usize, n: usize) -> (TestEnv, Vec<String>, String) {
     let env = TestEnv::new();
     let wf = env.root().join("count.yaml");
     std::fs::write(&wf, COUNT).unwrap();
     let mut script = String::from("worker:\n");
-    for i in 0..STEPS {
-        let s = if i + 1 == STEPS { "done" } else { "continue" };
+    for i in 0..steps {
+        let s = if i + 1 == steps { "done" } else { "continue" };
         script.push_str(&format!("  - $status: {s}\n    note: step {i}\n"));
     }
     let script_path = env.root().join("count.script.yaml");
@@ -790,11 +787,21 @@ fn two_runners_pass_threads_between_them_and_make_each_step_once() {
     let cwd = p(env.root());
     let r = env.run_stdin(
         &["thread", "start", "count", "--batch", "-", "-q"],
-        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(60),
+        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(n),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let threads: Vec<String> = r.stdout.lines().map(str::to_string).collect();
+    let threads = r.stdout.lines().map(str::to_string).collect();
     let agent = env.scripted(&script_path);
+    (env, threads, agent)
+}
+
+/// Two runners with the in-process scripted agent over threads longer than the steps a runner
+/// makes of a thread in a row: threads pass from one runner to the other on the way, and each
+/// step is made once, from the thread as it is (every thread's notes in the script's order).
+#[test]
+fn two_runners_pass_threads_between_them_and_make_each_step_once() {
+    const STEPS: usize = 40;
+    let (env, threads, agent) = counting(STEPS, 60);
     let spawn = || {
         env.spawn_cmd()
             .args(["run", "--until-idle", "-j", "8", "--agent", &agent])
@@ -837,25 +844,7 @@ fn a_runner_gives_back_kept_leases_when_a_thread_pauses_and_when_it_stops() {
     // A runner going on with a thread keeps its lease from one step to the next; a pause
     // between two steps, and the runner's end, must give it back.
     const STEPS: usize = 3000;
-    let env = TestEnv::new();
-    let wf = env.root().join("count.yaml");
-    std::fs::write(&wf, COUNT).unwrap();
-    let mut script = String::from("worker:\n");
-    for i in 0..STEPS {
-        let s = if i + 1 == STEPS { "done" } else { "continue" };
-        script.push_str(&format!("  - $status: {s}\n    note: step {i}\n"));
-    }
-    let script_path = env.root().join("count.script.yaml");
-    std::fs::write(&script_path, script).unwrap();
-    env.ok(&["workflow", "put", &p(&wf)]);
-    let cwd = p(env.root());
-    let r = env.run_stdin(
-        &["thread", "start", "count", "--batch", "-", "-q"],
-        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(2),
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let threads: Vec<String> = r.stdout.lines().map(str::to_string).collect();
-    let agent = env.scripted(&script_path);
+    let (env, threads, agent) = counting(STEPS, 2);
     // Killed if the test fails before it stops it.
     let mut child = crate::serve::Killed(
         env.spawn_cmd()
