@@ -719,6 +719,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         sole_child: true,
         memo: None,
         keep_lease: false,
+        budgets: None,
     };
     let mut outs = Vec::new();
     let mut failure = None;

@@ -227,7 +227,8 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
             notes: Vec::new(),
         });
     }
-    if let Some(over) = crate::thread::budget::check(store, opts.thread, &m.wf.name, (opts.now)())?
+    if let Some(over) =
+        crate::thread::budget::check(store, opts.thread, &m.wf.name, (opts.now)(), opts.budgets)?
     {
         tracing::warn!(tag = "9VXK2RBN", thread = %opts.thread, "{over}");
         return Err(over.into());

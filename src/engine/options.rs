@@ -50,6 +50,9 @@ pub(crate) struct StepOptions<'a> {
     /// thread sets it, and gives back what it still holds when it stops
     /// ([`super::release_kept`]).
     pub keep_lease: bool,
+    /// The store's budgets as a runner read them at its last look at the store (at most a
+    /// second ago); `None`: read at the step.
+    pub budgets: Option<&'a [(String, crate::store::Budget)]>,
 }
 
 /// The result of one step, and notes for stderr.

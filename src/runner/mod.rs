@@ -259,6 +259,7 @@ pub fn run(
             threads: opts.threads.iter().cloned().collect(),
             workflows: opts.workflows.iter().cloned().collect(),
             retries: Arc::default(),
+            budgets: Arc::default(),
         };
         loop {
             // A stop request: no new steps; the grace period, then the kill.
@@ -311,7 +312,7 @@ pub fn run(
                     .and_then(|x| looker.retries.get(&x.workflow))
                     .copied()
                     .unwrap_or(max_retries);
-                let (store, config, models, opts, now, stop, memo) = (
+                let (store, config, models, opts, now, stop, memo, budgets) = (
                     store.clone(),
                     config.clone(),
                     models.clone(),
@@ -319,6 +320,7 @@ pub fn run(
                     now.clone(),
                     stop.clone(),
                     memo.clone(),
+                    looker.budgets.clone(),
                 );
                 set.spawn_blocking(move || {
                     let o = StepOptions {
@@ -339,6 +341,7 @@ pub fn run(
                         sole_child: false,
                         memo: Some(&memo),
                         keep_lease,
+                        budgets: Some(&budgets),
                     };
                     let result = engine::step(&o);
                     Done { thread: t, result }
@@ -609,6 +612,8 @@ struct Looker {
     workflows: HashSet<String>,
     /// `maxRetries` of the workflows whose limits in the store set one.
     retries: Arc<HashMap<String, u32>>,
+    /// The store's budgets, read at each look: a step checks them without reading them.
+    budgets: Arc<Vec<(String, crate::store::Budget)>>,
 }
 
 impl Looker {
@@ -633,7 +638,7 @@ impl Looker {
                     .into_iter()
                     .filter_map(|(n, l)| Some((n, l.max_retries?)))
                     .collect();
-                Ok((promoted, found, retries))
+                Ok((promoted, found, retries, store.budgets()?))
             })();
             (r, known)
         })
@@ -641,8 +646,9 @@ impl Looker {
         .map_err(|e| thread::ThreadError::Invalid(format!("a store scan panicked: {e}")))?;
         self.names = known;
         match r {
-            Ok((promoted, found, retries)) => {
+            Ok((promoted, found, retries, budgets)) => {
                 self.retries = Arc::new(retries);
+                self.budgets = Arc::new(budgets);
                 Ok(Some((promoted, found)))
             }
             Err(e) if retry_later(&e) => {

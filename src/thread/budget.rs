@@ -48,17 +48,28 @@ fn thread_overrun(b: &Budget, spent: &UsageTotals) -> Option<(String, String, &'
 ///
 /// # Errors
 /// Store failures.
+///
+/// `budgets`, the store's budgets as a caller read them lately (a runner, once per look at the
+/// store), else read now.
 pub(crate) fn check(
     store: &Store,
     thread: &ThreadId,
     name: &str,
     now_ms: u64,
+    budgets: Option<&[(String, Budget)]>,
 ) -> Result<Option<Overrun>> {
-    let all = store.budgets()?;
+    let read;
+    let all = match budgets {
+        Some(b) => b,
+        None => {
+            read = store.budgets()?;
+            &read[..]
+        }
+    };
     if all.is_empty() {
         return Ok(None);
     }
-    let b = budget_of(&all, name);
+    let b = budget_of(all, name);
     if let Some(over) = thread_over(store, thread, name, &b)? {
         pause_for_budget(store, thread)?;
         return Ok(Some(over));
