@@ -26,25 +26,38 @@ fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx<'static>
     let snap = store.snapshot()?;
     let chain = chain_in(&snap, head)?;
     let wf = load_workflow(&snap, chain.workflow_id()?)?;
-    role_ctx(&snap, Cow::Owned(chain), Cow::Owned(wf), role)
+    role_ctx(Cow::Owned(chain), Cow::Owned(wf), role, |id| {
+        read_schema(&snap, id)
+    })
 }
 
 /// The context of `role` on the thread the engine has loaded for its step.
+/// The role's schema comes from the store's cache of schemas (compiled once per process), so a
+/// step reads nothing here once the schema is known.
 fn moderated_ctx<'a>(store: &Store, m: &'a Moderated, role: &str) -> Result<Ctx<'a>> {
     debug_assert!(!m.partial, "an agent's context needs every step");
-    role_ctx(
-        &store.snapshot()?,
-        Cow::Borrowed(&m.chain),
-        Cow::Borrowed(&m.wf),
-        role,
-    )
+    role_ctx(Cow::Borrowed(&m.chain), Cow::Borrowed(&m.wf), role, |id| {
+        match store.type_info(id) {
+            Ok(t) => Ok(t.schema.clone()),
+            // Not a schema the store knows: read as `uwf agent context` reads it.
+            Err(_) => read_schema(&store.snapshot()?, id),
+        }
+    })
+}
+
+/// The payload of schema node `id`.
+fn read_schema(snap: &crate::store::Snapshot, id: NodeId) -> Result<Value> {
+    Ok(snap
+        .get(id)?
+        .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?
+        .payload()?)
 }
 
 fn role_ctx<'a>(
-    snap: &crate::store::Snapshot,
     chain: Cow<'a, Chain>,
     wf: Cow<'a, StoredWorkflow>,
     role: &str,
+    schema_of: impl FnOnce(NodeId) -> Result<Value>,
 ) -> Result<Ctx<'a>> {
     let r = wf.roles.get(role).cloned().ok_or_else(|| {
         ThreadError::Invalid(format!(
@@ -53,10 +66,7 @@ fn role_ctx<'a>(
             wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
         ))
     })?;
-    let schema = snap
-        .get(r.schema)?
-        .ok_or_else(|| ThreadError::NodeNotFound(r.schema.to_wire()))?
-        .payload()?;
+    let schema = schema_of(r.schema)?;
     Ok(Ctx {
         chain,
         wf,
