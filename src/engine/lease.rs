@@ -132,16 +132,13 @@ fn still_held(
     thread: &ThreadId,
     me: &Lease,
 ) -> Result<Option<(NodeId, ThreadState)>, StepError> {
-    let kept = |store: &Store| -> Result<Option<(NodeId, ThreadState)>, crate::store::StoreError> {
-        let (lease, rec, state) = store.leased_thread(thread)?;
-        Ok(match (lease, rec) {
-            (Some(l), Some(rec)) if l.is_mine(me) && state.phase == Phase::Ready => {
-                Some((rec.head, state))
-            }
-            _ => None,
-        })
-    };
-    Ok(kept(store).map_err(ThreadError::from)?)
+    let (lease, rec, state) = store.leased_thread(thread).map_err(ThreadError::from)?;
+    Ok(match (lease, rec) {
+        (Some(l), Some(rec)) if l.is_mine(me) && state.phase == Phase::Ready => {
+            Some((rec.head, state))
+        }
+        _ => None,
+    })
 }
 
 /// Gives back the leases this process (`pid`) kept for the next steps of `threads`

@@ -16,6 +16,13 @@ pub(super) struct Pre {
     state: Option<Option<Vec<u8>>>,
 }
 
+/// A table of a thread's rows whose writes a transaction buffers as records.
+#[derive(Clone, Copy)]
+enum Row {
+    Thread,
+    State,
+}
+
 /// Writes of threads' rows a transaction keeps until its next statement that may read them or
 /// its commit, and then sends in one round trip for all the threads of a group commit: per
 /// thread and table, the last write (`Some` a record, `None` a deletion).
@@ -217,13 +224,25 @@ impl PgWriter<'_> {
 
     pub(crate) fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
         self.lock(0, id.as_str())?;
-        let bytes = enc(rec);
-        self.pending
-            .threads
-            .insert(id.as_str().to_string(), Some(bytes.clone()));
-        self.pre_mut(id).thread = Some(Some(bytes));
-        self.notify = true;
+        self.buffer(id, Row::Thread, Some(enc(rec)));
         Ok(())
+    }
+
+    /// Buffers the write of thread `id`'s row of `table` (`None`: its deletion) until the
+    /// transaction sends its pending writes, and keeps it as what the transaction knows of the
+    /// row.
+    fn buffer(&mut self, id: &ThreadId, table: Row, rec: Option<Vec<u8>>) {
+        let key = id.as_str().to_string();
+        match table {
+            Row::Thread => self.pending.threads.insert(key, rec.clone()),
+            Row::State => self.pending.states.insert(key, rec.clone()),
+        };
+        let pre = self.pre_mut(id);
+        match table {
+            Row::Thread => pre.thread = Some(rec),
+            Row::State => pre.state = Some(rec),
+        }
+        self.notify = true;
     }
 
     /// Stores new threads and their states, 10,000 rows a statement. No lock a thread: the ids
@@ -307,12 +326,7 @@ impl PgWriter<'_> {
         if st.is_default() {
             return self.remove_thread_state(id);
         }
-        let bytes = enc(st);
-        self.pending
-            .states
-            .insert(id.as_str().to_string(), Some(bytes.clone()));
-        self.pre_mut(id).state = Some(Some(bytes));
-        self.notify = true;
+        self.buffer(id, Row::State, Some(enc(st)));
         Ok(())
     }
 
@@ -324,9 +338,7 @@ impl PgWriter<'_> {
         }
         // Back to the default state (a paused thread resumed) is a change too (when the
         // transaction does not know whether there was a state, it says so anyway).
-        self.notify = true;
-        self.pre_mut(id).state = Some(None);
-        self.pending.states.insert(id.as_str().to_string(), None);
+        self.buffer(id, Row::State, None);
         Ok(())
     }
 
