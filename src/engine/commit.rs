@@ -314,8 +314,12 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let t = thread.clone();
     let write = write.cloned();
     let name = workflow_name.to_string();
-    // Grouped: the head moves of a runner's threads share one durable commit.
-    let (outcome, fresh) = store.write_grouped_for(thread, move |w| {
+    let putting = write
+        .as_ref()
+        .map_or_else(Vec::new, |sw| sw.nodes().iter().map(|n| n.id).collect());
+    // Grouped: the head moves of a runner's threads share one durable commit, which reads
+    // ahead whether the nodes they put are stored.
+    let (outcome, fresh) = store.write_grouped_putting(thread, putting, move |w| {
         let thread = &t;
         // What is stored stays so until the commit; then the thread (its lock and rows, with
         // that hold, in one round trip on a server), then the step's nodes, stored whatever

@@ -499,9 +499,11 @@ pub(crate) trait WriteTx {
     fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>>;
     fn has(&mut self, id: NodeId) -> Result<bool>;
     /// Takes the locks of threads `ids` (in one order, whatever theirs) and reads their rows
-    /// ahead, for writes about them that follow in this transaction (nothing to do where a
-    /// write transaction excludes every other).
-    fn prefetch_threads(&mut self, _ids: &[ThreadId]) -> Result<()> {
+    /// ahead, and whether nodes `nodes` are stored (holding them, as [`WriteTx::hold_nodes`]
+    /// does, when there are any), for writes about them that follow in this transaction
+    /// (nothing to do where a write transaction excludes every other and reads cost no round
+    /// trip).
+    fn prefetch(&mut self, _ids: &[ThreadId], _nodes: &[NodeId]) -> Result<()> {
         Ok(())
     }
     /// From now until the transaction ends, a node present stays present: a collection's

@@ -10,11 +10,12 @@
 
 use super::error::{Result, StoreError};
 use super::handle::Store;
-use super::queue::{Job, Output, Resign};
+use super::queue::{Job, Queued, Resign};
 use super::writer::Writer;
+use crate::cas::NodeId;
 use crate::model::ThreadId;
 use std::any::Any;
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::sync::mpsc::sync_channel;
 
 impl Store {
     /// Runs `f` in a write transaction that may be shared with other threads' grouped writes
@@ -27,7 +28,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.queue_write(None, f)
+        self.queue_write(None, Vec::new(), f)
     }
 
     /// [`Store::write_grouped`] for a write about thread `thread`: a group takes the locks and
@@ -41,19 +42,40 @@ impl Store {
         thread: &ThreadId,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.queue_write(Some(thread.clone()), f)
+        self.queue_write(Some(thread.clone()), Vec::new(), f)
+    }
+
+    /// [`Store::write_grouped_for`] for a write that puts nodes `nodes`: a group reads ahead
+    /// whether all its writes' nodes are stored, at once (on a server, in the round trip of its
+    /// threads' locks, and the inserts go with the commit).
+    ///
+    /// # Errors
+    /// As [`Store::write_grouped`].
+    pub fn write_grouped_putting<T: Send + 'static>(
+        &self,
+        thread: &ThreadId,
+        nodes: Vec<NodeId>,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        self.queue_write(Some(thread.clone()), nodes, f)
     }
 
     fn queue_write<T: Send + 'static>(
         &self,
         thread: Option<ThreadId>,
+        nodes: Vec<NodeId>,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
         let lead = {
             let mut s = self.group.state.lock().expect("group lock");
-            s.queue.push((job, thread, tx));
+            s.queue.push(Queued {
+                job,
+                thread,
+                nodes,
+                to: tx,
+            });
             !std::mem::replace(&mut s.leading, true)
         };
         if lead {
@@ -80,20 +102,25 @@ impl Store {
         out.map(|b| *b.downcast::<T>().expect("the closure's own type"))
     }
 
-    fn run_group(&self, batch: Vec<(Job, Option<ThreadId>, SyncSender<Output>)>) {
+    fn run_group(&self, batch: Vec<Queued>) {
         let n = batch.len();
-        let (mut jobs, mut threads, mut senders) =
-            (Vec::with_capacity(n), Vec::new(), Vec::with_capacity(n));
-        for (job, thread, sender) in batch {
-            jobs.push(job);
-            threads.extend(thread);
-            senders.push(sender);
+        let (mut jobs, mut threads, mut nodes, mut senders) = (
+            Vec::with_capacity(n),
+            Vec::new(),
+            Vec::new(),
+            Vec::with_capacity(n),
+        );
+        for q in batch {
+            jobs.push(q.job);
+            threads.extend(q.thread);
+            nodes.extend(q.nodes);
+            senders.push(q.to);
         }
         let mut failed: Option<(usize, StoreError)> = None;
         let r = self.guard(|| {
             self.transact(|w| {
-                if !threads.is_empty() {
-                    w.prefetch_threads(&threads)?;
+                if !threads.is_empty() || !nodes.is_empty() {
+                    w.prefetch(&threads, &nodes)?;
                 }
                 let mut outs = Vec::with_capacity(n);
                 for (i, job) in jobs.into_iter().enumerate() {

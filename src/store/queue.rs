@@ -2,6 +2,7 @@
 
 use super::error::Result;
 use super::writer::Writer;
+use crate::cas::NodeId;
 use crate::model::ThreadId;
 use std::any::Any;
 use std::sync::Mutex;
@@ -18,9 +19,19 @@ pub(crate) struct Group {
 
 #[derive(Default)]
 pub(crate) struct State {
-    /// Each write, the thread it is about if it names one, and where its result goes.
-    pub(crate) queue: Vec<(Job, Option<ThreadId>, SyncSender<Output>)>,
+    /// Each write, where its result goes and what it names ahead.
+    pub(crate) queue: Vec<Queued>,
     pub(crate) leading: bool,
+}
+
+/// A write waiting for its group.
+pub(crate) struct Queued {
+    pub(crate) job: Job,
+    /// The thread it is about, if it names one.
+    pub(crate) thread: Option<ThreadId>,
+    /// The nodes it puts, if it names them.
+    pub(crate) nodes: Vec<NodeId>,
+    pub(crate) to: SyncSender<Output>,
 }
 
 /// Clears the leader flag when a leader unwinds.

@@ -76,13 +76,15 @@ impl Writer<'_> {
         self.tx.first_missing(from, stop, stop_types)
     }
 
-    /// Takes the locks of threads `ids` and reads their rows ahead: a group commit's writes
-    /// about them then wait for no lock of their own (see [`crate::store::Store::write_grouped_for`]).
+    /// Takes the locks of threads `ids` and reads their rows ahead, and whether nodes `nodes`
+    /// are stored (holding them, as [`Writer::hold_nodes`]): a group commit's writes about
+    /// them then wait for no lock or read of their own (see
+    /// [`crate::store::Store::write_grouped_for`]).
     ///
     /// # Errors
     /// A store failure.
-    pub(crate) fn prefetch_threads(&mut self, ids: &[ThreadId]) -> Result<()> {
-        self.tx.prefetch_threads(ids)
+    pub(crate) fn prefetch(&mut self, ids: &[ThreadId], nodes: &[NodeId]) -> Result<()> {
+        self.tx.prefetch(ids, nodes)
     }
 
     /// From now until the transaction ends, a node present stays present: a collection's

@@ -417,8 +417,8 @@ impl WriteTx for PgTx<'_> {
         gc::has(&mut self.w, id)
     }
 
-    fn prefetch_threads(&mut self, ids: &[ThreadId]) -> Result<()> {
-        self.w.prefetch_threads(ids)
+    fn prefetch(&mut self, ids: &[ThreadId], nodes: &[NodeId]) -> Result<()> {
+        self.w.prefetch(ids, nodes)
     }
 
     fn hold_nodes(&mut self) -> Result<()> {

@@ -100,6 +100,10 @@ pub(crate) struct PgWriter<'c> {
     usage: Option<Box<UsageDeltas>>,
     /// The statements adding the transaction's steps per minute, sent with its `COMMIT`.
     minutes: Option<String>,
+    /// Nodes read ahead ([`PgWriter::prefetch`]).
+    ahead: Option<Box<ahead::Ahead>>,
+    /// Inserts of nodes read ahead as absent, sent with the commit.
+    deferred: ahead::Deferred,
 }
 
 #[path = "write_usage.rs"]
@@ -107,6 +111,9 @@ mod usage;
 
 #[path = "write_rows.rs"]
 mod rows;
+
+#[path = "write_ahead.rs"]
+mod ahead;
 use rows::{Pending, Pre, pre_of, thread_rows};
 
 /// A row of the threads' aggregate: (thread, day, role, model).
@@ -171,6 +178,8 @@ impl<'c> PgWriter<'c> {
             notify: false,
             usage: None,
             minutes: None,
+            ahead: None,
+            deferred: ahead::Deferred::default(),
         })
     }
 
@@ -199,6 +208,7 @@ impl<'c> PgWriter<'c> {
     /// The session, inside the transaction, for a statement that reads no thread's rows: the
     /// pending writes stay pending.
     pub(crate) fn raw(&mut self) -> Result<&mut Session> {
+        self.flush_deferred()?;
         if self.hold_sweep {
             self.hold_sweep = false;
             self.locked.insert(SWEEP_LOCK);
@@ -240,16 +250,23 @@ impl<'c> PgWriter<'c> {
         } else {
             format!("{};\n", std::mem::take(&mut self.pending).sql())
         };
+        // The deferred inserts of nodes first: they return what the process remembers.
         let end = format!(
-            "{pending}{}{notify}COMMIT",
+            "{}{pending}{}{notify}COMMIT",
+            self.deferred_sql(),
             self.minutes.take().unwrap_or_default()
         );
         // Failed (a NOTIFY cancelled, say), the transaction is rolled back when the writer drops.
-        self.sess
+        let msgs = self
+            .sess
             .client
-            .batch_execute(&end)
+            .simple_query(&end)
             .map_err(|e| self.pg.err(&e))?;
         self.done = true;
+        if !self.deferred.is_empty() {
+            let first = ahead::statements(msgs).into_iter().next().unwrap_or_default();
+            self.deferred_done(&first);
+        }
         self.pg.remember(std::mem::take(&mut self.written));
         Ok(())
     }
@@ -308,10 +325,13 @@ impl<'c> PgWriter<'c> {
     // Long: one statement sequence a batch (insert, check the existing, COPY for large ones), kept
     // together so its round trips read in order.
     pub(crate) fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
-        let mut out = vec![PutOutcome::Existed; items.len()];
         if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(out) = self.put_ahead(items)? {
             return Ok(out);
         }
+        let mut out = vec![PutOutcome::Existed; items.len()];
         // The first of each id in the batch; a repeat must have the same bytes.
         let mut first: HashMap<u64, usize> = HashMap::with_capacity(items.len());
         for (n, (p, _)) in items.iter().enumerate() {

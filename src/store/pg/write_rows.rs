@@ -120,7 +120,7 @@ pub(super) fn thread_rows(id: &str) -> String {
 
 /// A statement reading the record, lease and state of each thread of `ids`, a row each
 /// beginning with its id.
-fn many_thread_rows(ids: &[&str]) -> String {
+pub(super) fn many_thread_rows(ids: &[&str]) -> String {
     let list: Vec<String> = ids
         .iter()
         .map(|id| format!("'{}'", id.replace('\'', "''")))
@@ -150,64 +150,6 @@ pub(super) fn pre_of(r: &postgres::SimpleQueryRow, at: usize) -> Option<Pre> {
 }
 
 impl PgWriter<'_> {
-    /// Takes the locks of threads `ids` this transaction does not hold yet, in the order of
-    /// their keys (one order for every transaction: no deadlock between two that lock several),
-    /// and reads their rows, in one round trip (with `BEGIN`, and the sweep lock when held
-    /// nodes are asked for).
-    pub(crate) fn prefetch_threads(&mut self, ids: &[ThreadId]) -> Result<()> {
-        let mut keys: Vec<(i64, &str)> = ids
-            .iter()
-            .map(|t| (lock_key(0, t.as_str()), t.as_str()))
-            .filter(|(k, _)| !self.locked.contains(k))
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let mut sql = if self.begun {
-            String::new()
-        } else {
-            "BEGIN; ".to_string()
-        };
-        // A target list is evaluated in order: the locks are taken in the keys' order.
-        for chunk in keys.chunks(1000) {
-            let locks: Vec<String> = chunk
-                .iter()
-                .map(|(k, _)| format!("pg_advisory_xact_lock({k})"))
-                .collect();
-            sql.push_str(&format!("SELECT {}; ", locks.join(", ")));
-        }
-        let names: Vec<&str> = keys.iter().map(|(_, t)| *t).collect();
-        sql.push_str(&many_thread_rows(&names));
-        self.begun = true;
-        let msgs = self
-            .sess
-            .client
-            .simple_query(&sql)
-            .map_err(|e| self.pg.err(&e))?;
-        for (k, _) in &keys {
-            self.locked.insert(*k);
-        }
-        // The rows of the last statement.
-        let (mut rows, mut last) = (Vec::new(), Vec::new());
-        for m in msgs {
-            match m {
-                postgres::SimpleQueryMessage::Row(r) => rows.push(r),
-                postgres::SimpleQueryMessage::CommandComplete(_) => {
-                    last = std::mem::take(&mut rows)
-                }
-                _ => {}
-            }
-        }
-        for r in &last {
-            if let (Some(id), Some(p)) = (r.get(0), pre_of(r, 1)) {
-                self.pre.insert(id.to_string(), p);
-            }
-        }
-        Ok(())
-    }
-
     pub(crate) fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
         self.lock(0, id.as_str())?;
         if let Some(Some(t)) = self.pre_of(id).map(|p| &p.thread) {
