@@ -402,6 +402,15 @@ pub(crate) trait ReadTx {
         Ok((self.lease(id)?, self.thread(id)?, self.thread_state(id)?))
     }
 
+    /// [`ReadTx::leased_thread`] of each thread of `ids`, in their order (one round trip for
+    /// all on a server).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    fn leased_threads(&self, ids: &[ThreadId]) -> Result<Vec<LeasedThread>> {
+        ids.iter().map(|id| self.leased_thread(id)).collect()
+    }
+
     /// Every kept thread state.
     ///
     /// # Errors

@@ -5,7 +5,7 @@ use super::damage::guard_at;
 use super::error::{Result, StoreError};
 use super::memory::Memory;
 use super::pg::{self, Pg, backend::PgBackend};
-use super::queue::Group;
+use super::queue::{Group, LeaseReads};
 use super::redb::Redb;
 use super::types::TypeInfo;
 use crate::cas::NodeId;
@@ -21,6 +21,7 @@ pub struct Store {
     path: PathBuf,
     types: Mutex<HashMap<NodeId, Arc<TypeInfo>>>,
     pub(super) group: Group,
+    pub(super) lease_reads: LeaseReads,
     /// The UTC minute at which this handle's writes last deleted the old rows of the
     /// steps-per-minute aggregate (0: not yet).
     pub(super) minutes_pruned: std::sync::atomic::AtomicU32,
@@ -39,6 +40,7 @@ impl Store {
             path,
             types: Mutex::default(),
             group: Group::default(),
+            lease_reads: LeaseReads::default(),
             minutes_pruned: std::sync::atomic::AtomicU32::new(0),
         }
     }

@@ -1,5 +1,6 @@
 //! The queue of a store's grouped writes (`group.rs` runs it).
 
+use super::backend::LeasedThread;
 use super::error::Result;
 use super::writer::Writer;
 use crate::cas::NodeId;
@@ -32,6 +33,30 @@ pub(crate) struct Queued {
     /// The nodes it puts, if it names them.
     pub(crate) nodes: Vec<NodeId>,
     pub(crate) to: SyncSender<Output>,
+}
+
+/// The queue of a store's reads of threads' leases ([`crate::store::Store::leased_thread`]):
+/// those asked for while one is read are read together next.
+#[derive(Default)]
+pub(crate) struct LeaseReads {
+    pub(crate) state: Mutex<LeaseQueue>,
+}
+
+#[derive(Default)]
+pub(crate) struct LeaseQueue {
+    /// Each thread asked for, and where its rows go (`None`: the read together failed, read
+    /// it alone).
+    pub(crate) queue: Vec<(ThreadId, SyncSender<Option<LeasedThread>>)>,
+    pub(crate) leading: bool,
+}
+
+impl LeaseReads {
+    /// Stops leading, in order or when the leader unwinds.
+    pub(crate) fn resign(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.leading = false;
+        }
+    }
 }
 
 /// Clears the leader flag when a leader unwinds.

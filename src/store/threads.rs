@@ -128,12 +128,64 @@ impl Store {
         self.guard(|| self.read()?.leases())
     }
 
-    /// Thread `id`'s step lease, record and state, read together.
+    /// Thread `id`'s step lease, record and state, read together. Threads asked for by other
+    /// threads of the process while one read runs are read together next, in one read
+    /// transaction (one query on a server), as writes are grouped.
     ///
     /// # Errors
     /// A store failure or a corrupt record.
     pub(crate) fn leased_thread(&self, id: &ThreadId) -> Result<super::backend::LeasedThread> {
-        self.guard(|| self.read()?.leased_thread(id))
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let lead = {
+            let mut s = self.lease_reads.state.lock().expect("lease reads lock");
+            s.queue.push((id.clone(), tx));
+            !std::mem::replace(&mut s.leading, true)
+        };
+        if lead {
+            // Should a read panic past the store's guard, the next caller leads.
+            struct Resign<'a>(&'a super::queue::LeaseReads, bool);
+            impl Drop for Resign<'_> {
+                fn drop(&mut self) {
+                    if self.1 {
+                        self.0.resign();
+                    }
+                }
+            }
+            let mut resign = Resign(&self.lease_reads, true);
+            loop {
+                let batch = {
+                    let mut s = self.lease_reads.state.lock().expect("lease reads lock");
+                    if s.queue.is_empty() {
+                        s.leading = false;
+                        resign.1 = false;
+                        break;
+                    }
+                    std::mem::take(&mut s.queue)
+                };
+                let ids: Vec<ThreadId> = batch.iter().map(|(t, _)| t.clone()).collect();
+                let read = self
+                    .guard(|| self.read()?.leased_threads(&ids))
+                    .ok()
+                    .filter(|r| r.len() == ids.len());
+                match read {
+                    Some(rows) => {
+                        for ((_, to), r) in batch.into_iter().zip(rows) {
+                            let _ = to.send(Some(r));
+                        }
+                    }
+                    None => {
+                        for (_, to) in batch {
+                            let _ = to.send(None);
+                        }
+                    }
+                }
+            }
+        }
+        match rx.recv() {
+            Ok(Some(r)) => Ok(r),
+            // The read together failed: this thread's alone says why, or succeeds.
+            _ => self.guard(|| self.read()?.leased_thread(id)),
+        }
     }
 
     /// The state of thread `id` (the default when none is kept).

@@ -345,6 +345,10 @@ impl ReadTx for PgRead {
         self.pg.leased_thread(id)
     }
 
+    fn leased_threads(&self, ids: &[ThreadId]) -> Result<Vec<crate::store::backend::LeasedThread>> {
+        self.pg.leased_threads(ids)
+    }
+
     fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
         self.pg.thread_states()
     }

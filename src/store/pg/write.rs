@@ -264,7 +264,10 @@ impl<'c> PgWriter<'c> {
             .map_err(|e| self.pg.err(&e))?;
         self.done = true;
         if !self.deferred.is_empty() {
-            let first = ahead::statements(msgs).into_iter().next().unwrap_or_default();
+            let first = ahead::statements(msgs)
+                .into_iter()
+                .next()
+                .unwrap_or_default();
             self.deferred_done(&first);
         }
         self.pg.remember(std::mem::take(&mut self.written));

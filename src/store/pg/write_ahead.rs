@@ -35,9 +35,8 @@ impl Deferred {
     /// another transaction stored meanwhile is left as it is, but for an earlier time of the
     /// same bytes. It returns the ids it wrote with their sequence numbers.
     fn sql(&self) -> String {
-        let mut sql = String::from(
-            "INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs) VALUES ",
-        );
+        let mut sql =
+            String::from("INSERT INTO uwf_nodes (id, type, ts, digest, payload, refs) VALUES ");
         for (n, (r, refs)) in self.rows.iter().zip(&self.refs).enumerate() {
             if n > 0 {
                 sql.push_str(",\n");
@@ -64,7 +63,9 @@ impl Deferred {
 
 /// The results of each statement of a simple query, in order: the rows of each (empty for a
 /// statement that returns none).
-pub(super) fn statements(msgs: Vec<postgres::SimpleQueryMessage>) -> Vec<Vec<postgres::SimpleQueryRow>> {
+pub(super) fn statements(
+    msgs: Vec<postgres::SimpleQueryMessage>,
+) -> Vec<Vec<postgres::SimpleQueryRow>> {
     let (mut out, mut rows) = (Vec::new(), Vec::new());
     for m in msgs {
         match m {
@@ -200,7 +201,9 @@ impl PgWriter<'_> {
         for (p, ts) in items {
             match ahead.nodes.get(&key(p.id)) {
                 None => return Ok(None),
-                Some(Some((_, stored))) if *ts < *stored && !self.deferred.at.contains_key(&key(p.id)) => {
+                Some(Some((_, stored)))
+                    if *ts < *stored && !self.deferred.at.contains_key(&key(p.id)) =>
+                {
                     return Ok(None);
                 }
                 Some(_) => {}
@@ -235,7 +238,9 @@ impl PgWriter<'_> {
                         digest: p.digest,
                         payload_cbor: p.payload_cbor.clone(),
                     });
-                    self.deferred.refs.push(p.refs.iter().map(|&r| key(r)).collect());
+                    self.deferred
+                        .refs
+                        .push(p.refs.iter().map(|&r| key(r)).collect());
                     out.push(PutOutcome::Inserted);
                 }
             }
