@@ -4,14 +4,31 @@
 use crate::cas::{NodeId, Value};
 use crate::store::{Lease, Snapshot, Store};
 use crate::supervise::{Result, StepError};
-use crate::thread::chain::{Moderated, StepRecord, expand_output, load_moderated};
+use crate::thread::chain::{Moderated, StepRecord, load_moderated};
 use crate::thread::{Status, StepOutput, StepWrite, ThreadError, ThreadId};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata, StepView};
 
+/// A snapshot of the store taken when first needed: a step whose nodes are all among its held
+/// writes reads nothing.
+struct LazySnapshot<'a> {
+    store: &'a Store,
+    snap: std::cell::OnceCell<Snapshot>,
+}
+
+impl LazySnapshot<'_> {
+    fn get(&self) -> Result<&Snapshot> {
+        if let Some(s) = self.snap.get() {
+            return Ok(s);
+        }
+        let s = self.store.snapshot()?;
+        Ok(self.snap.get_or_init(|| s))
+    }
+}
+
 /// Node `id`'s type, payload and timestamp: among the step's held writes, or stored.
 fn node_of(
-    snap: &Snapshot,
+    snap: &LazySnapshot<'_>,
     held: Option<&StepWrite>,
     id: NodeId,
 ) -> Result<Option<(NodeId, Value, u64)>> {
@@ -21,7 +38,7 @@ fn node_of(
             .map_err(ThreadError::from)?;
         return Ok(Some((n.type_id, payload, now)));
     }
-    Ok(match snap.get(id)? {
+    Ok(match snap.get()?.get(id)? {
         Some(n) => Some((n.type_id, n.payload()?, n.timestamp)),
         None => None,
     })
@@ -29,7 +46,7 @@ fn node_of(
 
 /// Checks that `id` is a StepNode of this thread continuing `head` as `role`.
 fn check_returned(
-    snap: &Snapshot,
+    snap: &LazySnapshot<'_>,
     held: Option<&StepWrite>,
     id: NodeId,
     (start, head): (NodeId, NodeId),
@@ -95,7 +112,10 @@ pub(super) fn conclude(
         partial,
     } = m;
     let head = chain.head();
-    let snap = store.snapshot()?;
+    let snap = LazySnapshot {
+        store,
+        snap: std::cell::OnceCell::new(),
+    };
     let checked = check_returned(&snap, held.as_ref(), id, (chain.start_id, head), role);
     let (step, payload, timestamp) = match (checked, &held) {
         (Ok(c), _) => c,
@@ -113,7 +133,7 @@ pub(super) fn conclude(
             Some((_, v, _)) => v,
             None => Value::Object(crate::cas::value::Map::new()),
         },
-        None => expand_output(&snap, None)?,
+        None => Value::Object(crate::cas::value::Map::new()),
     };
     history.steps.push(StepView {
         role: role.to_string(),

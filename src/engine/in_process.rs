@@ -6,7 +6,7 @@ use crate::cas::NodeId;
 use crate::supervise::{Result, StepError};
 
 /// A built-in agent (`uwf agent …` as the agent command), run in this process.
-pub(super) struct InProcess(pub Box<dyn Agent>);
+pub(super) struct InProcess(pub std::sync::Arc<dyn Agent>);
 
 impl Adapter for InProcess {
     // A built-in agent reads the thread's earlier steps (its prompt, its script).

@@ -340,7 +340,7 @@ fn run_agent(
 
 /// The adapter that runs `agent`: built in, or a program speaking its protocol.
 fn adapter_for(agent: &AgentCommand) -> Result<Box<dyn Adapter>> {
-    if let Some(builtin) = crate::builtin::from_command(agent) {
+    if let Some(builtin) = builtin_for(agent) {
         let builtin = builtin.map_err(|e| {
             crate::thread::ThreadError::Config(format!("agent \"{}\": {e}", agent.display()))
         })?;
@@ -350,6 +350,32 @@ fn adapter_for(agent: &AgentCommand) -> Result<Box<dyn Adapter>> {
         AgentProtocol::Uwf => Box::new(process::Uwf),
         AgentProtocol::Ts7a0c => Box::new(ts7a0c::Ts7a0c),
     })
+}
+
+/// The built-in agent `agent` names ([`crate::builtin::from_command`]), its words parsed once
+/// per process: a runner's steps run the same few agent commands again and again, and a
+/// built-in agent keeps nothing between its runs.
+fn builtin_for(
+    agent: &AgentCommand,
+) -> Option<std::result::Result<std::sync::Arc<dyn crate::builtin::Agent>, String>> {
+    type Cache = std::sync::Mutex<
+        std::collections::HashMap<AgentCommand, std::sync::Arc<dyn crate::builtin::Agent>>,
+    >;
+    static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    if let Some(a) = cache.lock().ok()?.get(agent) {
+        return Some(Ok(a.clone()));
+    }
+    let made = crate::builtin::from_command(agent)?
+        .map(std::sync::Arc::<dyn crate::builtin::Agent>::from);
+    if let (Ok(a), Ok(mut c)) = (&made, cache.lock()) {
+        // A few commands a process: bounded anyway.
+        if c.len() >= 64 {
+            c.clear();
+        }
+        c.insert(agent.clone(), a.clone());
+    }
+    Some(made)
 }
 
 fn effective_cwd(decision: &Decision, thread_cwd: &str, fallback: &Path) -> (PathBuf, Vec<String>) {

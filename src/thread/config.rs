@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// How an agent is called and how it reads and writes the thread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub(crate) enum AgentProtocol {
     /// uwf's own: `<command> …args <thread-id> <role>`, `UWF_*` variables, the store shared
     /// with the agent.
@@ -36,7 +36,7 @@ impl AgentProtocol {
 }
 
 /// An agent command: the program, its leading arguments and its protocol.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct AgentCommand {
     /// The program.
     pub command: String,
