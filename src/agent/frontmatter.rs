@@ -267,12 +267,47 @@ fn missing_text(missing: &[String]) -> String {
 }
 
 /// Builds the candidate output of `yaml` for `schema` (no validation).
+/// The mapping of a block whose every line is `key: value` from its first column, with a key
+/// of ASCII letters, digits, `_`, `-` and `$` (not starting with a digit or `-`) and a value
+/// that YAML can only read as a plain string: it starts with a letter, holds only letters,
+/// digits, spaces and `_.,/()-`, ends with no space, and is no boolean or null word. That is
+/// what a full parse of such a block gives, without one; `None` for any other block (empty
+/// lines aside), which the full parse reads.
+fn plain_map(yaml: &str) -> Option<Map> {
+    const WORDS: [&str; 9] = ["true", "false", "null", "yes", "no", "on", "off", "y", "n"];
+    let word = |t: &str| WORDS.contains(&t.to_ascii_lowercase().as_str());
+    let mut out = Map::new();
+    for line in yaml.split('\n') {
+        if line.is_empty() {
+            continue;
+        }
+        let (k, v) = line.split_once(": ")?;
+        let (kb, vb) = (k.as_bytes(), v.as_bytes());
+        let key_ok = kb.first().is_some_and(|b| b.is_ascii_alphabetic() || b"_$".contains(b))
+            && kb
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-$".contains(b));
+        let value_ok = vb.first().is_some_and(u8::is_ascii_alphabetic)
+            && vb.last() != Some(&b' ')
+            && vb
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || b" _.,/()-".contains(b));
+        if !key_ok || !value_ok || word(k) || word(v) {
+            return None;
+        }
+        if out.insert(k.to_string(), Value::str(v)).is_some() {
+            return None;
+        }
+    }
+    // An empty block parses as null, not as a mapping.
+    (!out.is_empty()).then_some(out)
+}
+
 pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
     let minimal = minimal_fields(yaml);
-    let raw = crate::workflow::yaml::parse_str(yaml, None, "frontmatter")
-        .ok()
-        .and_then(|v| match v {
-            Value::Object(m) => Some(m),
+    let raw = plain_map(yaml)
+        .or_else(|| match crate::workflow::yaml::parse_str(yaml, None, "frontmatter") {
+            Ok(Value::Object(m)) => Some(m),
             _ => None,
         })
         .unwrap_or_default();
@@ -386,6 +421,65 @@ mod tests {
 
     fn j(s: &str) -> Value {
         Value::from_json_str(s).unwrap()
+    }
+
+    /// The plain reading of a block is what the full parse gives, and blocks it is not sure
+    /// of are left to the full parse.
+    #[test]
+    fn plain_blocks_read_as_the_full_parse_reads_them() {
+        let full = |y: &str| match crate::workflow::yaml::parse_str(y, None, "t") {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        };
+        for y in [
+            "$status: continue\nnote: step 3",
+            "a: b c, d. (e) f/g-h_i\n\nx_y-z: W",
+            "plan: add a login check\n",
+        ] {
+            assert_eq!(plain_map(y), full(y), "{y:?}");
+            assert!(plain_map(y).is_some(), "{y:?}");
+        }
+        for y in [
+            "a: yes",
+            "a: True",
+            "a: null",
+            "a: 1",
+            "a: b: c",
+            "a: b # c",
+            "a:b",
+            " a: b",
+            "a: 'b'",
+            "a: b\na: c",
+            "1a: b",
+            "-a: b",
+            "a: b ",
+            "a: .inf",
+            "a:\n  - b",
+            "a: b\r",
+            "",
+        ] {
+            assert_eq!(plain_map(y), None, "{y:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_plain_block_reads_as_the_full_parse(
+            lines in proptest::collection::vec(
+                ("[A-Za-z_$][A-Za-z0-9_$-]{0,6}", "[A-Za-z][A-Za-z0-9 _.,/()-]{0,12}"),
+                0..6,
+            )
+        ) {
+            let y: Vec<String> = lines.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            let y = y.join("\n");
+            if let Some(m) = plain_map(&y) {
+                let full = match crate::workflow::yaml::parse_str(&y, None, "t") {
+                    Ok(Value::Object(m)) => Some(m),
+                    _ => None,
+                };
+                proptest::prop_assert_eq!(Some(m), full);
+            }
+        }
     }
 
     #[test]

@@ -69,6 +69,8 @@ impl Reply {
 pub struct Script {
     /// Replies by role, in the order they are used.
     pub roles: IndexMap<String, Vec<Reply>>,
+    /// Each reply's raw output, made once (a runner's steps ask for them again and again).
+    raw: std::sync::OnceLock<IndexMap<String, Vec<String>>>,
 }
 
 /// Why a script cannot be read or has no reply.
@@ -143,7 +145,26 @@ impl Script {
             }
             roles.insert(role, list);
         }
-        Ok(Script { roles })
+        Ok(Script {
+            roles,
+            raw: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The raw output of the reply for the `visit`-th run (0-based) of `role` in a thread
+    /// ([`Reply::to_raw`] of [`Script::reply`]).
+    ///
+    /// # Errors
+    /// As [`Script::reply`].
+    pub fn raw(&self, role: &str, visit: usize) -> Result<&str, ScriptError> {
+        self.reply(role, visit)?;
+        let raw = self.raw.get_or_init(|| {
+            self.roles
+                .iter()
+                .map(|(r, list)| (r.clone(), list.iter().map(Reply::to_raw).collect()))
+                .collect()
+        });
+        Ok(&raw[role][visit])
     }
 
     /// The reply for the `visit`-th run (0-based) of `role` in a thread.

@@ -485,7 +485,7 @@ pub fn scripted_reply(
 pub(crate) fn scripted_reply_in(chain: &Chain, role: &str, script: &Script) -> Result<String> {
     let visit = chain.steps.iter().filter(|s| s.node.role == role).count();
     script
-        .reply(role, visit)
-        .map(|r| r.to_raw())
+        .raw(role, visit)
+        .map(str::to_string)
         .map_err(|e| ThreadError::Invalid(e.to_string()))
 }
