@@ -159,7 +159,9 @@ impl<S: Subscriber> Layer<S> for FileLayer {
         let now = clock();
         let mut line = Vec::with_capacity(256);
         line.extend_from_slice(b"{\"ts\":\"");
-        line.extend_from_slice(crate::time::format_iso(now).as_bytes());
+        let mut ts = String::with_capacity(24);
+        crate::time::push_iso(now, &mut ts);
+        line.extend_from_slice(ts.as_bytes());
         line.extend_from_slice(b"\",\"pid\":");
         json_str(&mut line, &pid);
         line.extend_from_slice(b",\"tag\":");

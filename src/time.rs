@@ -107,7 +107,38 @@ pub(crate) fn parse_time(s: &str, now_ms: u64) -> Option<u64> {
 
 /// JavaScript's `toISOString()`: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub(crate) fn format_iso(ms: u64) -> String {
-    format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000)
+    let mut out = String::with_capacity(24);
+    push_iso(ms, &mut out);
+    out
+}
+
+/// [`format_iso`] of `ms` appended to `out` (a log line's time, written for every event).
+pub(crate) fn push_iso(ms: u64, out: &mut String) {
+    let secs = (ms / 1000) as i64;
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    let digits = |out: &mut String, v: i64, n: u32| {
+        for p in (0..n).rev() {
+            out.push(char::from(b'0' + (v / 10_i64.pow(p) % 10) as u8));
+        }
+    };
+    if (0..10_000).contains(&y) {
+        digits(out, y, 4);
+    } else {
+        out.push_str(&format!("{y:04}"));
+    }
+    for (sep, v, n) in [
+        ('-', m, 2),
+        ('-', d, 2),
+        ('T', s / 3600, 2),
+        (':', (s / 60) % 60, 2),
+        (':', s % 60, 2),
+        ('.', (ms % 1000) as i64, 3),
+    ] {
+        out.push(sep);
+        digits(out, v, n);
+    }
+    out.push('Z');
 }
 
 /// The UTC date of `ms`: `YYYY-MM-DD`.
@@ -190,6 +221,22 @@ fn to_fixed_1(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_times_as_javascript_writes_them() {
+        for (ms, iso) in [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (1_700_000_000_123, "2023-11-14T22:13:20.123Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+        ] {
+            assert_eq!(format_iso(ms), iso);
+        }
+        for ms in (0..4_000_000_000_000u64).step_by(7_919_876_543) {
+            let old = format!("{}.{:03}Z", format_utc(ms).replacen(' ', "T", 1), ms % 1000);
+            assert_eq!(format_iso(ms), old);
+        }
+    }
 
     #[test]
     fn formats() {
