@@ -283,7 +283,9 @@ fn plain_map(yaml: &str) -> Option<Map> {
         }
         let (k, v) = line.split_once(": ")?;
         let (kb, vb) = (k.as_bytes(), v.as_bytes());
-        let key_ok = kb.first().is_some_and(|b| b.is_ascii_alphabetic() || b"_$".contains(b))
+        let key_ok = kb
+            .first()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b"_$".contains(b))
             && kb
                 .iter()
                 .all(|b| b.is_ascii_alphanumeric() || b"_-$".contains(b));
@@ -306,10 +308,12 @@ fn plain_map(yaml: &str) -> Option<Map> {
 pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
     let minimal = minimal_fields(yaml);
     let raw = plain_map(yaml)
-        .or_else(|| match crate::workflow::yaml::parse_str(yaml, None, "frontmatter") {
-            Ok(Value::Object(m)) => Some(m),
-            _ => None,
-        })
+        .or_else(
+            || match crate::workflow::yaml::parse_str(yaml, None, "frontmatter") {
+                Ok(Value::Object(m)) => Some(m),
+                _ => None,
+            },
+        )
         .unwrap_or_default();
     let coerced = coerce_status(&minimal).map(Value::str);
     let fields = schema_fields(schema);

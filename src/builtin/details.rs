@@ -41,15 +41,46 @@ pub enum DetailKind {
     ClaudeCode,
 }
 
-fn schema_id(store: &Store, text: &str, now_ms: u64) -> Result<NodeId, StoreError> {
-    let v = Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))?;
-    schema_of(store, &v, now_ms)
+/// The id of the schema whose JSON text is `text`, stored if it is not yet.
+fn schema_id(store: &Store, text: &'static str, now_ms: u64) -> Result<NodeId, StoreError> {
+    cached_schema(store, text, now_ms, || {
+        Value::from_json_str(text).map_err(|e| StoreError::Internal(e.to_string()))
+    })
 }
 
 /// The well-known schema called `name`, stored if it is not yet.
-fn well_known(store: &Store, name: &str, now_ms: u64) -> Result<NodeId, StoreError> {
-    let b = crate::cas::bootstrap::by_name(name).expect("a well-known schema");
-    schema_of(store, &b.payload, now_ms)
+fn well_known(store: &Store, name: &'static str, now_ms: u64) -> Result<NodeId, StoreError> {
+    cached_schema(store, name, now_ms, || {
+        Ok(crate::cas::bootstrap::by_name(name)
+            .expect("a well-known schema")
+            .payload
+            .clone())
+    })
+}
+
+/// The id of the schema `key` names (made by `schema`), stored in `store` if it is not yet. An
+/// id depends on the schema alone, so a process makes each once; whether the store holds it
+/// is the store's schema cache's answer.
+fn cached_schema(
+    store: &Store,
+    key: &'static str,
+    now_ms: u64,
+    schema: impl FnOnce() -> Result<Value, StoreError>,
+) -> Result<NodeId, StoreError> {
+    type Ids = std::sync::Mutex<std::collections::HashMap<&'static str, NodeId>>;
+    static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
+    let ids = IDS.get_or_init(Ids::default);
+    let known = ids.lock().ok().and_then(|m| m.get(key).copied());
+    if let Some(id) = known
+        && store.is_schema(id)?
+    {
+        return Ok(id);
+    }
+    let id = schema_of(store, &schema()?, now_ms)?;
+    if let Ok(mut m) = ids.lock() {
+        m.insert(key, id);
+    }
+    Ok(id)
 }
 
 /// Stores the schema `v` unless it is stored; returns its id. The store's schema cache answers

@@ -366,8 +366,8 @@ fn builtin_for(
     if let Some(a) = cache.lock().ok()?.get(agent) {
         return Some(Ok(a.clone()));
     }
-    let made = crate::builtin::from_command(agent)?
-        .map(std::sync::Arc::<dyn crate::builtin::Agent>::from);
+    let made =
+        crate::builtin::from_command(agent)?.map(std::sync::Arc::<dyn crate::builtin::Agent>::from);
     if let (Ok(a), Ok(mut c)) = (&made, cache.lock()) {
         // A few commands a process: bounded anyway.
         if c.len() >= 64 {

@@ -16,27 +16,22 @@ pub(crate) mod records;
 pub(crate) mod tables;
 #[cfg(test)]
 pub(crate) mod tests;
+mod tx;
 pub(crate) mod usage;
 
 use file::Db;
 pub(crate) use file::Redb;
-use tables::{IDS, META_TABLE};
+use tables::META_TABLE;
+use tx::RedbTx;
 mod verify;
 
-use crate::cas::NodeId;
-use crate::model::ThreadId;
 use crate::store::backend::{Backend, BulkLoad, ReadTx, Types, WriteTx};
 use crate::store::damage::guard_at;
 use crate::store::error::{Result, StoreError};
-use crate::store::minutes::MinuteRow;
 use crate::store::node::{Prepared, PutOutcome};
-use crate::store::records::{
-    HistoryEntry, Lease, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
-};
 use crate::store::report::{Count, GcOptions, GcReport, Progress, VerifyReport};
-use crate::store::usage::{Budget, StepUsage};
 use migrate::FORMAT_VERSION;
-use redb::{ConcurrencyMode, Database, ReadableTable, WriteTransaction};
+use redb::{ConcurrencyMode, Database, WriteTransaction};
 use std::path::Path;
 
 /// redb's page cache per open store, by default. The operating system's page cache holds the
@@ -163,7 +158,10 @@ impl Backend for Redb {
 
     fn write(&self, f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>) -> Result<()> {
         let tx = self.begin_write()?;
-        f(&mut RedbTx(&tx))?;
+        let mut w = RedbTx::new(&tx);
+        f(&mut w)?;
+        w.settle()?;
+        drop(w);
         tx.commit()?;
         Ok(())
     }
@@ -245,154 +243,5 @@ impl BulkLoad for RedbBulk<'_> {
 
     fn finish(&mut self) -> Result<()> {
         self.commit()
-    }
-}
-
-/// A write transaction of the file.
-struct RedbTx<'a>(&'a WriteTransaction);
-
-impl RedbTx<'_> {
-    fn records(&self) -> records::Tx<'_> {
-        records::Tx(self.0)
-    }
-}
-
-impl WriteTx for RedbTx<'_> {
-    fn put(&mut self, items: &[(&Prepared, u64)]) -> Result<Vec<PutOutcome>> {
-        nodes::put_in(self.0, items.iter().copied())
-    }
-
-    fn has(&mut self, id: NodeId) -> Result<bool> {
-        Ok(self.0.open_table(IDS)?.get(id.0)?.is_some())
-    }
-
-    fn first_missing(
-        &mut self,
-        from: NodeId,
-        stop: &[NodeId],
-        stop_types: &[NodeId],
-    ) -> Result<Option<NodeId>> {
-        gc::first_missing(self.0, from, stop, stop_types)
-    }
-
-    fn thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        self.records().thread(id)
-    }
-
-    fn threads(&mut self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
-        self.records().threads()
-    }
-
-    fn set_thread(&mut self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
-        self.records().set_thread(id, rec)
-    }
-
-    fn remove_thread(&mut self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        self.records().remove_thread(id)
-    }
-
-    fn registry_get(&mut self, name: &str) -> Result<Option<NodeId>> {
-        self.records().registry_get(name)
-    }
-
-    fn set_registry_name(&mut self, name: &str, workflow: NodeId) -> Result<()> {
-        self.records().set_registry_name(name, workflow)
-    }
-
-    fn append_registry_version(&mut self, name: &str, e: &RegistryEntry) -> Result<()> {
-        self.records().append_registry_version(name, e)
-    }
-
-    fn has_registry_history(&mut self, name: &str) -> Result<bool> {
-        self.records().has_registry_history(name)
-    }
-
-    fn registry_versions(&mut self, name: &str) -> Result<Vec<RegistryEntry>> {
-        self.records().registry_versions(name)
-    }
-
-    fn remove_registry_name(&mut self, name: &str, purge: bool) -> Result<bool> {
-        self.records().remove_registry_name(name, purge)
-    }
-
-    fn append_history(&mut self, e: &HistoryEntry) -> Result<()> {
-        self.records().append_history(e)
-    }
-
-    fn remove_history_of(&mut self, id: &ThreadId) -> Result<usize> {
-        self.records().remove_history_of(id)
-    }
-
-    fn history_latest(&mut self, thread: &str) -> Result<Option<HistoryEntry>> {
-        self.records().history_latest(thread)
-    }
-
-    fn history_entries_of(&mut self, thread: &str) -> Result<Vec<HistoryEntry>> {
-        self.records().history_entries_of(thread)
-    }
-
-    fn lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
-        self.records().lease(id)
-    }
-
-    fn set_lease(&mut self, id: &ThreadId, lease: &Lease) -> Result<()> {
-        self.records().set_lease(id, lease)
-    }
-
-    fn remove_lease(&mut self, id: &ThreadId) -> Result<Option<Lease>> {
-        self.records().remove_lease(id)
-    }
-
-    fn thread_state(&mut self, id: &ThreadId) -> Result<ThreadState> {
-        self.records().thread_state(id)
-    }
-
-    fn thread_states(&mut self) -> Result<Vec<(ThreadId, ThreadState)>> {
-        self.records().thread_states()
-    }
-
-    fn set_thread_state(&mut self, id: &ThreadId, s: &ThreadState) -> Result<()> {
-        self.records().set_thread_state(id, s)
-    }
-
-    fn remove_thread_state(&mut self, id: &ThreadId) -> Result<()> {
-        self.records().remove_thread_state(id)
-    }
-
-    fn set_workflow_limits(
-        &mut self,
-        name: &str,
-        limits: Option<&WorkflowLimits>,
-    ) -> Result<Option<WorkflowLimits>> {
-        self.records().set_workflow_limits(name, limits)
-    }
-
-    fn lock_workflow(&mut self, _key: &str) -> Result<()> {
-        // redb's write transactions are one at a time already.
-        Ok(())
-    }
-
-    fn record_removal(&mut self, r: &Removal) -> Result<()> {
-        self.records().record_removal(r)
-    }
-
-    fn pin(&mut self, ids: &[NodeId], now_ms: u64) -> Result<Vec<bool>> {
-        gc::pin(self.0, ids, now_ms)
-    }
-
-    fn unpin(&mut self, ids: &[NodeId]) -> Result<Vec<bool>> {
-        gc::unpin(self.0, ids)
-    }
-
-    fn add_usage(&mut self, u: &StepUsage<'_>, now_ms: u64) -> Result<()> {
-        usage::add(self.0, u, now_ms)
-    }
-
-    fn set_budget(&mut self, name: &str, budget: Option<&Budget>) -> Result<Option<Budget>> {
-        usage::set_budget(self.0, name, budget)
-    }
-
-    fn add_step_counts(&mut self, rows: &[MinuteRow], prune_before: Option<u32>) -> Result<()> {
-        minutes::add(self.0, rows, prune_before)
     }
 }

@@ -16,8 +16,8 @@ use super::tables::META_TABLE;
 use crate::model::ThreadId;
 use crate::store::error::Result;
 use crate::store::records::{
-    HistoryEntry, Lease, Record, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits,
-    dec, enc,
+    HistoryEntry, Record, RegistryEntry, Removal, ThreadRecord, ThreadState, WorkflowLimits, dec,
+    enc,
 };
 use redb::{ReadTransaction, ReadableTable, TableDefinition, WriteTransaction};
 
@@ -244,26 +244,8 @@ impl Tx<'_> {
         Ok(n)
     }
 
-    pub(crate) fn thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        let t = self.0.open_table(THREADS)?;
-        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
-    }
-
     pub(crate) fn threads(&self) -> Result<Vec<(ThreadId, ThreadRecord)>> {
         all_records(&self.0.open_table(THREADS)?)
-    }
-
-    pub(crate) fn set_thread(&self, id: &ThreadId, rec: &ThreadRecord) -> Result<()> {
-        self.0
-            .open_table(THREADS)?
-            .insert(id.as_str(), enc(rec).as_slice())?;
-        Ok(())
-    }
-
-    pub(crate) fn remove_thread(&self, id: &ThreadId) -> Result<Option<ThreadRecord>> {
-        let mut t = self.0.open_table(THREADS)?;
-        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
-        Ok(old)
     }
 
     pub(crate) fn registry_get(&self, name: &str) -> Result<Option<crate::cas::NodeId>> {
@@ -381,49 +363,8 @@ impl Tx<'_> {
         Ok(seqs.len())
     }
 
-    pub(crate) fn lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
-        let t = self.0.open_table(LEASES)?;
-        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
-    }
-
-    pub(crate) fn set_lease(&self, id: &ThreadId, lease: &Lease) -> Result<()> {
-        self.0
-            .open_table(LEASES)?
-            .insert(id.as_str(), enc(lease).as_slice())?;
-        Ok(())
-    }
-
-    pub(crate) fn remove_lease(&self, id: &ThreadId) -> Result<Option<Lease>> {
-        let mut t = self.0.open_table(LEASES)?;
-        let old = t.remove(id.as_str())?.map(|v| dec(v.value())).transpose()?;
-        Ok(old)
-    }
-
-    pub(crate) fn thread_state(&self, id: &ThreadId) -> Result<ThreadState> {
-        let t = self.0.open_table(THREAD_STATE)?;
-        Ok(t.get(id.as_str())?
-            .map(|v| dec(v.value()))
-            .transpose()?
-            .unwrap_or_default())
-    }
-
     pub(crate) fn thread_states(&self) -> Result<Vec<(ThreadId, ThreadState)>> {
         all_records(&self.0.open_table(THREAD_STATE)?)
-    }
-
-    pub(crate) fn set_thread_state(&self, id: &ThreadId, s: &ThreadState) -> Result<()> {
-        let mut t = self.0.open_table(THREAD_STATE)?;
-        if s.is_default() {
-            t.remove(id.as_str())?;
-        } else {
-            t.insert(id.as_str(), enc(s).as_slice())?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn remove_thread_state(&self, id: &ThreadId) -> Result<()> {
-        self.0.open_table(THREAD_STATE)?.remove(id.as_str())?;
-        Ok(())
     }
 
     pub(crate) fn set_workflow_limits(
