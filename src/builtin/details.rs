@@ -157,7 +157,8 @@ pub fn prepare_detail(
         if matches!(kind, DetailKind::ClaudeCode) {
             m.insert("toolCalls".into(), Value::Null);
         }
-        nodes.push(store.prepare(turn_type, &Value::Object(m), true)?);
+        // A turn's fields are made here, as its schema has them.
+        nodes.push(store.prepare(turn_type, &Value::Object(m), false)?);
     }
     fields.insert(
         "turns".into(),

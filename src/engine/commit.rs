@@ -26,13 +26,18 @@ impl LazySnapshot<'_> {
     }
 }
 
-/// Node `id`'s type, payload and timestamp: among the step's held writes, or stored.
+/// Node `id`'s type, payload and timestamp: among the step's held writes (its payload among
+/// `values` when the writer kept it as a value), or stored.
 fn node_of(
     snap: &LazySnapshot<'_>,
     held: Option<&StepWrite>,
+    values: &mut Vec<(NodeId, Value)>,
     id: NodeId,
 ) -> Result<Option<(NodeId, Value, u64)>> {
     if let Some((n, now)) = held.and_then(|h| h.node(id)) {
+        if let Some(at) = values.iter().position(|(v, _)| *v == id) {
+            return Ok(Some((n.type_id, values.swap_remove(at).1, now)));
+        }
         let payload = crate::cas::cbor::decode(&n.payload_cbor)
             .map_err(|_| crate::store::StoreError::Corrupt(id))
             .map_err(ThreadError::from)?;
@@ -48,11 +53,13 @@ fn node_of(
 fn check_returned(
     snap: &LazySnapshot<'_>,
     held: Option<&StepWrite>,
+    values: &mut Vec<(NodeId, Value)>,
     id: NodeId,
     (start, head): (NodeId, NodeId),
     role: &str,
 ) -> Result<(StepNode, Value, u64)> {
-    let (type_id, p, timestamp) = node_of(snap, held, id)?.ok_or(StepError::Missing { id })?;
+    let (type_id, p, timestamp) =
+        node_of(snap, held, values, id)?.ok_or(StepError::Missing { id })?;
     if type_id != STEP_NODE {
         return Err(StepError::NotStep { id, type_id });
     }
@@ -102,7 +109,7 @@ pub(super) fn conclude(
     now_ms: u64,
     me: Option<&Lease>,
     keep_lease: bool,
-    held: Option<StepWrite>,
+    mut held: Option<StepWrite>,
 ) -> Result<(StepOutput, Option<Moderated>)> {
     let Moderated {
         mut chain,
@@ -116,7 +123,15 @@ pub(super) fn conclude(
         store,
         snap: std::cell::OnceCell::new(),
     };
-    let checked = check_returned(&snap, held.as_ref(), id, (chain.start_id, head), role);
+    let mut values = held.as_mut().map(StepWrite::take_values).unwrap_or_default();
+    let checked = check_returned(
+        &snap,
+        held.as_ref(),
+        &mut values,
+        id,
+        (chain.start_id, head),
+        role,
+    );
     let (step, payload, timestamp) = match (checked, &held) {
         (Ok(c), _) => c,
         (Err(e), Some(h)) => {
@@ -129,7 +144,7 @@ pub(super) fn conclude(
         (Err(e), None) => return Err(e),
     };
     let output = match step.output {
-        Some(o) => match node_of(&snap, held.as_ref(), o)? {
+        Some(o) => match node_of(&snap, held.as_ref(), &mut values, o)? {
             Some((_, v, _)) => v,
             None => Value::Object(crate::cas::value::Map::new()),
         },

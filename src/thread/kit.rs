@@ -158,6 +158,9 @@ pub(crate) struct StepWrite {
     step: NodeId,
     usage: Option<StepCallsOwned>,
     now: u64,
+    /// The payloads of the StepNode and its output as values, for the head move's checks
+    /// (which would otherwise decode them again).
+    values: Vec<(NodeId, Value)>,
 }
 
 impl StepWrite {
@@ -186,6 +189,11 @@ impl StepWrite {
         }
         let at = self.nodes.iter().position(|n| n.id == self.step);
         Ok(at.is_some_and(|i| outcomes.get(i) == Some(&crate::store::PutOutcome::Inserted)))
+    }
+
+    /// The payloads kept as values ([`StepWrite::node`]'s, decoded), taken out.
+    pub(crate) fn take_values(&mut self) -> Vec<(NodeId, Value)> {
+        std::mem::take(&mut self.values)
     }
 
     /// The nodes.
@@ -380,8 +388,11 @@ fn submit_with(
         cwd: input.cwd.to_string(),
         assembled_prompt: assembled,
     };
-    let step = store.prepare(STEP_NODE, &node.to_value(), true)?;
+    // Made by `StepNode::to_value` from checked parts: valid by construction.
+    let step_value = node.to_value();
+    let step = store.prepare(STEP_NODE, &step_value, false)?;
     let id = step.id;
+    let values = vec![(nodes[0].id, out), (id, step_value)];
     nodes.extend(input.detail_nodes.iter().cloned());
     nodes.push(step);
     let mut calls = input.usage.to_vec();
@@ -402,6 +413,7 @@ fn submit_with(
         step: id,
         usage,
         now: input.now_ms,
+        values,
     };
     match input.hold {
         Some(h) => {
