@@ -45,7 +45,8 @@ pub(crate) struct Sink {
 /// The open file of the current day.
 struct Open {
     sink: Sink,
-    date: String,
+    /// The UTC day of the open file, days since 1970-01-01.
+    day: u64,
     file: Option<File>,
     /// Complete lines not written yet.
     buf: Vec<u8>,
@@ -106,7 +107,7 @@ fn masked(mut line: String) -> String {
 pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::filter::Targets>) {
     *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = sink.map(|sink| Open {
         sink,
-        date: String::new(),
+        day: 0,
         file: None,
         buf: Vec::new(),
         flushed: None,
@@ -157,7 +158,7 @@ impl<S: Subscriber> Layer<S> for FileLayer {
             None => return,
         };
         let now = clock();
-        let mut line = Vec::with_capacity(256);
+        let mut line = Vec::with_capacity(256 + f.extra.len());
         line.extend_from_slice(b"{\"ts\":\"");
         let mut ts = String::with_capacity(24);
         crate::time::push_iso(now, &mut ts);
@@ -178,18 +179,21 @@ impl<S: Subscriber> Layer<S> for FileLayer {
                 json_str(&mut line, v);
             }
         }
-        for (k, v) in &f.extra {
-            line.push(b',');
-            json_str(&mut line, k);
-            line.push(b':');
-            let _ = serde_json::to_writer(&mut line, v);
-        }
+        line.extend_from_slice(&f.extra);
         line.extend_from_slice(b"}\n");
-        let line = masked(String::from_utf8_lossy(&line).into_owned());
+        let line = masked_bytes(line);
         if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            open.write(now, line.as_bytes());
+            open.write(now, &line);
         }
     }
+}
+
+/// [`masked`] of a line of bytes, without a copy when no secret is registered.
+fn masked_bytes(line: Vec<u8>) -> Vec<u8> {
+    if SECRETS.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
+        return line;
+    }
+    masked(String::from_utf8_lossy(&line).into_owned()).into_bytes()
 }
 
 /// `s` as a JSON string.
@@ -202,11 +206,12 @@ impl Open {
     /// Adds `line` for the file of `now`'s date, and writes the lines held when there are
     /// enough of them, when they have waited long enough, or when the day changed.
     fn write(&mut self, now: u64, line: &[u8]) {
-        let date = crate::time::utc_date(now);
-        if date != self.date || self.file.is_none() {
+        let day = now / 86_400_000;
+        if day != self.day || self.file.is_none() {
+            let date = crate::time::utc_date(now);
             self.flush();
             self.file = self.open(&date, now);
-            self.date = date;
+            self.day = day;
         }
         self.buf.extend_from_slice(line);
         if self.buf.len() >= BUF_BYTES || self.flushed.is_none_or(|t| t.elapsed() >= BUF_TIME) {
@@ -293,43 +298,60 @@ struct Fields {
     tag: Option<String>,
     thread: Option<String>,
     workflow: Option<String>,
-    extra: Vec<(&'static str, Value)>,
+    /// The other fields, written as they come: `,"name":value` each.
+    extra: Vec<u8>,
 }
 
 impl Fields {
-    fn put(&mut self, field: &Field, v: Value) {
-        let text = || match &v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
+    /// A field whose value is JSON `json` (written by `serde_json`), or the text `text` of a
+    /// string.
+    fn put(&mut self, field: &Field, text: Option<String>, json: impl Fn(&mut Vec<u8>)) {
+        let as_text = |text: Option<String>| {
+            text.unwrap_or_else(|| {
+                let mut b = Vec::new();
+                json(&mut b);
+                String::from_utf8(b).unwrap_or_default()
+            })
         };
         match field.name() {
-            "message" => self.msg = text(),
-            "tag" => self.tag = Some(text()),
-            "thread" => self.thread = Some(text()),
-            "workflow" => self.workflow = Some(text()),
-            name => self.extra.push((name, v)),
+            "message" => self.msg = as_text(text),
+            "tag" => self.tag = Some(as_text(text)),
+            "thread" => self.thread = Some(as_text(text)),
+            "workflow" => self.workflow = Some(as_text(text)),
+            name => {
+                self.extra.push(b',');
+                json_str(&mut self.extra, name);
+                self.extra.push(b':');
+                match text {
+                    Some(t) => json_str(&mut self.extra, &t),
+                    None => json(&mut self.extra),
+                }
+            }
         }
     }
 }
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.put(field, Value::String(format!("{value:?}")));
+        self.put(field, Some(format!("{value:?}")), |_| {});
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field, Value::String(value.to_string()));
+        self.put(field, Some(value.to_string()), |_| {});
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, value.into());
+        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, value.into());
+        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.put(field, value.into());
+        // As a JSON value writes it: `null` for what JSON has no number for.
+        self.put(field, None, |b| {
+            drop(serde_json::to_writer(b, &Value::from(value)))
+        });
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, value.into());
+        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
     }
 }
 

@@ -123,7 +123,10 @@ pub(super) fn conclude(
         store,
         snap: std::cell::OnceCell::new(),
     };
-    let mut values = held.as_mut().map(StepWrite::take_values).unwrap_or_default();
+    let mut values = held
+        .as_mut()
+        .map(StepWrite::take_values)
+        .unwrap_or_default();
     let checked = check_returned(
         &snap,
         held.as_ref(),
