@@ -97,8 +97,6 @@ fn check_returned(
 /// when the moderator then says `$END`). Gives back the thread as the moderator sees it at the
 /// new head, unless it ended. `held`, the step's writes an agent in process left for it, go in
 /// the head move's transaction.
-// Long: the check, the moderator's next decision, the head move and the thread at its new head,
-// in the order a step ends.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conclude(
     store: &Store,
@@ -109,16 +107,50 @@ pub(super) fn conclude(
     now_ms: u64,
     me: Option<&Lease>,
     keep_lease: bool,
-    mut held: Option<StepWrite>,
+    held: Option<StepWrite>,
 ) -> Result<(StepOutput, Option<Moderated>)> {
-    let Moderated {
-        mut chain,
-        wf_id,
-        wf,
-        mut history,
-        partial,
-    } = m;
-    let head = chain.head();
+    let c = concluding(store, thread, m, role, id, now_ms, me, keep_lease, held)?;
+    let fresh = commit(store, &c.head_move())?;
+    Ok(c.concluded(fresh))
+}
+
+/// A step checked and ready for its head move: what the move writes, and what the step gives
+/// back once it has committed ([`Concluding::concluded`]).
+pub(super) struct Concluding {
+    thread: ThreadId,
+    m: Moderated,
+    role: String,
+    id: NodeId,
+    step: StepNode,
+    payload: Value,
+    timestamp: u64,
+    /// The moderator says `$END` after this step.
+    done: bool,
+    /// The role the moderator picks next, if any.
+    next_role: Option<String>,
+    now_ms: u64,
+    me: Option<Lease>,
+    keep_lease: bool,
+    held: Option<StepWrite>,
+}
+
+/// The first part of [`conclude`]: the StepNode `id` checked, the history with its output, the
+/// moderator's next decision; nothing moved yet.
+// Long: the check of what the agent returned, kept if refused, then the moderator on it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn concluding(
+    store: &Store,
+    thread: &ThreadId,
+    m: Moderated,
+    role: &str,
+    id: NodeId,
+    now_ms: u64,
+    me: Option<&Lease>,
+    keep_lease: bool,
+    mut held: Option<StepWrite>,
+) -> Result<Concluding> {
+    let mut m = m;
+    let head = m.chain.head();
     let snap = LazySnapshot {
         store,
         snap: std::cell::OnceCell::new(),
@@ -132,7 +164,7 @@ pub(super) fn conclude(
         held.as_ref(),
         &mut values,
         id,
-        (chain.start_id, head),
+        (m.chain.start_id, head),
         role,
     );
     let (step, payload, timestamp) = match (checked, &held) {
@@ -153,79 +185,120 @@ pub(super) fn conclude(
         },
         None => Value::Object(crate::cas::value::Map::new()),
     };
-    history.steps.push(StepView {
+    m.history.steps.push(StepView {
         role: role.to_string(),
         output,
         detail: step.detail.map(NodeId::to_wire).unwrap_or_default(),
         agent: step.agent.clone(),
     });
     drop(snap);
-    let next = workflow::next(&wf, &history, &Jsonata::default());
+    let next = workflow::next(&m.wf, &m.history, &Jsonata::default());
     let done = matches!(&next, Ok(d) if d.is_end());
-    let fresh = commit(
-        store,
-        &HeadMove {
-            thread,
-            expected: head,
-            new: id,
-            wf: wf_id,
-            workflow_name: &wf.name,
-            done,
-            now_ms,
-            me,
-            keep_lease,
-            write: held.as_ref(),
-            start: chain.start_id,
-        },
-    )?;
-    tracing::info!(
-        tag = "RBZJDXFA",
-        thread = %thread,
-        workflow = %wf_id,
-        role,
-        head = %id,
+    Ok(Concluding {
+        thread: thread.clone(),
+        m,
+        role: role.to_string(),
+        id,
+        step,
+        payload,
+        timestamp,
         done,
-        "head moved"
-    );
-    let current_role = next.ok().filter(|d| !d.is_end()).map(|d| d.role);
-    // The thread at its new head, unless the StepNode was stored before (its timestamp is
-    // then the earlier one).
-    let at_new_head = (!done && fresh).then(|| {
-        // A partial chain holds the last step only, as `load_moderated` reads one.
-        if partial {
-            chain.steps.clear();
-            history.steps.drain(..history.steps.len() - 1);
+        next_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
+        now_ms,
+        me: me.cloned(),
+        keep_lease,
+        held,
+    })
+}
+
+impl Concluding {
+    /// The head move that ends the step.
+    pub(super) fn head_move(&self) -> HeadMove<'_> {
+        HeadMove {
+            thread: &self.thread,
+            expected: self.m.chain.head(),
+            new: self.id,
+            wf: self.m.wf_id,
+            workflow_name: &self.m.wf.name,
+            done: self.done,
+            now_ms: self.now_ms,
+            me: self.me.as_ref(),
+            keep_lease: self.keep_lease,
+            write: self.held.as_ref(),
+            start: self.m.chain.start_id,
         }
-        chain.steps.push(StepRecord {
+    }
+
+    /// The step's output once its head move has committed (`fresh`: its StepNode was new to
+    /// the store), and the thread as the moderator sees it at the new head, unless it ended.
+    pub(super) fn concluded(self, fresh: bool) -> (StepOutput, Option<Moderated>) {
+        let Concluding {
+            thread,
+            m,
+            role,
             id,
-            node: step,
+            step,
             payload,
             timestamp,
-        });
-        Moderated {
-            chain,
+            done,
+            next_role,
+            ..
+        } = self;
+        let Moderated {
+            mut chain,
             wf_id,
             wf,
-            history,
+            mut history,
             partial,
-        }
-    });
-    let output = StepOutput {
-        workflow: wf_id.to_wire(),
-        thread: thread.clone(),
-        head: id.to_wire(),
-        status: if done {
-            Status::Completed
-        } else {
-            Status::Idle
-        },
-        current_role,
-        done,
-        last_error: None,
-        running: None,
-        paused_for: None,
-    };
-    Ok((output, at_new_head))
+        } = m;
+        tracing::info!(
+            tag = "RBZJDXFA",
+            thread = %thread,
+            workflow = %wf_id,
+            role,
+            head = %id,
+            done,
+            "head moved"
+        );
+        // The thread at its new head, unless the StepNode was stored before (its timestamp is
+        // then the earlier one).
+        let at_new_head = (!done && fresh).then(|| {
+            // A partial chain holds the last step only, as `load_moderated` reads one.
+            if partial {
+                chain.steps.clear();
+                history.steps.drain(..history.steps.len() - 1);
+            }
+            chain.steps.push(StepRecord {
+                id,
+                node: step,
+                payload,
+                timestamp,
+            });
+            Moderated {
+                chain,
+                wf_id,
+                wf,
+                history,
+                partial,
+            }
+        });
+        let output = StepOutput {
+            workflow: wf_id.to_wire(),
+            thread,
+            head: id.to_wire(),
+            status: if done {
+                Status::Completed
+            } else {
+                Status::Idle
+            },
+            current_role: next_role,
+            done,
+            last_error: None,
+            running: None,
+            paused_for: None,
+        };
+        (output, at_new_head)
+    }
 }
 
 /// Moves the head of an active thread to `step`, a StepNode written for its next role (by
@@ -294,6 +367,41 @@ const COMMIT_TRIES: u32 = 6;
 /// through after all (a connection lost after the server committed). Returns whether the
 /// StepNode of `m.write` was new to the store (`true` without one).
 pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
+    commit_after(store, m, commit_once(store, m))
+}
+
+/// [`commit`] that does not wait for the move: it goes in the store's group commit and `then`
+/// gets its outcome on the committing thread once the group has committed ([`Moved`], which
+/// [`commit_after`] completes). `then` must not wait for the store.
+pub(super) fn commit_then(
+    store: &Store,
+    m: &HeadMove<'_>,
+    then: impl FnOnce(Moved) + Send + 'static,
+) {
+    let (thread, nodes, job) = move_job(m);
+    store.write_grouped_then(&thread, nodes, job, move |r| then(Moved(r)));
+}
+
+/// The outcome of a head move's transaction, as the group commit gave it.
+pub(crate) struct Moved(std::result::Result<(Cas, bool), crate::store::StoreError>);
+
+impl Moved {
+    /// The move went through: completing the step reads and writes nothing more.
+    pub(crate) fn went_through(&self) -> bool {
+        matches!(self.0, Ok((Cas::Done, _)))
+    }
+
+    /// The move that did not come through: the group's transaction failed.
+    pub(crate) fn lost() -> Moved {
+        Moved(Err(crate::store::StoreError::Internal(
+            "a head move was dropped before its commit".into(),
+        )))
+    }
+}
+
+/// [`commit`] from the outcome of its first try, `first`: tried again while the store's server
+/// failed for a passing reason.
+pub(super) fn commit_after(store: &Store, m: &HeadMove<'_>, first: Result<bool>) -> Result<bool> {
     let HeadMove {
         thread,
         expected,
@@ -302,8 +410,9 @@ pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     } = *m;
     let mut wait = std::time::Duration::from_millis(50);
     let mut tries = 1;
+    let mut last = first;
     loop {
-        let e = match commit_once(store, m) {
+        let e = match last {
             Err(StepError::Thread(ThreadError::Store(
                 e @ crate::store::StoreError::Server { retry: true, .. },
             ))) if tries < COMMIT_TRIES => e,
@@ -329,12 +438,41 @@ pub(super) fn commit(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
         if landed {
             return Ok(false);
         }
+        last = commit_once(store, m);
     }
 }
 
+/// [`Moved`] as [`commit_once`] gives it.
+pub(super) fn moved_result(m: &HeadMove<'_>, moved: Moved) -> Result<bool> {
+    let outcome = moved.0.map_err(ThreadError::from)?;
+    cas_result(m, outcome)
+}
+
 /// One try of [`commit`].
-// Long: the compare-and-swap in one transaction, each outcome a branch of the one closure.
 fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
+    let (thread, nodes, job) = move_job(m);
+    // Grouped: the head moves of a runner's threads share one durable commit, which reads
+    // ahead whether the nodes they put are stored.
+    let outcome = store
+        .write_grouped_putting(&thread, nodes, job)
+        .map_err(ThreadError::from)?;
+    cas_result(m, outcome)
+}
+
+/// The transaction of a head move: its thread, the nodes it puts, and the compare-and-swap.
+// Long: the compare-and-swap in one transaction, each outcome a branch of the one closure.
+#[allow(clippy::type_complexity)] // The group commit's closure, as it takes it.
+fn move_job(
+    m: &HeadMove<'_>,
+) -> (
+    ThreadId,
+    Vec<NodeId>,
+    impl FnOnce(
+        &mut crate::store::Writer<'_>,
+    ) -> std::result::Result<(Cas, bool), crate::store::StoreError>
+    + Send
+    + 'static,
+) {
     let HeadMove {
         thread,
         expected,
@@ -355,9 +493,7 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
     let putting = write
         .as_ref()
         .map_or_else(Vec::new, |sw| sw.nodes().iter().map(|n| n.id).collect());
-    // Grouped: the head moves of a runner's threads share one durable commit, which reads
-    // ahead whether the nodes they put are stored.
-    let (outcome, fresh) = store.write_grouped_putting(thread, putting, move |w| {
+    let job = move |w: &mut crate::store::Writer<'_>| {
         let thread = &t;
         // What is stored stays so until the commit; then the thread (its lock and rows, with
         // that hold, in one round trip on a server), then the step's nodes, stored whatever
@@ -435,7 +571,18 @@ fn commit_once(store: &Store, m: &HeadMove<'_>) -> Result<bool> {
             w.count_step(&name, now_ms);
         }
         Ok((Cas::Done, fresh))
-    })?;
+    };
+    (thread.clone(), putting, job)
+}
+
+/// What the compare-and-swap of `m` found, as the step's result: whether the StepNode was new.
+fn cas_result(m: &HeadMove<'_>, (outcome, fresh): (Cas, bool)) -> Result<bool> {
+    let HeadMove {
+        thread,
+        expected,
+        new,
+        ..
+    } = *m;
     match outcome {
         Cas::Done => Ok(fresh),
         Cas::Busy(pid) => Err(StepError::Busy {

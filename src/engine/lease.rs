@@ -166,14 +166,19 @@ pub(crate) fn release_kept(
     })
 }
 
-impl Drop for LeaseGuard<'_> {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
+/// A lease taken by a step that goes on elsewhere ([`LeaseGuard::into_held`]): given back by
+/// [`HeldLease::release`] unless the step's head move released or kept it.
+pub(crate) struct HeldLease {
+    thread: ThreadId,
+    me: Lease,
+}
+
+impl HeldLease {
+    /// Gives the lease back, if this process still holds it.
+    pub(crate) fn release(self, store: &Store) {
         // A lease left behind by a failure here is taken over later: its owner is gone.
-        let (thread, me) = (self.thread.clone(), self.me.clone());
-        let _ = self.store.write_grouped_for(&self.thread, move |w| {
+        let HeldLease { thread, me } = self;
+        let _ = store.write_grouped_for(&thread.clone(), move |w| {
             if let Some(l) = w.lease(&thread)?
                 && l.is_mine(&me)
             {
@@ -181,5 +186,28 @@ impl Drop for LeaseGuard<'_> {
             }
             Ok(())
         });
+    }
+}
+
+impl LeaseGuard<'_> {
+    /// The lease, to be given back by whoever completes the step.
+    pub(crate) fn into_held(mut self) -> HeldLease {
+        self.armed = false;
+        HeldLease {
+            thread: self.thread.clone(),
+            me: self.me.clone(),
+        }
+    }
+}
+
+impl Drop for LeaseGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            HeldLease {
+                thread: self.thread.clone(),
+                me: self.me.clone(),
+            }
+            .release(self.store);
+        }
     }
 }

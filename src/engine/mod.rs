@@ -36,7 +36,8 @@ use crate::thread::chain::{Moderated, load_moderated};
 use crate::thread::{AgentCommand, AgentProtocol, Status, StepOutput};
 use crate::workflow::{self, Decision, Jsonata};
 use adapter::{Adapter, AgentCall, interrupted};
-use commit::{HeadMove, commit, conclude};
+pub(crate) use commit::Moved;
+use commit::{Concluding, HeadMove, commit, concluding};
 use lease::LeaseGuard;
 pub(crate) use lease::release_kept;
 use std::path::{Path, PathBuf};
@@ -51,19 +52,149 @@ use std::time::Duration;
 pub(crate) fn step(opts: &StepOptions<'_>) -> Result<StepResult> {
     let started_ms = (opts.now)();
     let attempt = std::cell::RefCell::new(Attempt::default());
-    let result = step_inner(opts, &attempt);
+    let result = match step_inner(opts, &attempt) {
+        Ok(Ready::Done(r)) => Ok(r),
+        Ok(Ready::Moving(mv)) => mv.commit_now(opts),
+        Err(e) => Err(e),
+    };
+    after(opts, started_ms, &attempt.into_inner(), result)
+}
+
+/// [`step`] up to its head move, which goes in the store's group commit without this thread
+/// waiting for it: `then` gets the move's outcome on the committing thread (it must not wait
+/// for the store), and [`Pending::finish`] completes the step with it. A step that ends before
+/// its head move (an error, a thread at its end) is [`Detached::Done`].
+pub(crate) fn step_detached(
+    opts: &StepOptions<'_>,
+    then: impl FnOnce(Moved) + Send + 'static,
+) -> Detached {
+    let started_ms = (opts.now)();
+    let attempt = std::cell::RefCell::new(Attempt::default());
+    let result = match step_inner(opts, &attempt) {
+        Ok(Ready::Moving(mv)) => {
+            commit::commit_then(opts.store, &mv.c.head_move(), then);
+            return Detached::Pending(Pending {
+                c: mv.c,
+                lease: mv.guard.into_held(),
+                notes: mv.notes,
+                attempt: attempt.into_inner(),
+                started_ms,
+            });
+        }
+        Ok(Ready::Done(r)) => Ok(r),
+        Err(e) => Err(e),
+    };
+    Detached::Done(after(opts, started_ms, &attempt.into_inner(), result))
+}
+
+/// A step run by [`step_detached`].
+pub(crate) enum Detached {
+    /// It ended before its head move.
+    Done(Result<StepResult>),
+    /// Its head move is in the group commit.
+    Pending(Pending),
+}
+
+/// A step whose head move is in the store's group commit: what completes it.
+pub(crate) struct Pending {
+    c: Concluding,
+    lease: lease::HeldLease,
+    notes: Vec<String>,
+    attempt: Attempt,
+    started_ms: u64,
+}
+
+impl Pending {
+    /// Whether completing the step with `moved` reads and writes nothing of the store, so that
+    /// any thread may do it (an async runtime's own included).
+    pub(crate) fn quick(&self, moved: &Moved) -> bool {
+        moved.went_through() && !crate::traces::enabled()
+    }
+
+    /// Completes the step with the outcome of its head move, as [`step`] does after its commit
+    /// (tried again while the store's server failed for a passing reason).
+    ///
+    /// # Errors
+    /// As [`step`].
+    pub(crate) fn finish(self, opts: &StepOptions<'_>, moved: Moved) -> Result<StepResult> {
+        let Pending {
+            c,
+            lease,
+            notes,
+            attempt,
+            started_ms,
+        } = self;
+        let first = commit::moved_result(&c.head_move(), moved);
+        let result = match commit::commit_after(opts.store, &c.head_move(), first) {
+            Ok(fresh) => {
+                let (output, at_new_head) = c.concluded(fresh);
+                if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
+                    memo.keep(opts.thread.clone(), m);
+                }
+                Ok(StepResult { output, notes })
+            }
+            Err(e) => {
+                lease.release(opts.store);
+                Err(e)
+            }
+        };
+        after(opts, started_ms, &attempt, result)
+    }
+}
+
+/// A step up to its head move.
+enum Ready<'s> {
+    /// Ended without one.
+    Done(StepResult),
+    /// Checked and ready to move the head.
+    Moving(Moving<'s>),
+}
+
+/// A step checked and ready for its head move, with the lease it holds.
+struct Moving<'s> {
+    c: Concluding,
+    guard: LeaseGuard<'s>,
+    notes: Vec<String>,
+}
+
+impl Moving<'_> {
+    /// Moves the head now (the lease given back on an error) and completes the step.
+    fn commit_now(self, opts: &StepOptions<'_>) -> Result<StepResult> {
+        let Moving {
+            c,
+            mut guard,
+            notes,
+        } = self;
+        let fresh = commit(opts.store, &c.head_move())?;
+        let (output, at_new_head) = c.concluded(fresh);
+        guard.disarm();
+        if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
+            memo.keep(opts.thread.clone(), m);
+        }
+        Ok(StepResult { output, notes })
+    }
+}
+
+/// What a step does once it has ended with `result`: its spans exported (traces on), and a
+/// failure that counts recorded against the thread, which fails for good after `maxRetries`
+/// of them in a row.
+fn after(
+    opts: &StepOptions<'_>,
+    started_ms: u64,
+    attempt: &Attempt,
+    result: Result<StepResult>,
+) -> Result<StepResult> {
     if crate::traces::enabled() {
-        trace_step(opts, started_ms, &attempt.borrow(), &result);
+        trace_step(opts, started_ms, attempt, &result);
     }
     let e = match result {
         Ok(r) => return Ok(r),
         Err(e) => e,
     };
-    let attempt = attempt.into_inner();
     if e.counts_as_failure() || attempt.agent_failed {
         let failure = crate::store::StepFailure {
             time_ms: (opts.now)(),
-            agent: attempt.agent,
+            agent: attempt.agent.clone(),
             message: e.to_string(),
         };
         tracing::warn!(
@@ -157,7 +288,10 @@ impl Attempt {
 
 // Long: a step in its order (lease, moderator, round limit, end, budget, agent, head move), each
 // part a call; what they share is the lease and the thread as read.
-fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> Result<StepResult> {
+fn step_inner<'s>(
+    opts: &StepOptions<'s>,
+    attempt: &std::cell::RefCell<Attempt>,
+) -> Result<Ready<'s>> {
     interrupted(opts.interrupt)?;
     let store = opts.store;
     let (mut guard, head, state) = LeaseGuard::acquire(
@@ -212,7 +346,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
             },
         )?;
         guard.disarm();
-        return Ok(StepResult {
+        return Ok(Ready::Done(StepResult {
             output: StepOutput {
                 workflow: wf_id.to_wire(),
                 thread: opts.thread.clone(),
@@ -225,7 +359,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
                 paused_for: None,
             },
             notes: Vec::new(),
-        });
+        }));
     }
     if let Some(over) =
         crate::thread::budget::check(store, opts.thread, &m.wf.name, (opts.now)(), opts.budgets)?
@@ -236,7 +370,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
     let held = crate::thread::HeldStep::default();
     let (id, notes) = run_agent(opts, &mut m, &decision, attempt, &held)?;
     let me = guard.lease().clone();
-    let (output, at_new_head) = conclude(
+    let c = concluding(
         store,
         opts.thread,
         m,
@@ -247,11 +381,7 @@ fn step_inner(opts: &StepOptions<'_>, attempt: &std::cell::RefCell<Attempt>) -> 
         opts.keep_lease,
         held.take(),
     )?;
-    guard.disarm();
-    if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
-        memo.keep(opts.thread.clone(), m);
-    }
-    Ok(StepResult { output, notes })
+    Ok(Ready::Moving(Moving { c, guard, notes }))
 }
 
 /// Archives `opts.thread`, a thread of workflow `workflow`, as failed at its round limit of

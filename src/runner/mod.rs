@@ -240,6 +240,7 @@ pub fn run(
         threads: HashSet::new(),
     };
     let kept = &mut kept;
+    let opts = Arc::new(opts);
     rt.block_on(async move {
         let mut summary = Summary::default();
         let mut tracked: HashMap<ThreadId, Tracked> = HashMap::new();
@@ -312,40 +313,20 @@ pub fn run(
                     .and_then(|x| looker.retries.get(&x.workflow))
                     .copied()
                     .unwrap_or(max_retries);
-                let (store, config, models, opts, now, stop, memo, budgets) = (
-                    store.clone(),
-                    config.clone(),
-                    models.clone(),
-                    opts.clone(),
-                    now.clone(),
-                    stop.clone(),
-                    memo.clone(),
-                    looker.budgets.clone(),
-                );
-                set.spawn_blocking(move || {
-                    let o = StepOptions {
-                        store: &store,
-                        root: &opts.root,
-                        thread: &t,
-                        agent: opts.agent.clone(),
-                        config: &config,
-                        models: &models,
-                        max_retries,
-                        timeout: opts.timeout,
-                        env: opts.env.clone(),
-                        fallback_cwd: opts.fallback_cwd.clone(),
-                        pid: std::process::id(),
-                        now: &*now,
-                        self_exe: opts.self_exe.clone(),
-                        interrupt: Some(&stop.kill),
-                        sole_child: false,
-                        memo: Some(&memo),
-                        keep_lease,
-                        budgets: Some(&budgets),
-                    };
-                    let result = engine::step(&o);
-                    Done { thread: t, result }
+                let env = Arc::new(StepEnv {
+                    store: store.clone(),
+                    config: config.clone(),
+                    models: models.clone(),
+                    opts: opts.clone(),
+                    now: now.clone(),
+                    stop: stop.clone(),
+                    memo: memo.clone(),
+                    budgets: looker.budgets.clone(),
+                    thread: t,
+                    keep_lease,
+                    max_retries,
                 });
+                set.spawn(run_step(env));
             }
             for t in deferred {
                 queue.push_back(t);
@@ -416,6 +397,78 @@ pub fn run(
         }
         Ok(summary)
     })
+}
+
+/// What a step of the run needs, owned, so that its parts can run on other threads.
+struct StepEnv {
+    store: Arc<Store>,
+    config: Arc<Config>,
+    models: Arc<Models>,
+    opts: Arc<RunOptions>,
+    now: Arc<dyn Fn() -> u64 + Send + Sync>,
+    stop: Arc<Stop>,
+    memo: Arc<engine::Memo>,
+    budgets: Arc<Vec<(String, crate::store::Budget)>>,
+    thread: ThreadId,
+    keep_lease: bool,
+    max_retries: u32,
+}
+
+impl StepEnv {
+    fn options(&self) -> StepOptions<'_> {
+        StepOptions {
+            store: &self.store,
+            root: &self.opts.root,
+            thread: &self.thread,
+            agent: self.opts.agent.clone(),
+            config: &self.config,
+            models: &self.models,
+            max_retries: self.max_retries,
+            timeout: self.opts.timeout,
+            env: self.opts.env.clone(),
+            fallback_cwd: self.opts.fallback_cwd.clone(),
+            pid: std::process::id(),
+            now: &*self.now,
+            self_exe: self.opts.self_exe.clone(),
+            interrupt: Some(&self.stop.kill),
+            sole_child: false,
+            memo: Some(&self.memo),
+            keep_lease: self.keep_lease,
+            budgets: Some(&self.budgets),
+        }
+    }
+}
+
+/// One step of the run: its agent and checks on the blocking pool, its head move in the
+/// store's group commit without a thread waiting for it, and what completes it where it can
+/// run (on this runtime's thread when it touches the store no more, else on the pool).
+async fn run_step(env: Arc<StepEnv>) -> Done {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let e = env.clone();
+    let first = tokio::task::spawn_blocking(move || {
+        engine::step_detached(&e.options(), move |moved| {
+            let _ = tx.send(moved);
+        })
+    })
+    .await;
+    let result = match first.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())) {
+        engine::Detached::Done(r) => r,
+        engine::Detached::Pending(p) => {
+            let moved = rx.await.unwrap_or_else(|_| engine::Moved::lost());
+            if p.quick(&moved) {
+                p.finish(&env.options(), moved)
+            } else {
+                let e = env.clone();
+                tokio::task::spawn_blocking(move || p.finish(&e.options(), moved))
+                    .await
+                    .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+            }
+        }
+    };
+    Done {
+        thread: env.thread.clone(),
+        result,
+    }
 }
 
 /// Counts the step that ended (`done`) and says what becomes of its thread: queued again,

@@ -10,7 +10,7 @@
 
 use super::error::{Result, StoreError};
 use super::handle::Store;
-use super::queue::{Job, Queued, Resign};
+use super::queue::{Job, Output, Queued, Reply, Resign};
 use super::writer::Writer;
 use crate::cas::NodeId;
 use crate::model::ThreadId;
@@ -60,6 +60,24 @@ impl Store {
         self.queue_write(Some(thread.clone()), nodes, f)
     }
 
+    /// [`Store::write_grouped_putting`] that does not wait for the commit: `then` gets what
+    /// `f` returned (or the group's error) once the group has committed, on the thread that
+    /// committed it, which may be this one. `then` must not wait for the store: it runs where
+    /// the group's next commit waits for it.
+    pub(crate) fn write_grouped_then<T: Send + 'static>(
+        &self,
+        thread: &ThreadId,
+        nodes: Vec<NodeId>,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
+        then: impl FnOnce(Result<T>) + Send + 'static,
+    ) {
+        let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
+        let reply = Reply::Then(Box::new(move |out: Output| {
+            then(out.map(|b| *b.downcast::<T>().expect("the closure's own type")));
+        }));
+        self.queue(Some(thread.clone()), nodes, job, reply);
+    }
+
     fn queue_write<T: Send + 'static>(
         &self,
         thread: Option<ThreadId>,
@@ -68,13 +86,22 @@ impl Store {
     ) -> Result<T> {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
+        self.queue(thread, nodes, job, Reply::Wait(tx));
+        let out = rx
+            .recv()
+            .map_err(|_| StoreError::Internal("a grouped write was dropped".into()))?;
+        out.map(|b| *b.downcast::<T>().expect("the closure's own type"))
+    }
+
+    /// Queues a write; with no group running, this thread runs groups until none is queued.
+    fn queue(&self, thread: Option<ThreadId>, nodes: Vec<NodeId>, job: Job, to: Reply) {
         let lead = {
             let mut s = self.group.state.lock().expect("group lock");
             s.queue.push(Queued {
                 job,
                 thread,
                 nodes,
-                to: tx,
+                to,
             });
             !std::mem::replace(&mut s.leading, true)
         };
@@ -96,10 +123,6 @@ impl Store {
             // The guard resigns only on a panic; here the leader left in order.
             std::mem::forget(resign);
         }
-        let out = rx
-            .recv()
-            .map_err(|_| StoreError::Internal("a grouped write was dropped".into()))?;
-        out.map(|b| *b.downcast::<T>().expect("the closure's own type"))
     }
 
     fn run_group(&self, batch: Vec<Queued>) {
@@ -143,7 +166,7 @@ impl Store {
         let (culprit, error) = match r {
             Ok(Some(outs)) => {
                 for (s, v) in senders.into_iter().zip(outs) {
-                    let _ = s.send(Ok(v));
+                    s.send(Ok(v));
                 }
                 return;
             }
@@ -183,7 +206,7 @@ impl Store {
                     }
                 }
             };
-            let _ = s.send(Err(e));
+            s.send(Err(e));
         }
     }
 }

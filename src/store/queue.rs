@@ -32,7 +32,26 @@ pub(crate) struct Queued {
     pub(crate) thread: Option<ThreadId>,
     /// The nodes it puts, if it names them.
     pub(crate) nodes: Vec<NodeId>,
-    pub(crate) to: SyncSender<Output>,
+    pub(crate) to: Reply,
+}
+
+/// Where a grouped write's result goes once its group has committed.
+pub(crate) enum Reply {
+    /// To the thread that waits for it.
+    Wait(SyncSender<Output>),
+    /// To a function, called on the committing thread: it must not wait for the store.
+    Then(Box<dyn FnOnce(Output) + Send>),
+}
+
+impl Reply {
+    pub(crate) fn send(self, out: Output) {
+        match self {
+            Reply::Wait(s) => {
+                let _ = s.send(out);
+            }
+            Reply::Then(f) => f(out),
+        }
+    }
 }
 
 /// The queue of a store's reads of threads' leases ([`crate::store::Store::leased_thread`]):
