@@ -17,24 +17,40 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
 
 /// This host's boot id (Linux), or "" when unknown.
 pub fn boot_id() -> String {
-    // The boot does not change while this process runs: read once.
+    boot().to_string()
+}
+
+/// [`boot_id`], read once a process (the boot does not change while it runs).
+pub(crate) fn boot() -> &'static str {
     static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BOOT.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
             .map(|s| s.trim().to_string())
             .unwrap_or_default()
     })
-    .clone()
+}
+
+/// This process's id and start time, read once (a runner takes a lease a step, and looks at
+/// the store's leases every second).
+fn me() -> (u32, u64) {
+    static ME: std::sync::OnceLock<(u32, u64)> = std::sync::OnceLock::new();
+    *ME.get_or_init(|| {
+        let pid = std::process::id();
+        (pid, read_start_ticks(pid))
+    })
+}
+
+/// This process's id, without a system call after the first.
+pub(crate) fn pid() -> u32 {
+    me().0
 }
 
 /// The start time of process `pid` in clock ticks since boot (Linux), or 0 when unknown.
 pub fn start_ticks(pid: u32) -> u64 {
-    // This process's own start time is read once (a runner takes a lease per step).
-    static MINE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    if pid == std::process::id() {
-        return *MINE.get_or_init(|| read_start_ticks(pid));
+    match me() {
+        (mine, ticks) if mine == pid => ticks,
+        _ => read_start_ticks(pid),
     }
-    read_start_ticks(pid)
 }
 
 fn read_start_ticks(pid: u32) -> u64 {

@@ -427,7 +427,7 @@ impl StepEnv {
             timeout: self.opts.timeout,
             env: self.opts.env.clone(),
             fallback_cwd: self.opts.fallback_cwd.clone(),
-            pid: std::process::id(),
+            pid: crate::proc::pid(),
             now: &*self.now,
             self_exe: self.opts.self_exe.clone(),
             interrupt: Some(&self.stop.kill),

@@ -128,7 +128,7 @@ impl Lease {
     /// the same start time; on another (another boot id), while it renews the lease's expiry,
     /// where the store keeps one.
     pub fn is_live(&self) -> bool {
-        let boot = crate::proc::boot_id();
+        let boot = crate::proc::boot();
         if !self.boot_id.is_empty() && !boot.is_empty() && self.boot_id != boot {
             return self.expires_ms.is_some_and(|e| e > crate::proc::now_ms());
         }
