@@ -20,7 +20,7 @@ use super::{CliError, Missing};
 use crate::ErrorKind;
 use crate::cas::NodeId;
 use crate::store::Store;
-use crate::thread::{self, SubmitInput, ThreadId};
+use crate::thread::{self, HeldStep, Submissions, SubmitInput, ThreadId};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
 use std::os::unix::fs::DirBuilderExt;
@@ -133,7 +133,11 @@ impl Service {
     ///
     /// # Errors
     /// The directory or the socket cannot be made.
-    pub(crate) fn start(store: Arc<Store>, parent: &Path) -> std::io::Result<Service> {
+    pub(crate) fn start(
+        store: Arc<Store>,
+        held: Arc<Submissions>,
+        parent: &Path,
+    ) -> std::io::Result<Service> {
         let canonical = std::fs::canonicalize(store.path())?;
         let dir = private_dir(parent)?;
         sweep(parent, &dir);
@@ -160,12 +164,12 @@ impl Service {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                         continue;
                     };
-                    let (store, canonical) = (store.clone(), canonical.clone());
+                    let (store, canonical, held) = (store.clone(), canonical.clone(), held.clone());
                     // A thread that cannot start drops the connection: the agent submits the
                     // direct way.
                     let _ = std::thread::Builder::new()
                         .name("uwf-submit-conn".into())
-                        .spawn(move || serve(&store, &canonical, conn));
+                        .spawn(move || serve(&store, &held, &canonical, conn));
                 }
             })?;
         Ok(Service {
@@ -245,7 +249,7 @@ fn sweep(parent: &Path, mine: &Path) {
 }
 
 /// Answers one connection.
-fn serve(store: &Store, canonical: &Path, mut conn: UnixStream) {
+fn serve(store: &Store, held: &Submissions, canonical: &Path, mut conn: UnixStream) {
     let mut buf = Vec::new();
     if conn.read_to_end(&mut buf).is_err() {
         return;
@@ -253,7 +257,7 @@ fn serve(store: &Store, canonical: &Path, mut conn: UnixStream) {
     let Ok(req) = serde_json::from_slice::<Request>(&buf) else {
         return;
     };
-    let reply = answer(store, canonical, &req);
+    let reply = answer(store, held, canonical, &req);
     tracing::info!(
         tag = "SBM7RNQX",
         thread = %req.thread,
@@ -270,8 +274,9 @@ fn serve(store: &Store, canonical: &Path, mut conn: UnixStream) {
     }
 }
 
-/// What the direct path would give for `req`, from the runner's store.
-fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
+/// What the direct path would give for `req`, from the runner's store: its writes held for
+/// the head move of the thread's step when one waits for its agent (`held`), else written.
+fn answer(store: &Store, held: &Submissions, canonical: &Path, req: &Request) -> Reply {
     if req.store != canonical {
         return Reply::Direct;
     }
@@ -296,8 +301,21 @@ fn answer(store: &Store, canonical: &Path, req: &Request) -> Reply {
         usage: &[],
         hold: None,
     };
+    let hold = HeldStep::default();
+    let input = SubmitInput {
+        hold: held.expects(&thread).then_some(&hold),
+        ..input
+    };
     match thread::submit_unless_fallback(store, &input, req.has_fallback) {
-        Ok(Some(id)) => Reply::Id(id.to_string()),
+        Ok(Some(id)) => {
+            // The step stopped waiting meanwhile: written now, as without a step.
+            if let Some(w) = hold.take().and_then(|w| held.hold(&thread, w))
+                && let Err(e) = store.write_grouped(move |tx| w.write(tx).map(drop))
+            {
+                return Reply::Error(CliError::from(thread::ThreadError::from(e)).into());
+            }
+            Reply::Id(id.to_string())
+        }
         Ok(None) => Reply::Direct,
         Err(e) => Reply::Error(CliError::from(e).into()),
     }

@@ -5,7 +5,7 @@ use super::output::{print, print_as, to_value, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
 use crate::query::runs;
 use crate::runner::{self, Event, RunOptions, Stop};
-use crate::thread::{self, AgentCommand, Config};
+use crate::thread::{self, AgentCommand, Config, Submissions};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -115,11 +115,14 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         threads.push(super::thread::thread_id(env, t)?);
     }
     let (models, mut agent_env) = env.agent_setup(&config, a.no_llm);
-    // Agents' `uwf agent submit` hands its submission to this process, which writes it through
-    // its group commit; without the socket they open the store themselves.
+    // Agents' `uwf agent submit` hands its submission to this process, which holds it for its
+    // step's head move (or writes it through its group commit when no step of the thread waits
+    // for it); without the socket they open the store themselves.
+    let submissions = Arc::new(Submissions::default());
     let _submit = match env.server_url() {
         Some(_) => None,
-        None => match handoff::Service::start(store.clone(), &socket_parent()) {
+        None => match handoff::Service::start(store.clone(), submissions.clone(), &socket_parent())
+        {
             Ok(s) => {
                 agent_env.push((
                     handoff::SOCKET_VAR.to_string(),
@@ -153,6 +156,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
         env: agent_env,
         fallback_cwd: std::env::current_dir()?,
         self_exe: std::env::current_exe().ok(),
+        submissions: _submit.is_some().then_some(submissions),
     };
     let models = Arc::new(models);
     // Many agents at once from a large process: start them without forking it, under a

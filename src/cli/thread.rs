@@ -720,6 +720,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         memo: None,
         keep_lease: false,
         budgets: None,
+        submissions: None,
     };
     let mut outs = Vec::new();
     let mut failure = None;

@@ -53,6 +53,9 @@ pub(crate) struct StepOptions<'a> {
     /// The store's budgets as a runner read them at its last look at the store (at most a
     /// second ago); `None`: read at the step.
     pub budgets: Option<&'a [(String, crate::store::Budget)]>,
+    /// Where a runner holds what its agents' `uwf agent submit` handed to its socket, for the
+    /// head move; `None`: an agent program's submission is written when it is made.
+    pub submissions: Option<&'a crate::thread::Submissions>,
 }
 
 /// The result of one step, and notes for stderr.

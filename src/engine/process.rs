@@ -12,7 +12,33 @@ pub(super) struct Uwf;
 impl Adapter for Uwf {
     fn run(&self, call: &AgentCall<'_>) -> Result<(NodeId, Vec<String>)> {
         let args = [call.opts.thread.as_str(), call.decision.role.as_str()];
-        Ok((run_program(call, &args, &call.env)?, Vec::new()))
+        let Some(subs) = call.opts.submissions else {
+            return Ok((run_program(call, &args, &call.env)?, Vec::new()));
+        };
+        // Under a runner, what the agent submits through its socket waits for this step: the
+        // StepNode it returns goes in the head move's transaction, anything else it submitted
+        // is written now (kept, as its own writes would be).
+        let thread = call.opts.thread;
+        subs.expect(thread);
+        let ran = run_program(call, &args, &call.env);
+        let mut others = subs.done(thread);
+        if let Ok(id) = &ran
+            && let Some(at) = others.iter().rposition(|w| w.step() == *id)
+        {
+            call.hold.put(others.remove(at));
+        }
+        if !others.is_empty() {
+            call.opts
+                .store
+                .write_grouped(move |w| {
+                    for o in &others {
+                        o.write(w)?;
+                    }
+                    Ok(())
+                })
+                .map_err(crate::thread::ThreadError::from)?;
+        }
+        Ok((ran?, Vec::new()))
     }
 }
 

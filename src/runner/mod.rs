@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub fallback_cwd: PathBuf,
     /// This program, for agent commands named `uwf`.
     pub self_exe: Option<PathBuf>,
+    /// Where the submit socket holds agents' submissions for their steps' head moves.
+    pub submissions: Option<Arc<thread::Submissions>>,
 }
 
 /// A stop request and the kill that follows it.
@@ -435,6 +437,7 @@ impl StepEnv {
             memo: Some(&self.memo),
             keep_lease: self.keep_lease,
             budgets: Some(&self.budgets),
+            submissions: self.opts.submissions.as_deref(),
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::workflow::ThreadId;
 use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// A thread at its head, read for one role: loaded here, or borrowed from the step that runs
 /// the agent (which has read it already).
@@ -196,6 +197,11 @@ impl StepWrite {
         std::mem::take(&mut self.values)
     }
 
+    /// The StepNode's id.
+    pub(crate) fn step(&self) -> NodeId {
+        self.step
+    }
+
     /// The nodes.
     pub(crate) fn nodes(&self) -> &[crate::store::Prepared] {
         &self.nodes
@@ -218,6 +224,65 @@ impl HeldStep {
     /// The writes left here, if any.
     pub(crate) fn take(&self) -> Option<StepWrite> {
         self.0.lock().ok()?.take()
+    }
+
+    /// Leaves `w` here.
+    pub(crate) fn put(&self, w: StepWrite) {
+        if let Ok(mut h) = self.0.lock() {
+            *h = Some(w);
+        }
+    }
+}
+
+/// The submissions a runner's socket received from the agent programs of its steps, held for
+/// their steps' head moves: the step whose agent runs [`Submissions::expect`]s them, and takes
+/// them when its agent has ended ([`Submissions::done`]). A submission for a thread no step
+/// waits for is not held.
+#[derive(Default)]
+pub(crate) struct Submissions(std::sync::Mutex<HashMap<ThreadId, Vec<StepWrite>>>);
+
+impl std::fmt::Debug for Submissions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Submissions")
+    }
+}
+
+impl Submissions {
+    /// A step of `thread` runs its agent: its submissions are held from now on.
+    pub(crate) fn expect(&self, thread: &ThreadId) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(thread.clone(), Vec::new());
+        }
+    }
+
+    /// Holds `w`, a submission for `thread`, when a step of it runs its agent; else gives it
+    /// back.
+    pub(crate) fn hold(&self, thread: &ThreadId, w: StepWrite) -> Option<StepWrite> {
+        match self.0.lock() {
+            Ok(mut m) => match m.get_mut(thread) {
+                Some(held) => {
+                    held.push(w);
+                    None
+                }
+                None => Some(w),
+            },
+            Err(_) => Some(w),
+        }
+    }
+
+    /// Whether a step of `thread` runs its agent.
+    pub(crate) fn expects(&self, thread: &ThreadId) -> bool {
+        self.0.lock().is_ok_and(|m| m.contains_key(thread))
+    }
+
+    /// The agent of `thread`'s step has ended: what it submitted, in order; nothing more is
+    /// held for it.
+    pub(crate) fn done(&self, thread: &ThreadId) -> Vec<StepWrite> {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(thread))
+            .unwrap_or_default()
     }
 }
 

@@ -181,6 +181,60 @@ fn a_submission_through_the_runner_is_the_one_the_direct_path_writes() {
     assert_eq!(steps(&handed_env, &t1), steps(&direct_env, &t2));
 }
 
+#[test]
+fn a_submission_through_the_runner_is_written_with_its_steps_head_move() {
+    if on_postgres() {
+        return;
+    }
+    // The agent of each step submits twice and returns the first; on the first thread's first
+    // step it also submits a step of the other thread, whose step is not running. Inside the
+    // agent, `cas get` (the direct way) says whether each submission is stored yet.
+    let (env, wf) = line_env(
+        TestEnv::new(),
+        r#"cd "$UWF_HOME"
+one=$(printf -- '---\nnote: first %s\n---\n' "$2" | @UWF@ agent submit "$1" "$2")
+two=$(printf -- '---\nnote: second %s\n---\n' "$2" | @UWF@ agent submit "$1" "$2")
+env -u UWF_SUBMIT_SOCKET @UWF@ cas get "$one" >/dev/null 2>&1; echo "$1 $2 $one $? $two" >> held.txt
+if [ "$1" = "$(cat first.txt)" ] && [ "$2" = a ]; then
+  other=$(printf -- '---\nnote: from elsewhere\n---\n' | @UWF@ agent submit "$(cat second.txt)" a)
+  env -u UWF_SUBMIT_SOCKET @UWF@ cas get "$other" >/dev/null 2>&1; echo "$other $?" > other.txt
+fi
+echo "$one""#,
+    );
+    let (t1, t2) = (start(&env, &wf), start(&env, &wf));
+    std::fs::write(env.root().join("first.txt"), &t1).unwrap();
+    std::fs::write(env.root().join("second.txt"), &t2).unwrap();
+    let r = run(&env, &["-j", "1", "--thread", &t1]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("\"completed\":1"), "{}", r.stdout);
+    let held = std::fs::read_to_string(env.root().join("held.txt")).unwrap();
+    let lines: Vec<Vec<&str>> = held.lines().map(|l| l.split(' ').collect()).collect();
+    assert_eq!(lines.len(), 3, "{held}");
+    for (l, role) in lines.iter().zip(["a", "b", "c"]) {
+        let [t, r, one, code, two] = l[..] else {
+            panic!("{held}")
+        };
+        assert_eq!((t, r), (t1.as_str(), role));
+        // Not stored while the agent ran: it waits for the head move, which writes it.
+        assert_ne!(code, "0", "{held}");
+        let step = json(&env.ok(&["cas", "get", one]));
+        assert_eq!(step.get("type").unwrap().as_str(), Some("108DB063KRQWW"));
+        // The submission the agent did not return is stored too, as its own writes would be.
+        let other = json(&env.ok(&["cas", "get", two]));
+        assert!(other.get("payload").is_some());
+    }
+    assert_eq!(env.head(&t1), lines[2][2]);
+    assert_eq!(env.roles(&t1), ["a", "b", "c"]);
+    // A submission for a thread no step of the runner waits for is written at once.
+    let other = std::fs::read_to_string(env.root().join("other.txt")).unwrap();
+    let [id, code] = other.split_whitespace().collect::<Vec<_>>()[..] else {
+        panic!("{other}")
+    };
+    assert_eq!(code, "0", "{other}");
+    assert!(json(&env.ok(&["cas", "get", id])).get("payload").is_some());
+    assert_eq!(env.roles(&t2), Vec::<String>::new());
+}
+
 /// Each case: a name and the command line of `uwf agent submit` (stdin and arguments).
 const CASES: &[(&str, &str)] = &[
     (
