@@ -264,6 +264,12 @@ pub trait Agent: Send + Sync {
     /// The name recorded in the StepNode's `agent`.
     fn name(&self) -> String;
 
+    /// Whether a run only computes: no program, no network, nothing to wait for (a runner
+    /// then runs such steps on a few threads of its own, many one after another).
+    fn computes_only(&self) -> bool {
+        false
+    }
+
     /// Runs the step and writes its StepNode (prev = the head); returns the StepNode's id.
     /// The head is not moved.
     ///

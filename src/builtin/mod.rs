@@ -35,6 +35,11 @@ impl Agent for ScriptedAgent {
         "uwf-scripted".into()
     }
 
+    // A script read once, replies from it: no program, no network.
+    fn computes_only(&self) -> bool {
+        true
+    }
+
     fn run(&self, turn: &Turn<'_>) -> Result<NodeId, StepError> {
         let started = (turn.now)();
         let script = load_script(&turn.cwd.join(&self.script))?;

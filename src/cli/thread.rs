@@ -721,6 +721,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         keep_lease: false,
         budgets: None,
         submissions: None,
+        leased: None,
     };
     let mut outs = Vec::new();
     let mut failure = None;

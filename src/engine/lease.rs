@@ -32,8 +32,8 @@ impl<'s> LeaseGuard<'s> {
     /// Takes the lease of the active thread `thread`; returns the guard, and the head and the
     /// thread's state found in the same transaction. With `kept`, a lease this process kept
     /// from its last step of the thread ([`super::StepOptions::keep_lease`]) is taken as it
-    /// is, by reads alone, when the thread is still ready; a kept lease of a thread that is
-    /// not is given back.
+    /// is, by reads alone (or from `leased`, the rows the caller read), when the thread is
+    /// still ready; a kept lease of a thread that is not is given back.
     ///
     /// # Errors
     /// [`StepError::Busy`] while another live process holds it; [`ThreadError::NotActive`] or
@@ -43,6 +43,7 @@ impl<'s> LeaseGuard<'s> {
         thread: &ThreadId,
         me: Lease,
         kept: bool,
+        leased: Option<crate::store::LeasedThread>,
     ) -> Result<(LeaseGuard<'s>, NodeId, ThreadState), StepError> {
         let guard = |me| LeaseGuard {
             store,
@@ -50,7 +51,7 @@ impl<'s> LeaseGuard<'s> {
             me,
             armed: true,
         };
-        if kept && let Some((head, state)) = still_held(store, thread, &me)? {
+        if kept && let Some((head, state)) = still_held(store, thread, &me, leased)? {
             return Ok((guard(me), head, state));
         }
         let (t, lease) = (thread.clone(), me.clone());
@@ -131,8 +132,12 @@ fn still_held(
     store: &Store,
     thread: &ThreadId,
     me: &Lease,
+    leased: Option<crate::store::LeasedThread>,
 ) -> Result<Option<(NodeId, ThreadState)>, StepError> {
-    let (lease, rec, state) = store.leased_thread(thread).map_err(ThreadError::from)?;
+    let (lease, rec, state) = match leased {
+        Some(l) => l,
+        None => store.leased_thread(thread).map_err(ThreadError::from)?,
+    };
     Ok(match (lease, rec) {
         (Some(l), Some(rec)) if l.is_mine(me) && state.phase == Phase::Ready => {
             Some((rec.head, state))

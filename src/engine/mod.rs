@@ -299,6 +299,7 @@ fn step_inner<'s>(
         opts.thread,
         crate::store::Lease::of(opts.pid, (opts.now)()),
         opts.keep_lease,
+        opts.leased.clone(),
     )?;
     let mut m = match opts.memo.and_then(|memo| memo.take(opts.thread, head)) {
         Some(m) => m,
@@ -480,6 +481,11 @@ fn adapter_for(agent: &AgentCommand) -> Result<Box<dyn Adapter>> {
         AgentProtocol::Uwf => Box::new(process::Uwf),
         AgentProtocol::Ts7a0c => Box::new(ts7a0c::Ts7a0c),
     })
+}
+
+/// Whether `agent` is a built-in agent whose runs only compute ([`crate::builtin::Agent::computes_only`]).
+pub(crate) fn computes_only(agent: &AgentCommand) -> bool {
+    matches!(builtin_for(agent), Some(Ok(a)) if a.computes_only())
 }
 
 /// The built-in agent `agent` names ([`crate::builtin::from_command`]), its words parsed once

@@ -56,6 +56,10 @@ pub(crate) struct StepOptions<'a> {
     /// Where a runner holds what its agents' `uwf agent submit` handed to its socket, for the
     /// head move; `None`: an agent program's submission is written when it is made.
     pub submissions: Option<&'a crate::thread::Submissions>,
+    /// The thread's lease, record and state as the caller read them just before the step (a
+    /// runner reads those of many threads at once), for a lease kept from this process's last
+    /// step of the thread; `None`: the step reads them.
+    pub leased: Option<crate::store::LeasedThread>,
 }
 
 /// The result of one step, and notes for stderr.

@@ -13,83 +13,22 @@
 //! the grace period for the running ones; then, or at a second request, the running agents are
 //! killed through the steps' [`Interrupt`], every lease is given back and the summary returned.
 
+mod options;
+mod pool;
+mod step;
+
+pub use options::{RunOptions, Stop};
+
+use step::StepEnv;
+
 use crate::builtin::Models;
-use crate::engine::{self, Interrupt, StepError, StepOptions};
+use crate::engine::{self, StepError};
 use crate::store::{Phase, Store};
-use crate::thread::{self, AgentCommand, Config, ThreadId};
+use crate::thread::{self, Config, ThreadId};
 use crate::workflow::ThreadStatus;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
-
-/// What `uwf run` drives and how.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// The storage root.
-    pub root: PathBuf,
-    /// Steps at once.
-    pub jobs: usize,
-    /// Only threads of these workflow names (all when empty).
-    pub workflows: Vec<String>,
-    /// Only these threads (all when empty).
-    pub threads: Vec<ThreadId>,
-    /// Return when nothing is left to do instead of waiting for new threads.
-    pub until_idle: bool,
-    /// How long running steps may go on after a stop request.
-    pub grace: Duration,
-    /// `--agent`: overrides the config for every step.
-    pub agent: Option<AgentCommand>,
-    /// `--timeout`: the agent time limit.
-    pub timeout: Option<Duration>,
-    /// Variables added to agents' environments (`.env`).
-    pub env: Vec<(String, String)>,
-    /// Where agents run when a thread's directory does not exist here.
-    pub fallback_cwd: PathBuf,
-    /// This program, for agent commands named `uwf`.
-    pub self_exe: Option<PathBuf>,
-    /// Where the submit socket holds agents' submissions for their steps' head moves.
-    pub submissions: Option<Arc<thread::Submissions>>,
-}
-
-/// A stop request and the kill that follows it.
-#[derive(Debug)]
-pub struct Stop {
-    requests: AtomicU32,
-    signal: AtomicU32,
-    kill: Interrupt,
-}
-
-impl Stop {
-    /// No request yet.
-    ///
-    /// # Errors
-    /// The system cannot create the interrupt's socket pair.
-    pub fn new() -> std::io::Result<Stop> {
-        Ok(Stop {
-            requests: AtomicU32::new(0),
-            signal: AtomicU32::new(0),
-            kill: Interrupt::new()?,
-        })
-    }
-
-    /// A stop request (`signal` is what asked): the first stops new steps, the second kills
-    /// the running ones.
-    pub fn request(&self, signal: i32) {
-        self.signal.store(signal as u32, Ordering::SeqCst);
-        if self.requests.fetch_add(1, Ordering::SeqCst) >= 1 {
-            self.kill.trigger(signal);
-        }
-    }
-
-    fn requested(&self) -> Option<i32> {
-        match self.signal.load(Ordering::SeqCst) {
-            0 => None,
-            s => Some(s as i32),
-        }
-    }
-}
 
 /// Counts of one workflow.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -171,6 +110,8 @@ struct Tracked {
     held_until: Option<Instant>,
     /// The steps this run has made of it one after another, at the front of the queue.
     streak: u32,
+    /// The role its last step's moderator picked next.
+    next_role: Option<String>,
 }
 
 /// How many steps of a thread a runner makes one after another (its next step at the front
@@ -255,6 +196,8 @@ pub fn run(
         let mut last_scan: Option<Instant> = None;
         let mut stop_at: Option<Instant> = None;
         let memo = Arc::new(engine::Memo::default());
+        // Made at the first step whose agent only computes.
+        let pools: std::sync::OnceLock<Option<Arc<pool::Pool>>> = std::sync::OnceLock::new();
         let mut looker = Looker {
             store: store.clone(),
             config: config.clone(),
@@ -328,7 +271,22 @@ pub fn run(
                     keep_lease,
                     max_retries,
                 });
-                set.spawn(run_step(env));
+                // The agent of the thread's next step, when the runner knows that role.
+                let computes = tracked.get(&env.thread).is_some_and(|x| {
+                    let agent = match (&opts.agent, &x.next_role) {
+                        (Some(a), _) => Some(a.clone()),
+                        (None, Some(role)) => config.agent_for(&x.workflow, role).ok(),
+                        (None, None) => None,
+                    };
+                    agent.is_some_and(|a| engine::computes_only(&a))
+                });
+                let pool = match computes {
+                    true => pools
+                        .get_or_init(|| pool::Pool::new().ok().map(Arc::new))
+                        .clone(),
+                    false => None,
+                };
+                set.spawn(run_step(env, pool));
             }
             for t in deferred {
                 queue.push_back(t);
@@ -401,60 +359,34 @@ pub fn run(
     })
 }
 
-/// What a step of the run needs, owned, so that its parts can run on other threads.
-struct StepEnv {
-    store: Arc<Store>,
-    config: Arc<Config>,
-    models: Arc<Models>,
-    opts: Arc<RunOptions>,
-    now: Arc<dyn Fn() -> u64 + Send + Sync>,
-    stop: Arc<Stop>,
-    memo: Arc<engine::Memo>,
-    budgets: Arc<Vec<(String, crate::store::Budget)>>,
-    thread: ThreadId,
-    keep_lease: bool,
-    max_retries: u32,
-}
-
-impl StepEnv {
-    fn options(&self) -> StepOptions<'_> {
-        StepOptions {
-            store: &self.store,
-            root: &self.opts.root,
-            thread: &self.thread,
-            agent: self.opts.agent.clone(),
-            config: &self.config,
-            models: &self.models,
-            max_retries: self.max_retries,
-            timeout: self.opts.timeout,
-            env: self.opts.env.clone(),
-            fallback_cwd: self.opts.fallback_cwd.clone(),
-            pid: crate::proc::pid(),
-            now: &*self.now,
-            self_exe: self.opts.self_exe.clone(),
-            interrupt: Some(&self.stop.kill),
-            sole_child: false,
-            memo: Some(&self.memo),
-            keep_lease: self.keep_lease,
-            budgets: Some(&self.budgets),
-            submissions: self.opts.submissions.as_deref(),
-        }
-    }
-}
-
 /// One step of the run: its agent and checks on the blocking pool, its head move in the
 /// store's group commit without a thread waiting for it, and what completes it where it can
 /// run (on this runtime's thread when it touches the store no more, else on the pool).
-async fn run_step(env: Arc<StepEnv>) -> Done {
+async fn run_step(env: Arc<StepEnv>, pool: Option<Arc<pool::Pool>>) -> Done {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let e = env.clone();
-    let first = tokio::task::spawn_blocking(move || {
-        engine::step_detached(&e.options(), move |moved| {
-            let _ = tx.send(moved);
-        })
-    })
-    .await;
-    let result = match first.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())) {
+    let then = move |moved| {
+        let _ = tx.send(moved);
+    };
+    let first = match pool {
+        // A step whose agent only computes: on the runner's few threads of its own.
+        Some(pool) => {
+            let first = pool.run(env.clone(), then).await;
+            first
+                .unwrap_or_else(|_| {
+                    Ok(engine::Detached::Done(Err(StepError::Thread(
+                        thread::ThreadError::Invalid("a step was dropped".into()),
+                    ))))
+                })
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        }
+        None => {
+            let e = env.clone();
+            tokio::task::spawn_blocking(move || engine::step_detached(&e.options(), then))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+        }
+    };
+    let result = match first {
         engine::Detached::Done(r) => r,
         engine::Detached::Pending(p) => {
             let moved = rx.await.unwrap_or_else(|_| engine::Moved::lost());
@@ -490,6 +422,7 @@ fn record(
     let counts = summary.workflows.entry(tr.workflow.clone()).or_default();
     match done.result {
         Ok(r) => {
+            tr.next_role = r.output.current_role.clone();
             tr.steps += 1;
             counts.steps += 1;
             summary.total.steps += 1;

@@ -39,6 +39,7 @@ mod types;
 mod usage;
 mod writer;
 
+pub(crate) use backend::LeasedThread;
 pub use copy::{CopyProgress, CopyReport, copy};
 pub(crate) use damage::catching_damage;
 pub use damage::panic_is_caught;

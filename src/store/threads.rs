@@ -128,6 +128,18 @@ impl Store {
         self.guard(|| self.read()?.leases())
     }
 
+    /// [`Store::leased_thread`] of each thread of `ids`, in their order, in one read
+    /// transaction (one query on a server).
+    ///
+    /// # Errors
+    /// A store failure or a corrupt record.
+    pub(crate) fn leased_threads(
+        &self,
+        ids: &[ThreadId],
+    ) -> Result<Vec<super::backend::LeasedThread>> {
+        self.guard(|| self.read()?.leased_threads(ids))
+    }
+
     /// Thread `id`'s step lease, record and state, read together. Threads asked for by other
     /// threads of the process while one read runs are read together next, in one read
     /// transaction (one query on a server), as writes are grouped.
