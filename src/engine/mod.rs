@@ -298,7 +298,8 @@ fn step_inner<'s>(
         store,
         opts.thread,
         crate::store::Lease::of(opts.pid, (opts.now)()),
-        opts.keep_lease,
+        // Rows read by the caller are of a lease it holds from its last step.
+        opts.keep_lease || opts.leased.is_some(),
         opts.leased.clone(),
     )?;
     let mut m = match opts.memo.and_then(|memo| memo.take(opts.thread, head)) {

@@ -250,7 +250,9 @@ pub fn run(
                 }
                 queued.remove(&t);
                 in_flight.insert(t.clone());
-                kept.threads.remove(&t);
+                // Whether this runner kept the thread's lease from its last step: the step then
+                // takes it by a read, else by a write that waits for a group commit.
+                let holds = kept.threads.remove(&t);
                 // The lease is kept for the next step when the thread stays at the front.
                 let keep_lease = tracked.get(&t).map_or(0, |x| x.streak) + 1 < STREAK;
                 let max_retries = tracked
@@ -271,15 +273,18 @@ pub fn run(
                     keep_lease,
                     max_retries,
                 });
-                // The agent of the thread's next step, when the runner knows that role.
-                let computes = tracked.get(&env.thread).is_some_and(|x| {
-                    let agent = match (&opts.agent, &x.next_role) {
-                        (Some(a), _) => Some(a.clone()),
-                        (None, Some(role)) => config.agent_for(&x.workflow, role).ok(),
-                        (None, None) => None,
-                    };
-                    agent.is_some_and(|a| engine::computes_only(&a))
-                });
+                // A step that holds its lease already and whose agent only computes (the agent
+                // of the thread's next step, when the runner knows that role) waits for nothing
+                // up to its head move: it goes to the runner's own threads.
+                let computes = holds
+                    && tracked.get(&env.thread).is_some_and(|x| {
+                        let agent = match (&opts.agent, &x.next_role) {
+                            (Some(a), _) => Some(a.clone()),
+                            (None, Some(role)) => config.agent_for(&x.workflow, role).ok(),
+                            (None, None) => None,
+                        };
+                        agent.is_some_and(|a| engine::computes_only(&a))
+                    });
                 let pool = match computes {
                     true => pools
                         .get_or_init(|| pool::Pool::new().ok().map(Arc::new))

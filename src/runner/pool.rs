@@ -122,38 +122,34 @@ fn work(shared: &Shared) {
 /// Runs a batch: the kept leases of its threads read in one read transaction, then each step
 /// up to its head move.
 fn run_batch(batch: Vec<Job>) {
-    let kept: Vec<ThreadId> = batch
-        .iter()
-        .filter(|j| j.env.keep_lease)
-        .map(|j| j.env.thread.clone())
-        .collect();
-    // A failed read leaves each step to read its own rows.
-    let mut leased = match batch.first() {
-        Some(j) if !kept.is_empty() => j
-            .env
-            .store
-            .leased_threads(&kept)
-            .ok()
-            .filter(|r| r.len() == kept.len())
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
-    .into_iter();
-    let mut rows = |j: &Job| {
-        if j.env.keep_lease {
-            leased.next()
-        } else {
-            None
-        }
+    let Some(store) = batch.first().map(|j| j.env.store.clone()) else {
+        return;
     };
-    for j in batch {
-        let pre = rows(&j);
-        let Job { env, then, reply } = j;
-        // A panic ends the step, not the worker: the runner gets it as it gets a panic of a
-        // step on the blocking pool.
-        let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine::step_detached(&env.options_with(pre), then)
-        }));
-        let _ = reply.send(first);
-    }
+    // Every step here holds its thread's lease from its last one. A failed read leaves each
+    // step to read its own rows.
+    let threads: Vec<ThreadId> = batch.iter().map(|j| j.env.thread.clone()).collect();
+    let mut leased = store
+        .leased_threads(&threads)
+        .ok()
+        .filter(|r| r.len() == threads.len())
+        .map(|r| r.into_iter().map(Some).collect())
+        .unwrap_or_else(|| vec![None; threads.len()])
+        .into_iter();
+    // The batch's head moves go in one group commit, started once all are queued.
+    store.deferring(|| {
+        for j in batch {
+            run_one(j, leased.next().flatten());
+        }
+    });
+}
+
+/// Runs one step of a batch up to its head move, with the rows read for it (`pre`).
+fn run_one(j: Job, pre: Option<crate::store::LeasedThread>) {
+    let Job { env, then, reply } = j;
+    // A panic ends the step, not the worker: the runner gets it as it gets a panic of a step
+    // on the blocking pool.
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine::step_detached(&env.options_with(pre), then)
+    }));
+    let _ = reply.send(first);
 }

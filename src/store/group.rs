@@ -17,6 +17,11 @@ use crate::model::ThreadId;
 use std::any::Any;
 use std::sync::mpsc::sync_channel;
 
+thread_local! {
+    /// Whether this thread is inside [`Store::deferring`].
+    static DEFERRING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl Store {
     /// Runs `f` in a write transaction that may be shared with other threads' grouped writes
     /// and commits it; returns what `f` returned.
@@ -95,6 +100,9 @@ impl Store {
 
     /// Queues a write; with no group running, this thread runs groups until none is queued.
     fn queue(&self, thread: Option<ThreadId>, nodes: Vec<NodeId>, job: Job, to: Reply) {
+        // A write whose caller does not wait for it, queued inside `deferring`: left for the
+        // group that the end of `deferring` (or another writer) runs.
+        let defer = matches!(to, Reply::Then(_)) && DEFERRING.get();
         let lead = {
             let mut s = self.group.state.lock().expect("group lock");
             s.queue.push(Queued {
@@ -103,9 +111,40 @@ impl Store {
                 nodes,
                 to,
             });
-            !std::mem::replace(&mut s.leading, true)
+            !defer && !std::mem::replace(&mut s.leading, true)
         };
         if lead {
+            self.lead();
+        }
+    }
+
+    /// Runs `f`, in which this thread's writes that do not wait for their commit
+    /// ([`Store::write_grouped_then`]) start no group of their own; then runs a group of what
+    /// is queued unless one runs already. A caller that queues many such writes one after
+    /// another (a runner's batch of steps) so commits them together.
+    pub(crate) fn deferring<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Reset(bool);
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                DEFERRING.set(self.0);
+            }
+        }
+        let reset = Reset(DEFERRING.replace(true));
+        let r = f();
+        drop(reset);
+        let lead = {
+            let mut s = self.group.state.lock().expect("group lock");
+            !s.queue.is_empty() && !std::mem::replace(&mut s.leading, true)
+        };
+        if lead {
+            self.lead();
+        }
+        r
+    }
+
+    /// Runs groups of the queued writes until none is queued (this thread leads).
+    fn lead(&self) {
+        {
             // Should a closure panic, the next caller leads: the flag does not stay set.
             let resign = Resign(&self.group);
             loop {
