@@ -88,6 +88,10 @@ pub(crate) fn step_detached(
 }
 
 /// A step run by [`step_detached`].
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made and matched once a step, never stored"
+)]
 pub(crate) enum Detached {
     /// It ended before its head move.
     Done(Result<StepResult>),
@@ -143,6 +147,10 @@ impl Pending {
 }
 
 /// A step up to its head move.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made and matched once a step, never stored"
+)]
 enum Ready<'s> {
     /// Ended without one.
     Done(StepResult),

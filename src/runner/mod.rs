@@ -219,9 +219,11 @@ pub fn run(
                     break;
                 }
             }
-            // Look for new threads when the queue is empty, or every second anyway.
-            let stale = last_scan.is_none_or(|t| t.elapsed() > Duration::from_secs(1));
-            if stop.requested().is_none() && (queue.is_empty() || stale) {
+            // Look for new threads when the queue is empty (at most every 100 ms while steps
+            // run: each that ends looks at the queue again), or every second anyway.
+            let since = |d: u64| last_scan.is_none_or(|t| t.elapsed() > Duration::from_millis(d));
+            let dry = queue.is_empty() && (set.is_empty() || since(100));
+            if stop.requested().is_none() && (dry || since(1000)) {
                 // An unreachable server: nothing found this time, look again shortly.
                 let found = looker.look().await?.map(|(_, f)| f).unwrap_or_default();
                 for (t, wf) in found {

@@ -240,9 +240,8 @@ impl WriteTx for RedbTx<'_> {
             self.settle_nodes()?;
             let t = self.tx.open_table(IDS)?;
             for n in nodes {
-                if !self.ahead.contains_key(&n.0) {
-                    let stored = t.get(n.0)?.is_some();
-                    self.ahead.insert(n.0, stored);
+                if let std::collections::hash_map::Entry::Vacant(e) = self.ahead.entry(n.0) {
+                    e.insert(t.get(n.0)?.is_some());
                 }
             }
         }
