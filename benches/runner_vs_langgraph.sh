@@ -3,6 +3,7 @@
 # loop, every step stored. Each round runs, one after another:
 #   uwf on redb                 benches/runner_pg.sh BIN redb 256
 #   uwf on PostgreSQL           benches/runner_pg.sh BIN PG_URL 256 1             (with PG_URL)
+#   four uwf runners on it      benches/runner_pg.sh BIN PG_URL 256 4             (with PG_URL)
 #   LangGraph, InMemorySaver    benches/langgraph_runner.py memory   (1 and 2 processes)
 #   LangGraph, SqliteSaver      benches/langgraph_runner.py sqlite   (1 and 2 processes)
 #   LangGraph, PostgresSaver    benches/langgraph_runner.py postgres (1 and 2 processes; with PG_URL,
@@ -49,6 +50,7 @@ for round in $(seq "$ROUNDS"); do
   echo "# round $round of $ROUNDS"
   measure "uwf redb" "$here/runner_pg.sh" "$BIN" redb 256
   [ -z "$PG" ] || measure "uwf PostgreSQL" "$here/runner_pg.sh" "$BIN" "$PG" 256 1
+  [ -z "$PG" ] || measure "uwf PostgreSQL, four runners" "$here/runner_pg.sh" "$BIN" "$PG" 256 4
   for saver in memory sqlite postgres; do
     for p in 1 2; do
       name="LangGraph $saver, $p process$([ "$p" = 1 ] || echo es)"
@@ -76,7 +78,8 @@ for name, rs in runs.items():
 print()
 print("| uwf | LangGraph | uwf ÷ LangGraph |")
 print("| --- | --- | ---: |")
-pairs = [("uwf redb", "sqlite"), ("uwf redb", "memory"), ("uwf PostgreSQL", "postgres"), ("uwf PostgreSQL", "memory")]
+pairs = [("uwf redb", "sqlite"), ("uwf redb", "memory"), ("uwf PostgreSQL", "postgres"), ("uwf PostgreSQL", "memory"),
+         ("uwf PostgreSQL, four runners", "postgres")]
 for uwf, saver in pairs:
     for p in ("1 process", "2 processes"):
         lg = f"LangGraph {saver}, {p}"
