@@ -225,7 +225,23 @@ pub fn run(
             let dry = queue.is_empty() && (set.is_empty() || since(100));
             if stop.requested().is_none() && (dry || since(1000)) {
                 // An unreachable server: nothing found this time, look again shortly.
-                let found = looker.look().await?.map(|(_, f)| f).unwrap_or_default();
+                let found = match looker.look().await? {
+                    Some((_, found)) => {
+                        // Queued threads the look did not find ready are stepped by another
+                        // process now (or paused, or ended): left to it until a later look
+                        // finds them ready, rather than reached for and found busy.
+                        let ready: HashSet<&ThreadId> = found.iter().map(|(t, _)| t).collect();
+                        queue.retain(|t| {
+                            let keep = ready.contains(t) || kept.threads.contains(t);
+                            if !keep {
+                                queued.remove(t);
+                            }
+                            keep
+                        });
+                        found
+                    }
+                    None => Vec::new(),
+                };
                 for (t, wf) in found {
                     if !in_flight.contains(&t)
                         && !stuck.contains(&t)
