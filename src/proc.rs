@@ -3,6 +3,10 @@
 
 /// Whether process `pid` exists (`kill(pid, 0)` succeeds or fails only for permission).
 pub(crate) fn pid_alive(pid: u32) -> bool {
+    // This process, without a signal.
+    if pid == self::pid() {
+        return true;
+    }
     let Some(p) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)

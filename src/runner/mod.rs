@@ -295,14 +295,16 @@ pub fn run(
                 // of the thread's next step, when the runner knows that role) waits for nothing
                 // up to its head move: it goes to the runner's own threads.
                 let computes = holds
-                    && tracked.get(&env.thread).is_some_and(|x| {
-                        let agent = match (&opts.agent, &x.next_role) {
-                            (Some(a), _) => Some(a.clone()),
-                            (None, Some(role)) => config.agent_for(&x.workflow, role).ok(),
-                            (None, None) => None,
-                        };
-                        agent.is_some_and(|a| engine::computes_only(&a))
-                    });
+                    && match &opts.agent {
+                        Some(a) => engine::computes_only(a),
+                        None => tracked.get(&env.thread).is_some_and(|x| {
+                            x.next_role.as_ref().is_some_and(|role| {
+                                config
+                                    .agent_for(&x.workflow, role)
+                                    .is_ok_and(|a| engine::computes_only(&a))
+                            })
+                        }),
+                    };
                 let pool = match computes {
                     true => pools
                         .get_or_init(|| pool::Pool::new().ok().map(Arc::new))
@@ -392,16 +394,15 @@ async fn run_step(env: Arc<StepEnv>, pool: Option<Arc<pool::Pool>>) -> Done {
     };
     let first = match pool {
         // A step whose agent only computes: on the runner's few threads of its own.
-        Some(pool) => {
-            let first = pool.run(env.clone(), then).await;
-            first
-                .unwrap_or_else(|_| {
-                    Ok(engine::Detached::Done(Err(StepError::Thread(
-                        thread::ThreadError::Invalid("a step was dropped".into()),
-                    ))))
-                })
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        }
+        Some(pool) => pool
+            .run(env.clone(), then)
+            .await
+            .unwrap_or_else(|_| {
+                Ok(engine::Detached::Done(Err(StepError::Thread(
+                    thread::ThreadError::Invalid("a step was dropped".into()),
+                ))))
+            })
+            .unwrap_or_else(|p| std::panic::resume_unwind(p)),
         None => {
             let e = env.clone();
             tokio::task::spawn_blocking(move || engine::step_detached(&e.options(), then))

@@ -132,13 +132,11 @@ fn run_batch(batch: Vec<Job>) {
         .leased_threads(&threads)
         .ok()
         .filter(|r| r.len() == threads.len())
-        .map(|r| r.into_iter().map(Some).collect())
-        .unwrap_or_else(|| vec![None; threads.len()])
-        .into_iter();
+        .map(Vec::into_iter);
     // The batch's head moves go in one group commit, started once all are queued.
     store.deferring(|| {
         for j in batch {
-            run_one(j, leased.next().flatten());
+            run_one(j, leased.as_mut().and_then(Iterator::next));
         }
     });
 }

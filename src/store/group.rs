@@ -144,24 +144,22 @@ impl Store {
 
     /// Runs groups of the queued writes until none is queued (this thread leads).
     fn lead(&self) {
-        {
-            // Should a closure panic, the next caller leads: the flag does not stay set.
-            let resign = Resign(&self.group);
-            loop {
-                let batch = {
-                    let mut s = self.group.state.lock().expect("group lock");
-                    if s.queue.is_empty() {
-                        s.leading = false;
-                        break;
-                    }
-                    std::mem::take(&mut s.queue)
-                };
-                self.run_group(batch);
-            }
-            #[allow(clippy::mem_forget)]
-            // The guard resigns only on a panic; here the leader left in order.
-            std::mem::forget(resign);
+        // Should a closure panic, the next caller leads: the flag does not stay set.
+        let resign = Resign(&self.group);
+        loop {
+            let batch = {
+                let mut s = self.group.state.lock().expect("group lock");
+                if s.queue.is_empty() {
+                    s.leading = false;
+                    break;
+                }
+                std::mem::take(&mut s.queue)
+            };
+            self.run_group(batch);
         }
+        #[allow(clippy::mem_forget)]
+        // The guard resigns only on a panic; here the leader left in order.
+        std::mem::forget(resign);
     }
 
     fn run_group(&self, batch: Vec<Queued>) {

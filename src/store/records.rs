@@ -132,10 +132,6 @@ impl Lease {
         if !self.boot_id.is_empty() && !boot.is_empty() && self.boot_id != boot {
             return self.expires_ms.is_some_and(|e| e > crate::proc::now_ms());
         }
-        // This process: alive, if the lease names this very process.
-        if self.pid == crate::proc::pid() {
-            return self.start_ticks == 0 || self.start_ticks == crate::proc::start_ticks(self.pid);
-        }
         if !crate::proc::pid_alive(self.pid) {
             return false;
         }
