@@ -552,10 +552,13 @@ fn scan(
         .into_iter()
         .map(|(t, s)| (t, s.phase))
         .collect();
+    // Leases of this process count as free: a step cut short (a lost connection) may leave
+    // its lease behind, and only this process can take that lease again.
+    let me = crate::store::Lease::of(std::process::id(), 0);
     let leased: HashSet<ThreadId> = store
         .leases()?
         .into_iter()
-        .filter(|(_, l)| l.is_live())
+        .filter(|(_, l)| l.is_live() && !l.is_mine(&me))
         .map(|(t, _)| t)
         .collect();
     let mut snap = None;

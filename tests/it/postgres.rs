@@ -455,7 +455,12 @@ fn four_runners_on_one_database_lose_and_double_nothing() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-    assert_eq!(done(&mut admin), threads as i64, "every thread finished");
+    assert_eq!(
+        done(&mut admin),
+        threads as i64,
+        "every thread finished: {}",
+        server_state(&mut admin)
+    );
     let (roles, by_start) = chains(&url);
     let want: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
     assert_eq!(roles.len(), threads);

@@ -890,3 +890,59 @@ fn a_runner_gives_back_kept_leases_when_a_thread_pauses_and_when_it_stops() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("took over"), "{}", r.stderr);
 }
+
+/// A lease left in the store by the runner's own process (a step whose lease could not be
+/// given back when its connection was cut) does not hold the thread back from that runner: the
+/// runner steps it to the end rather than leaving it, as a thread another process steps.
+#[test]
+fn a_lease_the_runners_own_process_left_does_not_hold_it_back() {
+    use std::io::Write;
+    let (env, threads, agent) = counting(3, 1);
+    // The runner's process, as a shell that waits for a line and then becomes `uwf run`.
+    let uwf = env.spawn_cmd();
+    let mut sh = std::process::Command::new("sh");
+    sh.env_clear();
+    for (k, v) in uwf.get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    let mut child = crate::serve::Killed(
+        sh.args(["-c", "read go; exec \"$0\" \"$@\""])
+            .arg(uwf.get_program())
+            .args(["run", "--until-idle", "--agent", &agent])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    let lease = uwf::store::Lease {
+        pid,
+        since_ms: 1,
+        boot_id: uwf::engine::boot_id(),
+        start_ticks: uwf::engine::start_ticks(pid),
+        expires_ms: None,
+    };
+    env.store()
+        .write(|w| w.set_lease(&uwf::thread::ThreadId::parse(&threads[0]).unwrap(), &lease))
+        .unwrap();
+    assert_eq!(
+        env.show(&threads[0]).get("status").and_then(Value::as_str),
+        Some("running")
+    );
+    let mut stdin = child.0.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    drop(stdin);
+    let status = wait_exit(&mut child.0, Duration::from_secs(60));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.0.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert_eq!(
+        env.show(&threads[0]).get("status").and_then(Value::as_str),
+        Some("completed"),
+        "{err}"
+    );
+    assert!(env.store().leases().unwrap().is_empty());
+}
