@@ -552,13 +552,12 @@ fn scan(
         .into_iter()
         .map(|(t, s)| (t, s.phase))
         .collect();
-    // Leases of this process count as free: a step cut short (a lost connection) may leave
-    // its lease behind, and only this process can take that lease again.
-    let me = crate::store::Lease::of(std::process::id(), 0);
+    // Threads another process is stepping; a lease of this process's own holds none back.
+    let me = crate::store::Lease::of(crate::proc::pid(), 0);
     let leased: HashSet<ThreadId> = store
         .leases()?
         .into_iter()
-        .filter(|(_, l)| l.is_live() && !l.is_mine(&me))
+        .filter(|(_, l)| l.blocks(&me))
         .map(|(t, _)| t)
         .collect();
     let mut snap = None;

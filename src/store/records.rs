@@ -143,6 +143,12 @@ impl Lease {
     pub fn is_mine(&self, me: &Lease) -> bool {
         self.pid == me.pid && self.start_ticks == me.start_ticks && self.boot_id == me.boot_id
     }
+
+    /// Whether this lease keeps `me` from its thread: another process's, still running. A
+    /// lease of `me`'s own (one a step cut short could not give back) never does.
+    pub fn blocks(&self, me: &Lease) -> bool {
+        !self.is_mine(me) && self.is_live()
+    }
 }
 
 /// Whether an active thread may be stepped.
