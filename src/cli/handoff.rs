@@ -119,7 +119,7 @@ impl From<WireError> for CliError {
 }
 
 /// The runner's side: a listening socket in a directory of its own (mode 0700), served by a
-/// thread that runs each submission on a thread of its own. Dropping it stops the service
+/// thread that hands each connection to a pool of answering threads ([`Workers`]). Dropping it stops the service
 /// and removes the socket and its directory.
 pub(crate) struct Service {
     dir: PathBuf,
@@ -154,7 +154,11 @@ impl Service {
         let accept = std::thread::Builder::new()
             .name("uwf-submit".into())
             .spawn(move || {
-                let canonical = Arc::new(canonical);
+                let workers = Workers::new(Arc::new(Answerer {
+                    store,
+                    held,
+                    canonical,
+                }));
                 for conn in listener.incoming() {
                     if stop.load(Ordering::SeqCst) {
                         break;
@@ -164,12 +168,7 @@ impl Service {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                         continue;
                     };
-                    let (store, canonical, held) = (store.clone(), canonical.clone(), held.clone());
-                    // A thread that cannot start drops the connection: the agent submits the
-                    // direct way.
-                    let _ = std::thread::Builder::new()
-                        .name("uwf-submit-conn".into())
-                        .spawn(move || serve(&store, &held, &canonical, conn));
+                    workers.give(conn);
                 }
             })?;
         Ok(Service {
@@ -198,6 +197,62 @@ impl Drop for Service {
         }
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// What answers a connection: the runner's store, its held steps, its store file's path.
+struct Answerer {
+    store: Arc<Store>,
+    held: Arc<Submissions>,
+    canonical: PathBuf,
+}
+
+/// The threads that answer connections: one more is started when a connection finds none
+/// idle, and each stays for the next (a thread and its allocator arena started per
+/// submission cost more than the answer). They end when the accept loop does.
+struct Workers {
+    answerer: Arc<Answerer>,
+    to: std::sync::mpsc::Sender<UnixStream>,
+    from: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<UnixStream>>>,
+    idle: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Workers {
+    fn new(answerer: Arc<Answerer>) -> Workers {
+        let (to, from) = std::sync::mpsc::channel();
+        Workers {
+            answerer,
+            to,
+            from: Arc::new(std::sync::Mutex::new(from)),
+            idle: Arc::default(),
+        }
+    }
+
+    /// Hands `conn` to an idle thread, starting one when none is. A thread that cannot start
+    /// drops the connection: the agent submits the direct way.
+    fn give(&self, conn: UnixStream) {
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            let (answerer, from, idle) =
+                (self.answerer.clone(), self.from.clone(), self.idle.clone());
+            let started = std::thread::Builder::new()
+                .name("uwf-submit-conn".into())
+                .spawn(move || {
+                    loop {
+                        idle.fetch_add(1, Ordering::SeqCst);
+                        // The lock is held while waiting: one idle thread waits on the
+                        // channel, the others on the lock.
+                        let next = from.lock().map(|rx| rx.recv());
+                        idle.fetch_sub(1, Ordering::SeqCst);
+                        let Ok(Ok(conn)) = next else { return };
+                        let a = &answerer;
+                        serve(&a.store, &a.held, &a.canonical, conn);
+                    }
+                });
+            if started.is_err() {
+                return;
+            }
+        }
+        let _ = self.to.send(conn);
     }
 }
 
@@ -250,7 +305,8 @@ fn sweep(parent: &Path, mine: &Path) {
 
 /// Answers one connection.
 fn serve(store: &Store, held: &Submissions, canonical: &Path, mut conn: UnixStream) {
-    let mut buf = Vec::new();
+    // Room for a usual submission, read in one call.
+    let mut buf = Vec::with_capacity(16 << 10);
     if conn.read_to_end(&mut buf).is_err() {
         return;
     }

@@ -111,7 +111,7 @@ pub(super) fn conclude(
 ) -> Result<(StepOutput, Option<Moderated>)> {
     let c = concluding(store, thread, m, role, id, now_ms, me, keep_lease, held)?;
     let fresh = commit(store, &c.head_move())?;
-    Ok(c.concluded(fresh))
+    Ok(c.concluded(store, fresh))
 }
 
 /// A step checked and ready for its head move: what the move writes, and what the step gives
@@ -231,7 +231,7 @@ impl Concluding {
 
     /// The step's output once its head move has committed (`fresh`: its StepNode was new to
     /// the store), and the thread as the moderator sees it at the new head, unless it ended.
-    pub(super) fn concluded(self, fresh: bool) -> (StepOutput, Option<Moderated>) {
+    pub(super) fn concluded(self, store: &Store, fresh: bool) -> (StepOutput, Option<Moderated>) {
         let Concluding {
             thread,
             m,
@@ -260,9 +260,19 @@ impl Concluding {
             done,
             "head moved"
         );
-        // The thread at its new head, unless the StepNode was stored before (its timestamp is
-        // then the earlier one).
-        let at_new_head = (!done && fresh).then(|| {
+        // A StepNode stored before (threads that start alike and step in the same millisecond
+        // make the same nodes, and share them) keeps the time it was first stored: read it, so
+        // that the thread at its new head is what the store holds.
+        let timestamp = match (done, fresh) {
+            (true, _) => None,
+            (false, true) => Some(timestamp),
+            (false, false) => store
+                .snapshot()
+                .ok()
+                .and_then(|s| s.get(id).ok().flatten())
+                .map(|n| n.timestamp),
+        };
+        let at_new_head = timestamp.map(|timestamp| {
             // A partial chain holds the last step only, as `load_moderated` reads one.
             if partial {
                 chain.steps.clear();
@@ -386,9 +396,10 @@ pub(super) fn commit_then(
 pub(crate) struct Moved(std::result::Result<(Cas, bool), crate::store::StoreError>);
 
 impl Moved {
-    /// The move went through: completing the step reads and writes nothing more.
-    pub(crate) fn went_through(&self) -> bool {
-        matches!(self.0, Ok((Cas::Done, _)))
+    /// The move went through with a StepNode new to the store: completing the step reads and
+    /// writes nothing more.
+    pub(crate) fn went_through_fresh(&self) -> bool {
+        matches!(self.0, Ok((Cas::Done, true)))
     }
 
     /// The move that did not come through: the group's transaction failed.

@@ -112,7 +112,7 @@ impl Pending {
     /// Whether completing the step with `moved` reads and writes nothing of the store, so that
     /// any thread may do it (an async runtime's own included).
     pub(crate) fn quick(&self, moved: &Moved) -> bool {
-        moved.went_through() && !crate::traces::enabled()
+        moved.went_through_fresh() && !crate::traces::enabled()
     }
 
     /// Completes the step with the outcome of its head move, as [`step`] does after its commit
@@ -131,7 +131,7 @@ impl Pending {
         let first = commit::moved_result(&c.head_move(), moved);
         let result = match commit::commit_after(opts.store, &c.head_move(), first) {
             Ok(fresh) => {
-                let (output, at_new_head) = c.concluded(fresh);
+                let (output, at_new_head) = c.concluded(opts.store, fresh);
                 if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
                     memo.keep(opts.thread.clone(), m);
                 }
@@ -174,7 +174,7 @@ impl Moving<'_> {
             notes,
         } = self;
         let fresh = commit(opts.store, &c.head_move())?;
-        let (output, at_new_head) = c.concluded(fresh);
+        let (output, at_new_head) = c.concluded(opts.store, fresh);
         guard.disarm();
         if let (Some(memo), Some(m)) = (opts.memo, at_new_head) {
             memo.keep(opts.thread.clone(), m);
@@ -542,4 +542,100 @@ fn effective_cwd(decision: &Decision, thread_cwd: &str, fallback: &Path) -> (Pat
         return (fallback.to_path_buf(), vec![note]);
     }
     (wanted, Vec::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use crate::thread::{AgentCommand, Config, StartInput, ThreadId};
+    use std::sync::Arc;
+
+    const FLOW: &str = "name: count\ndescription: one role\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
+
+    /// Two threads started alike and stepped in the same millisecond make the same nodes and
+    /// share them: the second step's StepNode is stored already, and the memo still keeps
+    /// that thread at its new head, with the time the store holds for the node.
+    #[test]
+    fn a_step_whose_nodes_were_stored_by_another_thread_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("count.yaml"), FLOW).unwrap();
+        std::fs::write(
+            root.join("script.yaml"),
+            "worker:\n  - {$status: continue, note: one}\n  - {$status: done, note: two}\n",
+        )
+        .unwrap();
+        let store = Store::open(&root.join("uwf.redb")).unwrap();
+        let cwd = root.display().to_string();
+        let threads: Vec<ThreadId> = ["06H1RA3GFM2595PTJ2VGAGMHT0", "06H1RA3GFM2595PTJ2VGAGMHT1"]
+            .iter()
+            .map(|t| ThreadId::parse(t).unwrap())
+            .collect();
+        for t in &threads {
+            crate::thread::start(
+                &store,
+                &StartInput {
+                    workflow: &root.join("count.yaml").display().to_string(),
+                    prompt: "go",
+                    cwd: &cwd,
+                    search_from: root,
+                    thread: t.clone(),
+                    now_ms: 1_700_000_000_000,
+                },
+            )
+            .unwrap();
+        }
+        let config = Config::default();
+        let models = crate::builtin::Models::new(
+            config.clone(),
+            Arc::new(|_| None),
+            Arc::new(|| 1_700_000_000_500),
+        );
+        let memo = Memo::default();
+        let clock = || 1_700_000_000_500;
+        let mut heads = Vec::new();
+        for t in &threads {
+            let opts = StepOptions {
+                store: &store,
+                root,
+                thread: t,
+                agent: Some(
+                    AgentCommand::parse(&format!(
+                        "uwf agent scripted --script {}",
+                        root.join("script.yaml").display()
+                    ))
+                    .unwrap(),
+                ),
+                config: &config,
+                models: &models,
+                max_retries: 0,
+                timeout: None,
+                env: Vec::new(),
+                fallback_cwd: root.to_path_buf(),
+                pid: std::process::id(),
+                now: &clock,
+                self_exe: None,
+                interrupt: None,
+                sole_child: false,
+                memo: Some(&memo),
+                keep_lease: false,
+                budgets: None,
+                submissions: None,
+                leased: None,
+            };
+            let r = step(&opts).unwrap();
+            assert!(!r.output.done);
+            heads.push(NodeId::parse(&r.output.head).unwrap());
+        }
+        assert_eq!(heads[0], heads[1], "the two threads share their first step");
+        let stored = store.get(heads[1]).unwrap().unwrap().timestamp;
+        for (t, head) in threads.iter().zip(&heads) {
+            let m = memo
+                .take(t, *head)
+                .expect("the thread is kept at its new head");
+            assert_eq!(m.chain.steps.len(), 1);
+            assert_eq!(m.chain.steps[0].timestamp, stored);
+        }
+    }
 }
