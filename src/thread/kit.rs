@@ -18,7 +18,7 @@ use std::collections::HashMap;
 struct Ctx<'a> {
     chain: Cow<'a, Chain>,
     wf: Cow<'a, StoredWorkflow>,
-    role: Role<NodeId>,
+    role: Cow<'a, Role<NodeId>>,
     schema: Value,
 }
 
@@ -60,13 +60,18 @@ fn role_ctx<'a>(
     role: &str,
     schema_of: impl FnOnce(NodeId) -> Result<Value>,
 ) -> Result<Ctx<'a>> {
-    let r = wf.roles.get(role).cloned().ok_or_else(|| {
+    let unknown = |wf: &StoredWorkflow| {
         ThreadError::Invalid(format!(
             "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
             wf.name,
             wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
         ))
-    })?;
+    };
+    // Borrowed from a workflow the caller has loaded (a step's), not copied.
+    let r = match &wf {
+        Cow::Borrowed(w) => Cow::Borrowed(w.roles.get(role).ok_or_else(|| unknown(w))?),
+        Cow::Owned(w) => Cow::Owned(w.roles.get(role).ok_or_else(|| unknown(w))?.clone()),
+    };
     let schema = schema_of(r.schema)?;
     Ok(Ctx {
         chain,
@@ -521,7 +526,7 @@ pub fn role_brief(store: &Store, thread: &ThreadId, role: &str) -> Result<RoleBr
     let c = load_ctx(store, thread, role)?;
     let history = load_history(store, &c.chain)?;
     Ok(RoleBrief {
-        role: c.role,
+        role: c.role.into_owned(),
         schema: c.schema,
         history,
     })
@@ -534,7 +539,7 @@ pub fn role_brief(store: &Store, thread: &ThreadId, role: &str) -> Result<RoleBr
 pub(crate) fn role_brief_moderated(store: &Store, m: &Moderated, role: &str) -> Result<RoleBrief> {
     let c = moderated_ctx(store, m, role)?;
     Ok(RoleBrief {
-        role: c.role,
+        role: c.role.into_owned(),
         schema: c.schema,
         history: m.history.clone(),
     })

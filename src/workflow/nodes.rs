@@ -48,7 +48,7 @@ pub struct StartNode {
 impl StartNode {
     /// The payload as every writer writes it: `{workflow, prompt, cwd}`.
     pub fn to_value(&self) -> Value {
-        let mut m = Map::new();
+        let mut m = Map::with_capacity(3);
         m.insert(
             "workflow".into(),
             self.workflow
@@ -117,7 +117,8 @@ impl StepNode {
         let ref_or_empty =
             |r: Option<NodeId>| Value::str(r.map(NodeId::to_wire).unwrap_or_default());
         let num = |n: Option<u64>| n.map_or(Value::Null, |n| Value::Number(n as f64));
-        let mut m = Map::new();
+        // Sized once: a map grown field by field reallocates its entries as it goes.
+        let mut m = Map::with_capacity(11);
         m.insert("start".into(), Value::str(self.start.to_wire()));
         m.insert("prev".into(), ref_or_null(self.prev));
         m.insert("role".into(), Value::str(&self.role));
