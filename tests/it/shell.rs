@@ -246,3 +246,57 @@ fn colour_only_on_a_terminal_and_never_with_no_color() {
     assert!(!plain.contains('\x1b'), "NO_COLOR: {plain:?}");
     assert!(plain.contains("start"));
 }
+
+/// A closed standard output is opened on /dev/null: the command succeeds, and nothing it
+/// writes lands in a file it opens.
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    let env = TestEnv::new();
+    let wf = workflow_fixture("review-loop.yaml");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec \"$0\" workflow put {} >&-", wf.display()))
+        .arg(uwf_bin())
+        .env("UWF_HOME", env.root())
+        .output()
+        .expect("sh");
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The workflow was stored, and its id went nowhere: not into the log file the process
+    // opened first.
+    assert!(env.ok(&["workflow", "list"]).contains("review"));
+    for f in std::fs::read_dir(env.root().join("logs")).expect("logs") {
+        let text = std::fs::read_to_string(f.expect("entry").path()).expect("log");
+        for line in text.lines() {
+            assert!(line.starts_with("{\"ts\":"), "not a log line: {line}");
+        }
+    }
+}
+
+/// A reader that went away before the output is written ends the command with a closed pipe
+/// it handles, not with the SIGPIPE signal.
+#[test]
+fn a_reader_gone_is_an_error_not_a_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let env = TestEnv::new();
+    // Many lines, more than a pipe holds, so a write meets the closed end.
+    let mut child = std::process::Command::new(uwf_bin())
+        .args(["completions", "bash"])
+        .env("UWF_HOME", env.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), None, "killed by a signal: {status:?}");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the closed pipe ends the output quietly"
+    );
+}
