@@ -153,6 +153,33 @@ fn a_runners_agents_submit_through_it_and_its_socket_goes_with_it() {
     );
 }
 
+/// Submissions that arrive together are all answered by the runner: the first six wait for
+/// each other, so their connections overlap, and the later ones reuse the answering threads.
+#[test]
+fn submissions_that_arrive_together_are_all_answered_by_the_runner() {
+    if on_postgres() {
+        return;
+    }
+    let (env, wf) = line_env(
+        TestEnv::new(),
+        &format!(
+            "touch \"$UWF_HOME/ready.$$\"\nn=0\nwhile [ \"$(ls \"$UWF_HOME\" | grep -c '^ready\\.')\" -lt 6 ] && [ $n -lt 500 ]; do sleep 0.01; n=$((n+1)); done\n{GOOD}"
+        ),
+    );
+    let ts: Vec<String> = (0..6).map(|_| start(&env, &wf)).collect();
+    let r = run(&env, &["-j", "6"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("\"completed\":6"), "{}", r.stdout);
+    let mut lines = handed(&env);
+    lines.sort();
+    let mut want: Vec<(String, String, String)> = ts
+        .iter()
+        .flat_map(|t| ["a", "b", "c"].map(|r| (t.clone(), r.to_string(), "ok".to_string())))
+        .collect();
+    want.sort();
+    assert_eq!(lines, want);
+}
+
 #[test]
 fn a_submission_through_the_runner_is_the_one_the_direct_path_writes() {
     if on_postgres() {
