@@ -46,6 +46,18 @@ fn handed(env: &TestEnv) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// Asserts that the runner wrote every submission of the threads `ts` (roles a, b, c).
+fn assert_all_handed(env: &TestEnv, ts: &[String]) {
+    let mut lines = handed(env);
+    lines.sort();
+    let mut want: Vec<(String, String, String)> = ts
+        .iter()
+        .flat_map(|t| ["a", "b", "c"].map(|r| (t.clone(), r.to_string(), "ok".to_string())))
+        .collect();
+    want.sort();
+    assert_eq!(lines, want);
+}
+
 /// A root with the three-role line workflow, a temporary directory of its own for the
 /// runner's socket, and `agent.sh` running `body`.
 fn line_env(env: TestEnv, body: &str) -> (TestEnv, PathBuf) {
@@ -125,14 +137,7 @@ fn a_runners_agents_submit_through_it_and_its_socket_goes_with_it() {
         );
     }
     // Every submission was written by the runner.
-    let mut lines = handed(&env);
-    lines.sort();
-    let mut want: Vec<(String, String, String)> = ts
-        .iter()
-        .flat_map(|t| ["a", "b", "c"].map(|r| (t.clone(), r.to_string(), "ok".to_string())))
-        .collect();
-    want.sort();
-    assert_eq!(lines, want);
+    assert_all_handed(&env, &ts);
     // One socket for the run, in a directory of the temporary directory, both gone after it.
     let sockets = std::fs::read_to_string(env.root().join("sockets.txt")).unwrap();
     let first = sockets.lines().next().unwrap();
@@ -170,14 +175,7 @@ fn submissions_that_arrive_together_are_all_answered_by_the_runner() {
     let r = run(&env, &["-j", "6"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("\"completed\":6"), "{}", r.stdout);
-    let mut lines = handed(&env);
-    lines.sort();
-    let mut want: Vec<(String, String, String)> = ts
-        .iter()
-        .flat_map(|t| ["a", "b", "c"].map(|r| (t.clone(), r.to_string(), "ok".to_string())))
-        .collect();
-    want.sort();
-    assert_eq!(lines, want);
+    assert_all_handed(&env, &ts);
 }
 
 #[test]
