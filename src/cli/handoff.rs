@@ -119,8 +119,8 @@ impl From<WireError> for CliError {
 }
 
 /// The runner's side: a listening socket in a directory of its own (mode 0700), served by a
-/// thread that hands each connection to a pool of answering threads ([`Workers`]). Dropping it stops the service
-/// and removes the socket and its directory.
+/// thread that hands each connection to a pool of answering threads ([`Workers`]). Dropping
+/// it stops the service and removes the socket and its directory.
 pub(crate) struct Service {
     dir: PathBuf,
     socket: PathBuf,
