@@ -244,8 +244,7 @@ impl Workers {
                         let next = from.lock().map(|rx| rx.recv());
                         idle.fetch_sub(1, Ordering::SeqCst);
                         let Ok(Ok(conn)) = next else { return };
-                        let a = &answerer;
-                        serve(&a.store, &a.held, &a.canonical, conn);
+                        serve(&answerer, conn);
                     }
                 });
             if started.is_err() {
@@ -304,7 +303,7 @@ fn sweep(parent: &Path, mine: &Path) {
 }
 
 /// Answers one connection.
-fn serve(store: &Store, held: &Submissions, canonical: &Path, mut conn: UnixStream) {
+fn serve(a: &Answerer, mut conn: UnixStream) {
     // Room for a usual submission, read in one call.
     let mut buf = Vec::with_capacity(16 << 10);
     if conn.read_to_end(&mut buf).is_err() {
@@ -313,7 +312,7 @@ fn serve(store: &Store, held: &Submissions, canonical: &Path, mut conn: UnixStre
     let Ok(req) = serde_json::from_slice::<Request>(&buf) else {
         return;
     };
-    let reply = answer(store, held, canonical, &req);
+    let reply = answer(&a.store, &a.held, &a.canonical, &req);
     tracing::info!(
         tag = "SBM7RNQX",
         thread = %req.thread,

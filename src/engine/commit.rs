@@ -266,11 +266,7 @@ impl Concluding {
         let timestamp = match (done, fresh) {
             (true, _) => None,
             (false, true) => Some(timestamp),
-            (false, false) => store
-                .snapshot()
-                .ok()
-                .and_then(|s| s.get(id).ok().flatten())
-                .map(|n| n.timestamp),
+            (false, false) => store.get(id).ok().flatten().map(|n| n.timestamp),
         };
         let at_new_head = timestamp.map(|timestamp| {
             // A partial chain holds the last step only, as `load_moderated` reads one.

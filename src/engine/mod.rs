@@ -551,8 +551,6 @@ mod tests {
     use crate::thread::{AgentCommand, Config, StartInput, ThreadId};
     use std::sync::Arc;
 
-    const FLOW: &str = "name: count\ndescription: one role\nroles:\n  worker:\n    description: works\n    goal: work\n    capabilities: []\n    procedure: do it\n    output: a note\n    frontmatter:\n      type: object\n      properties:\n        $status: {enum: [continue, done]}\n        note: {type: string}\n      required: [$status, note]\ngraph:\n  $START: {_: {role: worker, prompt: start}}\n  worker:\n    continue: {role: worker, prompt: again}\n    done: {role: $END, prompt: finished}\n";
-
     /// Two threads started alike and stepped in the same millisecond make the same nodes and
     /// share them: the second step's StepNode is stored already, and the memo still keeps
     /// that thread at its new head, with the time the store holds for the node.
@@ -560,7 +558,6 @@ mod tests {
     fn a_step_whose_nodes_were_stored_by_another_thread_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        std::fs::write(root.join("count.yaml"), FLOW).unwrap();
         std::fs::write(
             root.join("script.yaml"),
             "worker:\n  - {$status: continue, note: one}\n  - {$status: done, note: two}\n",
@@ -576,7 +573,8 @@ mod tests {
             crate::thread::start(
                 &store,
                 &StartInput {
-                    workflow: &root.join("count.yaml").display().to_string(),
+                    // One role that continues until its script says done.
+                    workflow: concat!(env!("CARGO_MANIFEST_DIR"), "/benches/count.yaml"),
                     prompt: "go",
                     cwd: &cwd,
                     search_from: root,

@@ -168,16 +168,17 @@ pub fn run(
     // A store on a server says when threads start or leases free (LISTEN/NOTIFY); a file is
     // watched. A run that ends once idle looks instead of waiting, so it listens to neither
     // (a watched file would wake a thread at each of its own writes).
-    let _listen = match opts.until_idle {
-        true => None,
-        false => store.on_change({
+    let (_listen, _watch) = if opts.until_idle {
+        (None, None)
+    } else {
+        let listen = store.on_change({
             let changed = changed.clone();
             move || changed.notify_one()
-        }),
-    };
-    let _watch = match _listen.is_some() || opts.until_idle {
-        true => None,
-        false => watch(store.path(), changed.clone()),
+        });
+        let watch = listen
+            .is_none()
+            .then(|| watch(store.path(), changed.clone()));
+        (listen, watch.flatten())
     };
     // Given back after the runtime is left: a store on a server is reached through a
     // synchronous client, which must not run on the runtime's thread.
