@@ -150,50 +150,98 @@ struct FileLayer;
 
 impl<S: Subscriber> Layer<S> for FileLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        let mut f = Fields::default();
-        event.record(&mut f);
-        // The line is made outside the lock; only its append is under it.
-        let (pid, clock) = match OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            Some(o) => (o.sink.pid.clone(), o.sink.clock.clone()),
-            None => return,
+        // The line is made outside the lock, in buffers the thread keeps from line to line;
+        // only its append is under the lock.
+        let Some((pid, clock)) = OPEN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|o| (o.sink.pid.clone(), o.sink.clock.clone()))
+        else {
+            return;
         };
         let now = clock();
-        let mut line = Vec::with_capacity(256 + f.extra.len());
+        SCRATCH.with(|scratch| {
+            // An event recorded while a line is made (a field's `Debug` that logs) gets buffers
+            // of its own.
+            let mut fresh = Scratch::default();
+            let mut held = scratch.try_borrow_mut();
+            let s = match held.as_deref_mut() {
+                Ok(s) => s,
+                Err(_) => &mut fresh,
+            };
+            s.make_line(event, &pid, now);
+            let line = &s.line;
+            let masked = masked_bytes(line);
+            if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                open.write(now, masked.as_deref().unwrap_or(line));
+            }
+            // A thread keeps no more than a usual line's buffers.
+            if s.line.capacity() > SCRATCH_BYTES {
+                *s = Scratch::default();
+            }
+        });
+    }
+}
+
+/// The buffers a thread makes its lines in.
+#[derive(Default)]
+struct Scratch {
+    fields: Fields,
+    line: Vec<u8>,
+    ts: String,
+}
+
+impl Scratch {
+    /// Makes `event`'s line in `self.line`.
+    fn make_line(&mut self, event: &Event<'_>, pid: &str, now: u64) {
+        let Scratch {
+            fields: f,
+            line,
+            ts,
+        } = self;
+        f.clear();
+        event.record(f);
+        line.clear();
         line.extend_from_slice(b"{\"ts\":\"");
-        let mut ts = String::with_capacity(24);
-        crate::time::push_iso(now, &mut ts);
+        ts.clear();
+        crate::time::push_iso(now, ts);
         line.extend_from_slice(ts.as_bytes());
         line.extend_from_slice(b"\",\"pid\":");
-        json_str(&mut line, &pid);
+        json_str(line, pid);
         line.extend_from_slice(b",\"tag\":");
-        json_str(&mut line, f.tag.as_deref().unwrap_or_default());
+        line.extend_from_slice(f.tag.or_empty());
         line.extend_from_slice(b",\"level\":\"");
         line.extend_from_slice(level_name(*event.metadata().level()).as_bytes());
         line.extend_from_slice(b"\",\"msg\":");
-        json_str(&mut line, &f.msg);
-        for (k, v) in [("thread", &f.thread), ("workflow", &f.workflow)] {
-            if let Some(v) = v {
-                line.extend_from_slice(b",\"");
-                line.extend_from_slice(k.as_bytes());
-                line.extend_from_slice(b"\":");
-                json_str(&mut line, v);
+        line.extend_from_slice(f.msg.or_empty());
+        for (k, v) in [
+            (&b",\"thread\":"[..], &f.thread),
+            (b",\"workflow\":", &f.workflow),
+        ] {
+            if !v.0.is_empty() {
+                line.extend_from_slice(k);
+                line.extend_from_slice(&v.0);
             }
         }
         line.extend_from_slice(&f.extra);
         line.extend_from_slice(b"}\n");
-        let line = masked_bytes(line);
-        if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-            open.write(now, &line);
-        }
     }
 }
 
-/// [`masked`] of a line of bytes, without a copy when no secret is registered.
-fn masked_bytes(line: Vec<u8>) -> Vec<u8> {
+/// The most bytes of a line a thread's buffers keep between lines.
+const SCRATCH_BYTES: usize = 64 << 10;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// [`masked`] of a line of bytes; `None` when no secret is registered (the line as it is).
+fn masked_bytes(line: &[u8]) -> Option<Vec<u8>> {
     if SECRETS.read().unwrap_or_else(|e| e.into_inner()).is_empty() {
-        return line;
+        return None;
     }
-    masked(String::from_utf8_lossy(&line).into_owned()).into_bytes()
+    Some(masked(String::from_utf8_lossy(line).into_owned()).into_bytes())
 }
 
 /// `s` as a JSON string.
@@ -291,67 +339,111 @@ pub(crate) fn level_rank(name: &str) -> Option<u8> {
     })
 }
 
-/// An event's fields, sorted into the line's keys.
+/// A field's value as a JSON string, quotes included; empty when the event has none.
+#[derive(Default)]
+struct Text(Vec<u8>);
+
+impl Text {
+    /// The JSON string, `""` when absent.
+    fn or_empty(&self) -> &[u8] {
+        if self.0.is_empty() { b"\"\"" } else { &self.0 }
+    }
+}
+
+/// An event's fields, sorted into the line's keys, each written as JSON as it is recorded.
 #[derive(Default)]
 struct Fields {
-    msg: String,
-    tag: Option<String>,
-    thread: Option<String>,
-    workflow: Option<String>,
+    msg: Text,
+    tag: Text,
+    thread: Text,
+    workflow: Text,
     /// The other fields, written as they come: `,"name":value` each.
     extra: Vec<u8>,
 }
 
 impl Fields {
-    /// A field whose value is JSON `json` (written by `serde_json`), or the text `text` of a
-    /// string.
-    fn put(&mut self, field: &Field, text: Option<String>, json: impl Fn(&mut Vec<u8>)) {
-        let as_text = |text: Option<String>| {
-            text.unwrap_or_else(|| {
-                let mut b = Vec::new();
-                json(&mut b);
-                String::from_utf8(b).unwrap_or_default()
-            })
-        };
-        match field.name() {
-            "message" => self.msg = as_text(text),
-            "tag" => self.tag = Some(as_text(text)),
-            "thread" => self.thread = Some(as_text(text)),
-            "workflow" => self.workflow = Some(as_text(text)),
+    fn clear(&mut self) {
+        for t in [
+            &mut self.msg,
+            &mut self.tag,
+            &mut self.thread,
+            &mut self.workflow,
+        ] {
+            t.0.clear();
+        }
+        self.extra.clear();
+    }
+
+    /// Where `field`'s value goes, and whether it is one of the line's string keys (whose
+    /// values are always JSON strings); `,"name":` is written first for another field.
+    fn slot(&mut self, field: &Field) -> (&mut Vec<u8>, bool) {
+        let t = match field.name() {
+            "message" => &mut self.msg,
+            "tag" => &mut self.tag,
+            "thread" => &mut self.thread,
+            "workflow" => &mut self.workflow,
             name => {
                 self.extra.push(b',');
                 json_str(&mut self.extra, name);
                 self.extra.push(b':');
-                match text {
-                    Some(t) => json_str(&mut self.extra, &t),
-                    None => json(&mut self.extra),
-                }
+                return (&mut self.extra, false);
             }
+        };
+        t.0.clear();
+        (&mut t.0, true)
+    }
+
+    /// A field whose value is the JSON `json` writes (a number, a boolean, `null`): a JSON
+    /// string of that text for the line's string keys.
+    fn put_json(&mut self, field: &Field, json: impl Fn(&mut Vec<u8>)) {
+        let (out, text) = self.slot(field);
+        if text {
+            out.push(b'"');
+            json(out);
+            out.push(b'"');
+        } else {
+            json(out);
         }
+    }
+}
+
+/// Writes what is formatted into it to a JSON string's contents (escaped, without quotes).
+struct Escaped<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Escaped<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let start = self.0.len();
+        json_str(self.0, s);
+        self.0.pop();
+        self.0.remove(start);
+        Ok(())
     }
 }
 
 impl Visit for Fields {
     fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
-        self.put(field, Some(format!("{value:?}")), |_| {});
+        let (out, _) = self.slot(field);
+        out.push(b'"');
+        let _ = std::fmt::Write::write_fmt(&mut Escaped(out), format_args!("{value:?}"));
+        out.push(b'"');
     }
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.put(field, Some(value.to_string()), |_| {});
+        json_str(self.slot(field).0, value);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
+        self.put_json(field, |b| drop(serde_json::to_writer(b, &value)));
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
+        self.put_json(field, |b| drop(serde_json::to_writer(b, &value)));
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
         // As a JSON value writes it: `null` for what JSON has no number for.
-        self.put(field, None, |b| {
+        self.put_json(field, |b| {
             drop(serde_json::to_writer(b, &Value::from(value)))
         });
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.put(field, None, |b| drop(serde_json::to_writer(b, &value)));
+        self.put_json(field, |b| drop(serde_json::to_writer(b, &value)));
     }
 }
 
@@ -505,6 +597,64 @@ mod tests {
         mask("abc");
         let line = Value::String("x s3cr\"et-value y abc".into()).to_string();
         assert_eq!(masked(line), "\"x *** y abc\"");
+    }
+
+    /// Makes each event's line as the file layer does, into `lines`.
+    struct Lines(Arc<Mutex<Vec<Value>>>);
+
+    impl<S: Subscriber> Layer<S> for Lines {
+        fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+            let mut s = Scratch::default();
+            s.make_line(event, "1-2", 86_400_000);
+            assert_eq!(s.line.last(), Some(&b'\n'));
+            let v = serde_json::from_slice(&s.line).expect("a line is one JSON object");
+            self.0.lock().unwrap().push(v);
+        }
+    }
+
+    #[test]
+    fn a_line_holds_every_field_as_json() {
+        struct Shown(&'static str);
+        impl std::fmt::Display for Shown {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sub = tracing_subscriber::registry().with(Lines(lines.clone()));
+        tracing::subscriber::with_default(sub, || {
+            tracing::info!(
+                tag = "ABCDEFGH",
+                thread = %Shown("t-\"1\""),
+                workflow = 7u64,
+                head = %Shown("line\nbreak\u{1}"),
+                n = 3u64,
+                ok = true,
+                x = f64::NAN,
+                note = "a \\ b",
+                "moved {}", "\"here\""
+            );
+            tracing::warn!(flag = false, "plain");
+        });
+        let lines = lines.lock().unwrap();
+        assert_eq!(
+            lines[0],
+            serde_json::json!({
+                "ts": "1970-01-02T00:00:00.000Z", "pid": "1-2", "tag": "ABCDEFGH",
+                "level": "info", "msg": "moved \"here\"", "thread": "t-\"1\"", "workflow": "7",
+                "head": "line\nbreak\u{1}", "n": 3, "ok": true, "x": null, "note": "a \\ b"
+            })
+        );
+        // Keys in the line's order, absent ones left out; `tag` is written even when empty.
+        let keys: Vec<&str> = lines[1]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["ts", "pid", "tag", "level", "msg", "flag"]);
+        assert_eq!(lines[1]["tag"], "");
+        assert_eq!(lines[1]["flag"], false);
     }
 
     #[test]
