@@ -110,8 +110,8 @@ fn populate(s: &Store, n: u64) -> u64 {
             let v = obj(vec![
                 ("name", Value::str(format!("wf-{i}"))),
                 ("description", Value::str(text(&mut rng, 120))),
-                ("roles", Value::Object(Map::new())),
-                ("graph", Value::Object(Map::new())),
+                ("roles", Value::Object(Map::default())),
+                ("graph", Value::Object(Map::default())),
             ]);
             prep(wf_t, &v)
         })

@@ -28,7 +28,7 @@ impl Rng {
 
 /// An object of `fields`, in their order.
 pub fn obj(fields: Vec<(&str, Value)>) -> Value {
-    let mut m = Map::new();
+    let mut m = Map::default();
     for (k, v) in fields {
         m.insert(k.to_string(), v);
     }

@@ -20,12 +20,12 @@ pub(crate) fn agent_context<S>(
     edge_prompt: Option<&str>,
 ) -> Value {
     let ctx = history.context();
-    let mut r = Map::new();
+    let mut r = Map::default();
     r.insert("name".into(), Value::str(role_name));
     r.insert("description".into(), Value::str(&role.description));
     role.brief.insert_into(&mut r);
     r.insert("outputSchema".into(), schema.clone());
-    let mut out = Map::new();
+    let mut out = Map::default();
     out.insert(
         "start".into(),
         ctx.get("start").cloned().unwrap_or_default(),

@@ -276,7 +276,7 @@ fn missing_text(missing: &[String]) -> String {
 fn plain_map(yaml: &str) -> Option<Map> {
     const WORDS: [&str; 9] = ["true", "false", "null", "yes", "no", "on", "off", "y", "n"];
     let word = |t: &str| WORDS.contains(&t.to_ascii_lowercase().as_str());
-    let mut out = Map::new();
+    let mut out = Map::default();
     for line in yaml.split('\n') {
         if line.is_empty() {
             continue;
@@ -317,7 +317,7 @@ pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
         .unwrap_or_default();
     let coerced = coerce_status(&minimal).map(Value::str);
     let fields = schema_fields(schema);
-    let mut out = Map::new();
+    let mut out = Map::default();
     if fields.is_empty() {
         out.insert("status".into(), coerced.unwrap_or(Value::Null));
         return Value::Object(out);

@@ -287,7 +287,7 @@ fn read_output(preset: Option<Preset>, stdout: &str, display: &str) -> Result<Re
         None => Reading {
             raw: stdout.to_string(),
             session: None,
-            fields: Map::new(),
+            fields: Map::default(),
         },
     })
 }
@@ -302,7 +302,7 @@ fn detail_fields(
     match preset {
         // The TypeScript tool's detail of each CLI, so its `step read` shows them too.
         Some(Preset::Hermes) => {
-            let mut f = Map::new();
+            let mut f = Map::default();
             f.insert(
                 "sessionId".into(),
                 Value::str(reading.session.clone().unwrap_or_default()),
@@ -342,7 +342,7 @@ fn claude_fields(reading: &Reading, elapsed_ms: Value) -> Map {
         Some(Value::Number(n)) => Value::Number(*n),
         _ => Value::Number(0.0),
     };
-    let mut f = Map::new();
+    let mut f = Map::default();
     f.insert(
         "sessionId".into(),
         Value::str(reading.session.clone().unwrap_or_default()),
@@ -395,14 +395,14 @@ fn read_json_result(stdout: &str) -> Result<Reading, String> {
         .ok_or("the JSON result has no \"result\" text")?
         .to_string();
     let s = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
-    let mut fields = Map::new();
+    let mut fields = Map::default();
     fields.insert("model".into(), s("model"));
     fields.insert("subtype".into(), s("subtype"));
     fields.insert("numTurns".into(), s("num_turns"));
     fields.insert("totalCostUsd".into(), s("total_cost_usd"));
     fields.insert("stopReason".into(), s("stop_reason"));
     let usage = v.get("usage").map(|u| {
-        let mut m = Map::new();
+        let mut m = Map::default();
         for (from, to) in [
             ("input_tokens", "inputTokens"),
             ("output_tokens", "outputTokens"),
@@ -437,7 +437,7 @@ fn read_hermes(stdout: &str) -> Reading {
             _ => kept.push(line),
         }
     }
-    let mut fields = Map::new();
+    let mut fields = Map::default();
     fields.insert("model".into(), Value::Null);
     Reading {
         raw: kept.join("\n"),

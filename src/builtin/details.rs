@@ -67,7 +67,7 @@ fn cached_schema(
     now_ms: u64,
     schema: impl FnOnce() -> Result<Value, StoreError>,
 ) -> Result<NodeId, StoreError> {
-    type Ids = std::sync::Mutex<std::collections::HashMap<&'static str, NodeId>>;
+    type Ids = std::sync::Mutex<foldhash::HashMap<&'static str, NodeId>>;
     static IDS: std::sync::OnceLock<Ids> = std::sync::OnceLock::new();
     let ids = IDS.get_or_init(Ids::default);
     let known = ids.lock().ok().and_then(|m| m.get(key).copied());
@@ -150,7 +150,7 @@ pub fn prepare_detail(
     };
     let mut nodes = Vec::with_capacity(turns.len() + 1);
     for (i, (role, content)) in turns.iter().enumerate() {
-        let mut m = crate::cas::value::Map::new();
+        let mut m = crate::cas::value::Map::default();
         m.insert("index".into(), Value::Number(i as f64));
         m.insert("role".into(), Value::str(*role));
         m.insert("content".into(), Value::str(*content));

@@ -38,7 +38,7 @@ impl LlmAgent {
 
 /// The detail's `usage`: the replies' tokens added up.
 fn usage_field(usage: &Usage) -> Value {
-    let mut u = Map::new();
+    let mut u = Map::default();
     for (k, n) in [
         ("promptTokens", usage.prompt_tokens),
         ("completionTokens", usage.completion_tokens),
@@ -119,7 +119,7 @@ impl Agent for LlmAgent {
                 ),
             ));
         }
-        let mut fields = Map::new();
+        let mut fields = Map::default();
         fields.insert(
             "sessionId".into(),
             Value::str(thread::ThreadId::generate(started_ms).as_str()),

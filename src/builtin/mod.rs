@@ -49,7 +49,7 @@ impl Agent for ScriptedAgent {
         };
         // The reply is kept as the conversation's one turn, as the LLM agent keeps its own,
         // so `thread read` shows it.
-        let mut fields = crate::cas::value::Map::new();
+        let mut fields = crate::cas::value::Map::default();
         fields.insert("turnCount".into(), crate::cas::Value::Number(1.0));
         // Written with the StepNode, in its transaction.
         let (detail, nodes) = details::prepare_detail(

@@ -238,7 +238,7 @@ impl Decoder<'_> {
                 let cap = usize::try_from(n)
                     .unwrap_or(usize::MAX)
                     .min((self.b.len() - self.pos) / 2);
-                let mut m = Map::with_capacity(cap);
+                let mut m = Map::with_capacity_and_hasher(cap, Default::default());
                 for _ in 0..n {
                     let kat = self.pos;
                     let kb = *self.b.get(self.pos).ok_or(CborError::Truncated(self.pos))?;

@@ -9,8 +9,9 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 use std::fmt;
 
-/// An object: keys in insertion order.
-pub type Map = IndexMap<String, Value>;
+/// An object: keys in insertion order. Make one with `Map::default()` or
+/// `Map::with_capacity_and_hasher(n, Default::default())`.
+pub type Map = IndexMap<String, Value, foldhash::fast::RandomState>;
 
 /// A JSON value with JavaScript number semantics.
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -387,7 +388,10 @@ impl<'de> Visitor<'de> for ValueVisitor {
         Ok(Value::Array(v))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut m = Map::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+        let mut m = Map::with_capacity_and_hasher(
+            map.size_hint().unwrap_or(0).min(4096),
+            Default::default(),
+        );
         while let Some(k) = map.next_key::<KeyString>()? {
             let v: Value = map.next_value()?;
             // JSON.parse: a repeated key keeps its first position and takes the last value.

@@ -127,7 +127,7 @@ fn object(v: Option<&Value>) -> Map {
 fn merged(existing: &Value, s: &Answers) -> Value {
     let mut doc = object(Some(existing));
     let mut providers = object(existing.get("providers"));
-    let mut p = Map::new();
+    let mut p = Map::default();
     p.insert("baseUrl".into(), Value::str(&s.base_url));
     match &s.key {
         Key::Literal(k) => p.insert("apiKey".into(), Value::str(k)),
@@ -136,14 +136,14 @@ fn merged(existing: &Value, s: &Answers) -> Value {
     providers.insert(s.provider.clone(), Value::Object(p));
     doc.insert("providers".into(), Value::Object(providers));
     let mut models = object(existing.get("models"));
-    let mut m = Map::new();
+    let mut m = Map::default();
     m.insert("provider".into(), Value::str(&s.provider));
     m.insert("name".into(), Value::str(&s.model));
     models.insert("default".into(), Value::Object(m));
     doc.insert("models".into(), Value::Object(models));
     let mut agents = object(existing.get("agents"));
     if !agents.contains_key(&s.agent) {
-        let mut a = Map::new();
+        let mut a = Map::default();
         a.insert("command".into(), Value::str(format!("uwf-{}", s.agent)));
         a.insert("args".into(), Value::Array(Vec::new()));
         agents.insert(s.agent.clone(), Value::Object(a));
@@ -285,7 +285,7 @@ pub(crate) fn setup(env: &Env, a: SetupArgs) -> CliResult {
     }
     let doc = merged(&existing, &answers);
     let path = write_doc(env, &doc)?;
-    let mut out = Map::new();
+    let mut out = Map::default();
     out.insert("config".into(), Value::str(path.display().to_string()));
     out.insert("provider".into(), Value::str(&answers.provider));
     out.insert("model".into(), Value::str(&answers.model));
@@ -380,7 +380,7 @@ fn set_path(doc: &mut Value, path: &str, v: Value) -> CliResult {
         }
         cur = m
             .entry((*k).to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
+            .or_insert_with(|| Value::Object(Map::default()));
     }
     Ok(())
 }
@@ -410,7 +410,7 @@ mod tests {
             v.to_json(),
             r#"{"timeoutSeconds":30,"agents":{"llm":{"command":"uwf","args":["agent","llm"]}},"defaultModel":"fast","providers":{"openai":{"baseUrl":"https://api.openai.com/v1","apiKey":"sk-1"}},"models":{"default":{"provider":"openai","name":"gpt-4o-mini"}},"defaultAgent":"llm"}"#
         );
-        let v = merged(&Value::Object(Map::new()), &answers("hermes"));
+        let v = merged(&Value::Object(Map::default()), &answers("hermes"));
         assert_eq!(
             v.to_json(),
             r#"{"providers":{"openai":{"baseUrl":"https://api.openai.com/v1","apiKey":"sk-1"}},"models":{"default":{"provider":"openai","name":"gpt-4o-mini"}},"agents":{"hermes":{"command":"uwf-hermes","args":[]}},"defaultAgent":"hermes","defaultModel":"default"}"#

@@ -701,20 +701,22 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
     // Agents run one at a time here: what one leaves behind can be found and killed.
     engine::adopt_orphans();
     let (models, agent_env) = env.agent_setup(&config, a.no_llm);
+    let fallback_cwd = std::env::current_dir()?;
+    let self_exe = std::env::current_exe().ok();
     let opts = StepOptions {
         store: &store,
         root: &env.root,
         thread: &t,
-        agent,
+        agent: agent.as_ref(),
         config: &config,
         models: &models,
         max_retries: config.max_retries()?,
         timeout,
-        env: agent_env,
-        fallback_cwd: std::env::current_dir()?,
+        env: &agent_env,
+        fallback_cwd: &fallback_cwd,
         pid: std::process::id(),
         now: &|| env.clock(),
-        self_exe: std::env::current_exe().ok(),
+        self_exe: self_exe.as_deref(),
         interrupt: Some(&interrupt),
         sole_child: true,
         memo: None,

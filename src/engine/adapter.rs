@@ -21,12 +21,36 @@ pub(super) struct AgentCall<'a> {
     pub agent: &'a AgentCommand,
     /// Where the agent runs.
     pub cwd: &'a Path,
-    /// The variables added to a program's environment (`opts.env` and the `UWF_*` ones).
-    pub env: Vec<(String, String)>,
+    /// When the agent was started, ms since the epoch (`UWF_STEP_STARTED_MS`).
+    pub started_ms: u64,
     /// The agent's time limit.
     pub timeout: Duration,
     /// Where an agent run in process leaves the step's writes for the head move.
     pub hold: &'a crate::thread::HeldStep,
+}
+
+impl AgentCall<'_> {
+    /// The variables added to an agent program's environment: `opts.env` and the `UWF_*`
+    /// ones.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let opts = self.opts;
+        let mut env = opts.env.to_vec();
+        env.extend([
+            ("UWF_HOME".to_string(), opts.root.display().to_string()),
+            ("UWF_THREAD".to_string(), opts.thread.to_string()),
+            ("UWF_ROLE".to_string(), self.decision.role.clone()),
+            (
+                "UWF_EDGE_PROMPT".to_string(),
+                self.decision.prompt.clone().unwrap_or_default(),
+            ),
+            ("UWF_CWD".to_string(), self.cwd.display().to_string()),
+            (
+                "UWF_STEP_STARTED_MS".to_string(),
+                self.started_ms.to_string(),
+            ),
+        ]);
+        env
+    }
 }
 
 /// How the engine runs an agent: in process, or as a program speaking one of the protocols.

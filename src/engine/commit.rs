@@ -8,6 +8,7 @@ use crate::thread::chain::{Moderated, StepRecord, load_moderated};
 use crate::thread::{Status, StepOutput, StepWrite, ThreadError, ThreadId};
 use crate::workflow::nodes::{START_NODE, STEP_NODE, StepNode};
 use crate::workflow::{self, FinishReason, Jsonata, StepView};
+use std::sync::Arc;
 
 /// A snapshot of the store taken when first needed: a step whose nodes are all among its held
 /// writes reads nothing.
@@ -131,7 +132,8 @@ pub(super) struct Concluding {
     now_ms: u64,
     me: Option<Lease>,
     keep_lease: bool,
-    held: Option<StepWrite>,
+    /// Shared with each try of the head move's transaction, which owns what it writes.
+    held: Option<Arc<StepWrite>>,
 }
 
 /// The first part of [`conclude`]: the StepNode `id` checked, the history with its output, the
@@ -181,9 +183,9 @@ pub(super) fn concluding(
     let output = match step.output {
         Some(o) => match node_of(&snap, held.as_ref(), &mut values, o)? {
             Some((_, v, _)) => v,
-            None => Value::Object(crate::cas::value::Map::new()),
+            None => Value::Object(crate::cas::value::Map::default()),
         },
-        None => Value::Object(crate::cas::value::Map::new()),
+        None => Value::Object(crate::cas::value::Map::default()),
     };
     m.history.steps.push(StepView {
         role: role.to_string(),
@@ -207,7 +209,7 @@ pub(super) fn concluding(
         now_ms,
         me: me.cloned(),
         keep_lease,
-        held,
+        held: held.map(Arc::new),
     })
 }
 
@@ -357,7 +359,7 @@ pub(super) struct HeadMove<'a> {
     /// Keep `me` (renewed from `now_ms`) rather than release it, unless the thread ends.
     pub keep_lease: bool,
     /// The step's nodes and calls, written in the same transaction.
-    pub write: Option<&'a StepWrite>,
+    pub write: Option<&'a Arc<StepWrite>>,
     /// The thread's StartNode.
     pub start: NodeId,
 }
@@ -522,7 +524,7 @@ fn move_job(
         // head reaches is kept by every collection, so the walk stops at it and at the steps
         // and the start before it; so are schemas (every collection keeps them) and the
         // thread's workflow (its StartNode names it).
-        let put = write.as_ref().map_or(&[][..], StepWrite::nodes);
+        let put = write.as_deref().map_or(&[][..], StepWrite::nodes);
         if new != expected
             && let Some(missing) = w.first_missing_beyond(
                 new,

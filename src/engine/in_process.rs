@@ -28,7 +28,7 @@ impl Adapter for InProcess {
             timeout: call.timeout,
             interrupt: opts.interrupt,
             models: opts.models,
-            env: &opts.env,
+            env: opts.env,
             moderated: Some(call.moderated),
             hold: Some(call.hold),
         };

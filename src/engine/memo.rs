@@ -10,7 +10,7 @@
 use crate::cas::NodeId;
 use crate::thread::ThreadId;
 use crate::thread::chain::Moderated;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 /// The most steps the memo holds over all its threads (about 1 KB of decoded values each).

@@ -429,9 +429,9 @@ fn run_agent(
     attempt: &std::cell::RefCell<Attempt>,
     hold: &crate::thread::HeldStep,
 ) -> Result<(NodeId, Vec<String>)> {
-    let agent = match &opts.agent {
-        Some(a) => a.clone(),
-        None => opts.config.agent_for(&m.wf.name, &decision.role)?,
+    let agent = match opts.agent {
+        Some(a) => std::borrow::Cow::Borrowed(a),
+        None => std::borrow::Cow::Owned(opts.config.agent_for(&m.wf.name, &decision.role)?),
     };
     attempt.borrow_mut().agent = agent.display();
     let timeout = match opts.timeout {
@@ -441,19 +441,8 @@ fn run_agent(
             .timeout_seconds()?
             .map_or(DEFAULT_TIMEOUT, Duration::from_secs_f64),
     };
-    let (cwd, mut notes) = effective_cwd(decision, m.chain.cwd(), &opts.fallback_cwd);
-    let mut env = opts.env.clone();
-    env.extend([
-        ("UWF_HOME".to_string(), opts.root.display().to_string()),
-        ("UWF_THREAD".to_string(), opts.thread.to_string()),
-        ("UWF_ROLE".to_string(), decision.role.clone()),
-        (
-            "UWF_EDGE_PROMPT".to_string(),
-            decision.prompt.clone().unwrap_or_default(),
-        ),
-        ("UWF_CWD".to_string(), cwd.display().to_string()),
-        ("UWF_STEP_STARTED_MS".to_string(), (opts.now)().to_string()),
-    ]);
+    let (cwd, mut notes) = effective_cwd(decision, m.chain.cwd(), opts.fallback_cwd);
+    let started_ms = (opts.now)();
     let adapter = adapter_for(&agent)?;
     if adapter.reads_history() {
         m.complete(opts.store)?;
@@ -464,7 +453,7 @@ fn run_agent(
         decision,
         agent: &agent,
         cwd: &cwd,
-        env,
+        started_ms,
         timeout,
         hold,
     };
@@ -504,7 +493,7 @@ fn builtin_for(
     agent: &AgentCommand,
 ) -> Option<std::result::Result<std::sync::Arc<dyn crate::builtin::Agent>, String>> {
     type Cache = std::sync::Mutex<
-        std::collections::HashMap<AgentCommand, std::sync::Arc<dyn crate::builtin::Agent>>,
+        foldhash::HashMap<AgentCommand, std::sync::Arc<dyn crate::builtin::Agent>>,
     >;
     static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Cache::default);
@@ -593,24 +582,23 @@ mod tests {
         let memo = Memo::default();
         let clock = || 1_700_000_000_500;
         let mut heads = Vec::new();
+        let agent = AgentCommand::parse(&format!(
+            "uwf agent scripted --script {}",
+            root.join("script.yaml").display()
+        ))
+        .unwrap();
         for t in &threads {
             let opts = StepOptions {
                 store: &store,
                 root,
                 thread: t,
-                agent: Some(
-                    AgentCommand::parse(&format!(
-                        "uwf agent scripted --script {}",
-                        root.join("script.yaml").display()
-                    ))
-                    .unwrap(),
-                ),
+                agent: Some(&agent),
                 config: &config,
                 models: &models,
                 max_retries: 0,
                 timeout: None,
-                env: Vec::new(),
-                fallback_cwd: root.to_path_buf(),
+                env: &[],
+                fallback_cwd: root,
                 pid: std::process::id(),
                 now: &clock,
                 self_exe: None,

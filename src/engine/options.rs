@@ -3,7 +3,7 @@
 use crate::store::Store;
 use crate::supervise::Interrupt;
 use crate::thread::{AgentCommand, Config, StepOutput, ThreadId};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// The agent time limit when neither `--timeout` nor `timeoutSeconds` is given.
@@ -18,7 +18,7 @@ pub(crate) struct StepOptions<'a> {
     /// The thread.
     pub thread: &'a ThreadId,
     /// `--agent` (with its protocol): overrides the config.
-    pub agent: Option<AgentCommand>,
+    pub agent: Option<&'a AgentCommand>,
     /// `config.yaml`.
     pub config: &'a Config,
     /// The models of the config, for built-in agents and model extraction.
@@ -28,16 +28,16 @@ pub(crate) struct StepOptions<'a> {
     /// `--timeout`: overrides the config.
     pub timeout: Option<Duration>,
     /// Variables added to the agent's environment (e.g. from `.env`).
-    pub env: Vec<(String, String)>,
+    pub env: &'a [(String, String)],
     /// Where the agent runs when the thread's directory does not exist on this machine.
-    pub fallback_cwd: PathBuf,
+    pub fallback_cwd: &'a Path,
     /// This process.
     pub pid: u32,
     /// The clock, ms since the epoch.
     pub now: &'a dyn Fn() -> u64,
     /// This program: an agent command named `uwf` runs it, so the built-in agents work
     /// without `uwf` on `PATH`.
-    pub self_exe: Option<PathBuf>,
+    pub self_exe: Option<&'a Path>,
     /// Ends the agent and the step when set.
     pub interrupt: Option<&'a Interrupt>,
     /// The agent is this process's only child (see `Limits::sole_child`).

@@ -13,14 +13,14 @@ impl Adapter for Uwf {
     fn run(&self, call: &AgentCall<'_>) -> Result<(NodeId, Vec<String>)> {
         let args = [call.opts.thread.as_str(), call.decision.role.as_str()];
         let Some(subs) = call.opts.submissions else {
-            return Ok((run_program(call, &args, &call.env)?, Vec::new()));
+            return Ok((run_program(call, &args, &call.env())?, Vec::new()));
         };
         // Under a runner, what the agent submits through its socket waits for this step: the
         // StepNode it returns goes in the head move's transaction, anything else it submitted
         // is written now (kept, as its own writes would be).
         let thread = call.opts.thread;
         subs.expect(thread);
-        let ran = run_program(call, &args, &call.env);
+        let ran = run_program(call, &args, &call.env());
         let mut others = subs.done(thread);
         if let Ok(id) = &ran
             && let Some(at) = others.iter().rposition(|w| w.step() == *id)

@@ -22,7 +22,7 @@ impl Adapter for Ts7a0c {
         let head = m.chain.head();
         agent_root::export_reachable(opts.store, opts.root, &[head, m.chain.start_id, m.wf_id])?;
         agent_root::set_thread_head(opts.store, opts.root, opts.thread, head)?;
-        let mut env = call.env.clone();
+        let mut env = call.env();
         env.extend([
             (
                 "UNCAGED_WORKFLOW_STORAGE_ROOT".to_string(),

@@ -41,7 +41,7 @@ pub(crate) fn redact(doc: &Value) -> Value {
 fn walk(v: &Value, secret: bool) -> Value {
     match v {
         Value::Object(m) => {
-            let mut out = Map::new();
+            let mut out = Map::default();
             for (k, x) in m {
                 let kept = names_a_variable(k, x);
                 out.insert(k.clone(), walk(x, !kept && (secret || is_secret_key(k))));

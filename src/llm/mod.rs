@@ -98,13 +98,13 @@ pub struct ChatRequest {
 impl ChatRequest {
     /// The request body, as the API takes it.
     pub fn body(&self) -> Value {
-        let mut m = Map::new();
+        let mut m = Map::default();
         m.insert("model".into(), Value::str(&self.model));
         let msgs = self
             .messages
             .iter()
             .map(|x| {
-                let mut o = Map::new();
+                let mut o = Map::default();
                 o.insert("role".into(), Value::str(&x.role));
                 o.insert("content".into(), Value::str(&x.content));
                 Value::Object(o)
@@ -115,7 +115,7 @@ impl ChatRequest {
             m.insert("temperature".into(), Value::Number(t));
         }
         if self.json_object {
-            let mut rf = Map::new();
+            let mut rf = Map::default();
             rf.insert("type".into(), Value::str("json_object"));
             m.insert("response_format".into(), Value::Object(rf));
         }

@@ -26,7 +26,8 @@ use crate::engine::{self, StepError};
 use crate::store::{Phase, Store};
 use crate::thread::{self, Config, ThreadId};
 use crate::workflow::ThreadStatus;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

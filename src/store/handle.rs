@@ -10,7 +10,7 @@ use super::redb::Redb;
 use super::types::TypeInfo;
 use crate::cas::NodeId;
 use crate::cas::bootstrap::{self, META};
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

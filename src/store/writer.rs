@@ -110,9 +110,8 @@ impl Writer<'_> {
         kept: &[NodeId],
         stop_types: &[NodeId],
     ) -> Result<Option<NodeId>> {
-        let by_id: std::collections::HashMap<NodeId, &Prepared> =
-            put.iter().map(|p| (p.id, p)).collect();
-        let mut seen = std::collections::HashSet::new();
+        let by_id: foldhash::HashMap<NodeId, &Prepared> = put.iter().map(|p| (p.id, p)).collect();
+        let mut seen = foldhash::HashSet::default();
         let mut next = vec![from];
         while let Some(id) = next.pop() {
             if !seen.insert(id) {

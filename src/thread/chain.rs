@@ -173,8 +173,8 @@ pub(crate) fn payload_of(snap: &Snapshot, id: NodeId) -> Result<Option<Value>> {
 /// step's output as the moderator sees it.
 pub(crate) fn expand_output(snap: &Snapshot, id: Option<NodeId>) -> Result<Value> {
     match id {
-        Some(n) => Ok(payload_of(snap, n)?.unwrap_or_else(|| Value::Object(Map::new()))),
-        None => Ok(Value::Object(Map::new())),
+        Some(n) => Ok(payload_of(snap, n)?.unwrap_or_else(|| Value::Object(Map::default()))),
+        None => Ok(Value::Object(Map::default())),
     }
 }
 

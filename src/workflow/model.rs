@@ -382,12 +382,12 @@ impl StoredWorkflow {
     /// [`extended_schema`](super::extended_schema)).
     pub(crate) fn to_payload(&self) -> Value {
         let ts = self.is_ts_compatible();
-        let mut top = Map::new();
+        let mut top = Map::default();
         top.insert("name".into(), Value::str(&self.name));
         top.insert("description".into(), Value::str(&self.description));
-        let mut roles = Map::new();
+        let mut roles = Map::default();
         for (name, r) in &self.roles {
-            let mut m = Map::new();
+            let mut m = Map::default();
             m.insert("description".into(), Value::str(&r.description));
             r.brief.insert_into(&mut m);
             match &r.brief {
@@ -402,22 +402,22 @@ impl StoredWorkflow {
         }
         top.insert("roles".into(), Value::Object(roles));
         if !ts {
-            let mut conds = Map::new();
+            let mut conds = Map::default();
             for (name, c) in &self.conditions {
-                let mut m = Map::new();
+                let mut m = Map::default();
                 m.insert("description".into(), Value::str(&c.description));
                 m.insert("expression".into(), Value::str(&c.expression));
                 conds.insert(name.clone(), Value::Object(m));
             }
             top.insert("conditions".into(), Value::Object(conds));
         }
-        let mut graph = Map::new();
+        let mut graph = Map::default();
         match &self.graph {
             Graph::StatusMap(g) => {
                 for (node, ts) in g {
-                    let mut sm = Map::new();
+                    let mut sm = Map::default();
                     for (status, t) in ts {
-                        let mut m = Map::new();
+                        let mut m = Map::default();
                         m.insert("role".into(), Value::str(&t.role));
                         m.insert("prompt".into(), Value::str(&t.prompt));
                         m.insert(
@@ -434,7 +434,7 @@ impl StoredWorkflow {
                     let list = ts
                         .iter()
                         .map(|t| {
-                            let mut m = Map::new();
+                            let mut m = Map::default();
                             m.insert("role".into(), Value::str(&t.role));
                             m.insert(
                                 "condition".into(),

@@ -43,7 +43,7 @@ impl History {
             .steps
             .iter()
             .map(|s| {
-                let mut m = Map::new();
+                let mut m = Map::default();
                 m.insert("role".into(), Value::str(&s.role));
                 m.insert("output".into(), s.output.clone());
                 m.insert("detail".into(), Value::str(&s.detail));
@@ -51,7 +51,7 @@ impl History {
                 Value::Object(m)
             })
             .collect();
-        let mut m = Map::new();
+        let mut m = Map::default();
         m.insert("start".into(), self.start.clone());
         m.insert("steps".into(), Value::Array(steps));
         Value::Object(m)
@@ -169,10 +169,10 @@ pub(crate) fn next_in_graph(
     match graph {
         Graph::StatusMap(g) => {
             let start_output;
-            let empty = Value::Object(Map::new());
+            let empty = Value::Object(Map::default());
             let (status, view) = match history.steps.last() {
                 None => {
-                    let mut m = Map::new();
+                    let mut m = Map::default();
                     m.insert("$status".into(), Value::str(ANY_STATUS));
                     start_output = Value::Object(m);
                     (ANY_STATUS, &start_output)

@@ -48,7 +48,7 @@ pub struct StartNode {
 impl StartNode {
     /// The payload as every writer writes it: `{workflow, prompt, cwd}`.
     pub fn to_value(&self) -> Value {
-        let mut m = Map::with_capacity(3);
+        let mut m = Map::with_capacity_and_hasher(3, Default::default());
         m.insert(
             "workflow".into(),
             self.workflow
@@ -118,7 +118,7 @@ impl StepNode {
             |r: Option<NodeId>| Value::str(r.map(NodeId::to_wire).unwrap_or_default());
         let num = |n: Option<u64>| n.map_or(Value::Null, |n| Value::Number(n as f64));
         // Sized once: a map grown field by field reallocates its entries as it goes.
-        let mut m = Map::with_capacity(11);
+        let mut m = Map::with_capacity_and_hasher(11, Default::default());
         m.insert("start".into(), Value::str(self.start.to_wire()));
         m.insert("prev".into(), ref_or_null(self.prev));
         m.insert("role".into(), Value::str(&self.role));

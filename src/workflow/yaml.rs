@@ -94,7 +94,7 @@ impl Ctx<'_> {
                     .collect::<Result<_, _>>()?,
             ),
             Yaml::Mapping(m) => {
-                let mut out = Map::with_capacity(m.len());
+                let mut out = Map::with_capacity_and_hasher(m.len(), Default::default());
                 for (k, v) in m {
                     let key = self.key(k)?;
                     out.insert(key, self.convert(v)?);

@@ -31,14 +31,14 @@ struct Row<T> {
 /// The rows of one table keyed by thread id that the transaction knows.
 struct Rows<T> {
     table: TableDefinition<'static, &'static str, &'static [u8]>,
-    rows: HashMap<ThreadId, Row<T>>,
+    rows: foldhash::HashMap<ThreadId, Row<T>>,
 }
 
 impl<T: Record + Clone> Rows<T> {
     fn new(table: TableDefinition<'static, &'static str, &'static [u8]>) -> Rows<T> {
         Rows {
             table,
-            rows: HashMap::new(),
+            rows: foldhash::HashMap::default(),
         }
     }
 
