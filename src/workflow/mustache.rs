@@ -64,6 +64,11 @@ enum Node {
 /// # Errors
 /// [`TemplateError`] when the template does not parse.
 pub(crate) fn render(template: &str, view: &Value) -> Result<String, TemplateError> {
+    // Without an opening delimiter there is no tag (a change of delimiters is one): the text
+    // is the output.
+    if !template.contains("{{") {
+        return Ok(template.to_string());
+    }
     let nodes = parse(template)?;
     let mut out = String::new();
     let ctx = Context { view, parent: None };
@@ -455,6 +460,26 @@ mod tests {
 
     fn r(t: &str, view: &str) -> String {
         render(t, &Value::from_json_str(view).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn text_without_a_tag_is_rendered_as_the_parser_would() {
+        let view = Value::from_json_str(r#"{"x":1}"#).unwrap();
+        for t in [
+            "again",
+            "",
+            "  a line\n  \n\tb }} { c } {x}\r\n",
+            "\u{feff} x\n y",
+        ] {
+            let mut parsed = String::new();
+            let ctx = Context {
+                view: &view,
+                parent: None,
+            };
+            render_nodes(&parse(t).unwrap(), &ctx, &mut parsed);
+            assert_eq!(render(t, &view).unwrap(), parsed, "{t:?}");
+            assert_eq!(parsed, t);
+        }
     }
 
     #[test]
