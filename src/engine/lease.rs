@@ -57,7 +57,39 @@ impl<'s> LeaseGuard<'s> {
         let (t, lease) = (thread.clone(), me.clone());
         let found = store
             .write_grouped_for(thread, move |w| {
-                take(w, &t, &lease).map(|r| r.map(|(rec, state)| (rec.head, state)))
+                let (thread, me) = (&t, &lease);
+                let Some(rec) = w.thread(thread)? else {
+                    return Ok(Err(Held::Gone));
+                };
+                let held = w.lease(thread)?;
+                if let Some(l) = &held
+                    && !l.is_mine(me)
+                {
+                    if l.is_live() {
+                        return Ok(Err(Held::Busy(l.pid)));
+                    }
+                    tracing::warn!(
+                        tag = "NVEE459T",
+                        thread = %thread,
+                        owner = l.pid,
+                        "took over the step lease of a process that is gone"
+                    );
+                }
+                let state = w.thread_state(thread)?;
+                let not = match state.phase {
+                    Phase::Queued => Some(Held::Queued),
+                    Phase::Paused | Phase::PausedForBudget => Some(Held::Paused),
+                    Phase::Ready => None,
+                };
+                if let Some(not) = not {
+                    // A lease kept from this process's last step is given back.
+                    if held.is_some_and(|l| l.is_mine(me)) {
+                        w.remove_lease(thread)?;
+                    }
+                    return Ok(Err(not));
+                }
+                w.set_lease(thread, me)?;
+                Ok(Ok((rec.head, state)))
             })
             .map_err(ThreadError::from)?;
         match found {
@@ -111,73 +143,6 @@ fn still_held(
             Some((rec.head, state))
         }
         _ => None,
-    })
-}
-
-/// Takes the lease of the active thread `thread` for `me` in `w`'s transaction, unless another
-/// live process holds it or the thread is not ready; a lease of a process that is gone is
-/// taken over.
-fn take(
-    w: &mut crate::store::Writer<'_>,
-    thread: &ThreadId,
-    me: &Lease,
-) -> Result<Result<(crate::store::ThreadRecord, ThreadState), Held>, crate::store::StoreError> {
-    let Some(rec) = w.thread(thread)? else {
-        return Ok(Err(Held::Gone));
-    };
-    let held = w.lease(thread)?;
-    if let Some(l) = &held
-        && !l.is_mine(me)
-    {
-        if l.is_live() {
-            return Ok(Err(Held::Busy(l.pid)));
-        }
-        tracing::warn!(
-            tag = "NVEE459T",
-            thread = %thread,
-            owner = l.pid,
-            "took over the step lease of a process that is gone"
-        );
-    }
-    let state = w.thread_state(thread)?;
-    let not = match state.phase {
-        Phase::Queued => Some(Held::Queued),
-        Phase::Paused | Phase::PausedForBudget => Some(Held::Paused),
-        Phase::Ready => None,
-    };
-    if let Some(not) = not {
-        // A lease kept from this process's last step is given back.
-        if held.is_some_and(|l| l.is_mine(me)) {
-            w.remove_lease(thread)?;
-        }
-        return Ok(Err(not));
-    }
-    w.set_lease(thread, me)?;
-    Ok(Ok((rec, state)))
-}
-
-/// Takes the leases of `threads` for `me` in one grouped write, as [`LeaseGuard::acquire`]
-/// takes one: for each, the thread's rows with the lease taken (what a step given them takes
-/// as its own, by reads), or `None` where it was not taken (the step's own try says why).
-///
-/// # Errors
-/// A store failure.
-pub(crate) fn take_leases(
-    store: &Store,
-    threads: &[ThreadId],
-    me: &Lease,
-) -> Result<Vec<Option<crate::store::LeasedThread>>, crate::store::StoreError> {
-    let (ts, me) = (threads.to_vec(), me.clone());
-    store.write_grouped_for_all(threads.to_vec(), move |w| {
-        let mut out = Vec::with_capacity(ts.len());
-        for t in &ts {
-            out.push(
-                take(w, t, &me)?
-                    .ok()
-                    .map(|(rec, state)| (Some(me.clone()), Some(rec), state)),
-            );
-        }
-        Ok(out)
     })
 }
 
@@ -249,90 +214,5 @@ impl Drop for LeaseGuard<'_> {
             }
             .release(self.store);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::thread::StartInput;
-
-    /// A batch's leases are taken as a step takes its own: a ready thread's, and one of a
-    /// process that is gone; not one a live process holds, nor a paused thread's (whose lease
-    /// of this process is given back), nor that of a thread that does not exist.
-    #[test]
-    fn a_batch_takes_the_leases_a_step_would_take() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let store = Store::open(&root.join("uwf.redb")).unwrap();
-        let t: Vec<ThreadId> = (0..5)
-            .map(|i| ThreadId::parse(&format!("06H1RA3GFM2595PTJ2VGAGMHT{i}")).unwrap())
-            .collect();
-        let mut heads = Vec::new();
-        for id in &t[..4] {
-            crate::thread::start(
-                &store,
-                &StartInput {
-                    workflow: concat!(env!("CARGO_MANIFEST_DIR"), "/benches/count.yaml"),
-                    prompt: "go",
-                    cwd: &root.display().to_string(),
-                    search_from: root,
-                    thread: id.clone(),
-                    now_ms: 1_700_000_000_000,
-                },
-            )
-            .unwrap();
-            heads.push(store.leased_thread(id).unwrap().1.unwrap().head);
-        }
-        let me = Lease::of(std::process::id(), 1_700_000_000_100);
-        // Pid 1 runs as long as the machine; no process has a pid past the kernel's limit.
-        let live = Lease::of(1, 1_700_000_000_000);
-        let gone = Lease {
-            pid: 1 << 30,
-            ..me.clone()
-        };
-        let (t1, t2, t3, live2, gone2, me2) = (
-            t[1].clone(),
-            t[2].clone(),
-            t[3].clone(),
-            live.clone(),
-            gone.clone(),
-            me.clone(),
-        );
-        store
-            .write(move |w| {
-                w.set_lease(&t1, &live2)?;
-                w.set_lease(&t2, &me2)?;
-                w.set_thread_state(
-                    &t2,
-                    &ThreadState {
-                        phase: Phase::Paused,
-                        ..ThreadState::default()
-                    },
-                )?;
-                w.set_lease(&t3, &gone2)
-            })
-            .unwrap();
-
-        let got = take_leases(&store, &t, &me).unwrap();
-
-        let taken: Vec<bool> = got.iter().map(Option::is_some).collect();
-        assert_eq!(taken, [true, false, false, true, false]);
-        for i in [0, 3] {
-            let (lease, rec, state) = got[i].clone().unwrap();
-            assert!(lease.is_some_and(|l| l.is_mine(&me)));
-            assert_eq!(rec.unwrap().head, heads[i]);
-            assert_eq!(state.phase, Phase::Ready);
-            let stored = store.leased_thread(&t[i]).unwrap().0.unwrap();
-            assert!(stored.is_mine(&me), "thread {i}");
-        }
-        let lease_of = |i: usize| store.leased_thread(&t[i]).unwrap().0;
-        assert_eq!(lease_of(1), Some(live));
-        assert_eq!(
-            lease_of(2),
-            None,
-            "a paused thread's lease of this process is given back"
-        );
-        assert!(store.leased_thread(&t[4]).unwrap().1.is_none());
     }
 }

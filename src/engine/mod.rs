@@ -39,7 +39,7 @@ use adapter::{Adapter, AgentCall, interrupted};
 pub(crate) use commit::Moved;
 use commit::{Concluding, HeadMove, commit, concluding};
 use lease::LeaseGuard;
-pub(crate) use lease::{release_kept, take_leases};
+pub(crate) use lease::release_kept;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

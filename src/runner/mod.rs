@@ -293,23 +293,23 @@ pub fn run(
                     memo: memo.clone(),
                     budgets: looker.budgets.clone(),
                     thread: t,
-                    holds,
                     keep_lease,
                     max_retries,
                 });
-                // A step whose agent only computes (the agent of the thread's next step, when
-                // the runner knows that role) waits for nothing up to its head move but its
-                // lease, taken with those of its batch: it goes to the runner's own threads.
-                let computes = match &opts.agent {
-                    Some(a) => engine::computes_only(a),
-                    None => tracked.get(&env.thread).is_some_and(|x| {
-                        x.next_role.as_ref().is_some_and(|role| {
-                            config
-                                .agent_for(&x.workflow, role)
-                                .is_ok_and(|a| engine::computes_only(&a))
-                        })
-                    }),
-                };
+                // A step that holds its lease already and whose agent only computes (the agent
+                // of the thread's next step, when the runner knows that role) waits for nothing
+                // up to its head move: it goes to the runner's own threads.
+                let computes = holds
+                    && match &opts.agent {
+                        Some(a) => engine::computes_only(a),
+                        None => tracked.get(&env.thread).is_some_and(|x| {
+                            x.next_role.as_ref().is_some_and(|role| {
+                                config
+                                    .agent_for(&x.workflow, role)
+                                    .is_ok_and(|a| engine::computes_only(&a))
+                            })
+                        }),
+                    };
                 let pool = match computes {
                     true => pools
                         .get_or_init(|| pool::Pool::new().ok().map(Arc::new))

@@ -1,14 +1,12 @@
 //! The runner's threads for steps whose agents only compute (the scripted agent): such a step
 //! is tens of microseconds of work up to its head move, so a thread of its own, woken for it
 //! and put to sleep after it, would cost as much as the step. A few threads (one more than
-//! the cores) take the queued steps in batches, read the leases a batch's threads kept from
-//! their last steps in one read transaction and take the others' in one write, and run its
-//! steps one after another, each up to its head move ([`engine::step_detached`]); the moves are
-//! committed by the store's group commit.
+//! the cores) take the queued steps in batches, read the kept leases of a batch in one read
+//! transaction, and run its steps one after another, each up to its head move
+//! ([`engine::step_detached`]); the moves are committed by the store's group commit.
 
 use super::step::StepEnv;
 use crate::engine::{self, Detached, Moved};
-use crate::store::LeasedThread;
 use crate::thread::ThreadId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
@@ -121,55 +119,30 @@ fn work(shared: &Shared) {
     }
 }
 
-/// Runs a batch: the leases its threads kept from their last steps read in one read
-/// transaction, the others taken in one write, then each step up to its head move.
+/// Runs a batch: the kept leases of its threads read in one read transaction, then each step
+/// up to its head move.
 fn run_batch(batch: Vec<Job>) {
-    let Some(env) = batch.first().map(|j| j.env.clone()) else {
+    let Some(store) = batch.first().map(|j| j.env.store.clone()) else {
         return;
     };
-    let store = &env.store;
-    let threads = |holds: bool| -> Vec<ThreadId> {
-        batch
-            .iter()
-            .filter(|j| j.env.holds == holds)
-            .map(|j| j.env.thread.clone())
-            .collect()
-    };
-    // A failed read or write leaves each of its steps to read or take its own.
-    let mut kept = rows(&threads(true), |t| {
-        store
-            .leased_threads(t)
-            .map(|r| r.into_iter().map(Some).collect())
-    });
-    let me = crate::store::Lease::of(crate::proc::pid(), (env.now)());
-    let mut taken = rows(&threads(false), |t| engine::take_leases(store, t, &me));
+    // Every step here holds its thread's lease from its last one. A failed read leaves each
+    // step to read its own rows.
+    let threads: Vec<ThreadId> = batch.iter().map(|j| j.env.thread.clone()).collect();
+    let mut leased = store
+        .leased_threads(&threads)
+        .ok()
+        .filter(|r| r.len() == threads.len())
+        .map(Vec::into_iter);
     // The batch's head moves go in one group commit, started once all are queued.
     store.deferring(|| {
         for j in batch {
-            let rows = if j.env.holds { &mut kept } else { &mut taken };
-            let pre = rows.as_mut().and_then(Iterator::next).flatten();
-            run_one(j, pre);
+            run_one(j, leased.as_mut().and_then(Iterator::next));
         }
     });
 }
 
-/// The rows `read` gives for `threads`, one a thread, in their order; `None` when there are
-/// none to read or the read failed.
-fn rows(
-    threads: &[ThreadId],
-    read: impl FnOnce(&[ThreadId]) -> Result<Vec<Option<LeasedThread>>, crate::store::StoreError>,
-) -> Option<std::vec::IntoIter<Option<LeasedThread>>> {
-    if threads.is_empty() {
-        return None;
-    }
-    read(threads)
-        .ok()
-        .filter(|r| r.len() == threads.len())
-        .map(Vec::into_iter)
-}
-
 /// Runs one step of a batch up to its head move, with the rows read for it (`pre`).
-fn run_one(j: Job, pre: Option<LeasedThread>) {
+fn run_one(j: Job, pre: Option<crate::store::LeasedThread>) {
     let Job { env, then, reply } = j;
     // A panic ends the step, not the worker: the runner gets it as it gets a panic of a step
     // on the blocking pool.

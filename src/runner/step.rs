@@ -19,8 +19,6 @@ pub(super) struct StepEnv {
     pub(super) memo: Arc<engine::Memo>,
     pub(super) budgets: Arc<Vec<(String, crate::store::Budget)>>,
     pub(super) thread: ThreadId,
-    /// This runner kept the thread's lease from its last step.
-    pub(super) holds: bool,
     pub(super) keep_lease: bool,
     pub(super) max_retries: u32,
 }

@@ -33,7 +33,7 @@ impl Store {
         &self,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.queue_write(Vec::new(), Vec::new(), f)
+        self.queue_write(None, Vec::new(), f)
     }
 
     /// [`Store::write_grouped`] for a write about thread `thread`: a group takes the locks and
@@ -47,19 +47,7 @@ impl Store {
         thread: &ThreadId,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.queue_write(vec![thread.clone()], Vec::new(), f)
-    }
-
-    /// [`Store::write_grouped_for`] for a write about every thread of `threads`.
-    ///
-    /// # Errors
-    /// As [`Store::write_grouped`].
-    pub(crate) fn write_grouped_for_all<T: Send + 'static>(
-        &self,
-        threads: Vec<ThreadId>,
-        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        self.queue_write(threads, Vec::new(), f)
+        self.queue_write(Some(thread.clone()), Vec::new(), f)
     }
 
     /// [`Store::write_grouped_for`] for a write that puts nodes `nodes`: a group reads ahead
@@ -74,7 +62,7 @@ impl Store {
         nodes: Vec<NodeId>,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
-        self.queue_write(vec![thread.clone()], nodes, f)
+        self.queue_write(Some(thread.clone()), nodes, f)
     }
 
     /// [`Store::write_grouped_putting`] that does not wait for the commit: `then` gets what
@@ -92,18 +80,18 @@ impl Store {
         let reply = Reply::Then(Box::new(move |out: Output| {
             then(out.map(|b| *b.downcast::<T>().expect("the closure's own type")));
         }));
-        self.queue(vec![thread.clone()], nodes, job, reply);
+        self.queue(Some(thread.clone()), nodes, job, reply);
     }
 
     fn queue_write<T: Send + 'static>(
         &self,
-        threads: Vec<ThreadId>,
+        thread: Option<ThreadId>,
         nodes: Vec<NodeId>,
         f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (tx, rx) = sync_channel(1);
         let job: Job = Box::new(move |w| f(w).map(|t| Box::new(t) as Box<dyn Any + Send>));
-        self.queue(threads, nodes, job, Reply::Wait(tx));
+        self.queue(thread, nodes, job, Reply::Wait(tx));
         let out = rx
             .recv()
             .map_err(|_| StoreError::Internal("a grouped write was dropped".into()))?;
@@ -111,7 +99,7 @@ impl Store {
     }
 
     /// Queues a write; with no group running, this thread runs groups until none is queued.
-    fn queue(&self, threads: Vec<ThreadId>, nodes: Vec<NodeId>, job: Job, to: Reply) {
+    fn queue(&self, thread: Option<ThreadId>, nodes: Vec<NodeId>, job: Job, to: Reply) {
         // A write whose caller does not wait for it, queued inside `deferring`: left for the
         // group that the end of `deferring` (or another writer) runs.
         let defer = matches!(to, Reply::Then(_)) && DEFERRING.get();
@@ -119,7 +107,7 @@ impl Store {
             let mut s = self.group.state.lock().expect("group lock");
             s.queue.push(Queued {
                 job,
-                threads,
+                thread,
                 nodes,
                 to,
             });
@@ -184,7 +172,7 @@ impl Store {
         );
         for q in batch {
             jobs.push(q.job);
-            threads.extend(q.threads);
+            threads.extend(q.thread);
             nodes.extend(q.nodes);
             senders.push(q.to);
         }

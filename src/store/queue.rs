@@ -28,8 +28,8 @@ pub(crate) struct State {
 /// A write waiting for its group.
 pub(crate) struct Queued {
     pub(crate) job: Job,
-    /// The threads it is about, if it names them.
-    pub(crate) threads: Vec<ThreadId>,
+    /// The thread it is about, if it names one.
+    pub(crate) thread: Option<ThreadId>,
     /// The nodes it puts, if it names them.
     pub(crate) nodes: Vec<NodeId>,
     pub(crate) to: Reply,
