@@ -121,6 +121,9 @@ struct Tracked {
 /// threads, while every thread moves on when there are more threads than jobs.
 const STREAK: u32 = 16;
 
+/// The most blocking threads of a run whose `--agent` only computes.
+const COMPUTE_BLOCKING: usize = 32;
+
 /// The threads whose leases this runner kept from their last steps for their next ones
 /// ([`engine::StepOptions::keep_lease`]); what is still kept when the run ends, however it
 /// ends, is given back.
@@ -159,9 +162,15 @@ pub fn run(
     stop: Arc<Stop>,
     mut events: impl FnMut(Event),
 ) -> thread::Result<Summary> {
+    // A step of an agent that only computes waits on a blocking thread for no more than its
+    // lease's commit, which the steps waiting with it share: a few threads serve many.
+    let blocking = match &opts.agent {
+        Some(a) if engine::computes_only(a) => opts.jobs.clamp(1, COMPUTE_BLOCKING),
+        _ => opts.jobs.max(1),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .max_blocking_threads(opts.jobs.max(1) + 2)
+        .max_blocking_threads(blocking + 2)
         .build()
         .map_err(|e| thread::ThreadError::Invalid(format!("cannot start the runtime: {e}")))?;
     let max_retries = config.max_retries()?;
