@@ -161,26 +161,29 @@ impl<S: Subscriber> Layer<S> for FileLayer {
             return;
         };
         let now = clock();
-        SCRATCH.with(|scratch| {
-            // An event recorded while a line is made (a field's `Debug` that logs) gets buffers
-            // of its own.
-            let mut fresh = Scratch::default();
-            let mut held = scratch.try_borrow_mut();
-            let s = match held.as_deref_mut() {
-                Ok(s) => s,
-                Err(_) => &mut fresh,
-            };
+        let append = |s: &mut Scratch| {
             s.make_line(event, &pid, now);
-            let line = &s.line;
-            let masked = masked_bytes(line);
+            let masked = masked_bytes(&s.line);
             if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                open.write(now, masked.as_deref().unwrap_or(line));
+                open.write(now, masked.as_deref().unwrap_or(&s.line));
             }
-            // A thread keeps no more than a usual line's buffers.
-            if s.line.capacity() > SCRATCH_BYTES {
-                *s = Scratch::default();
+        };
+        // An event recorded while the thread's buffers are in use or dropped (at its end) gets
+        // buffers of its own.
+        let kept = SCRATCH.try_with(|scratch| match scratch.try_borrow_mut() {
+            Ok(mut s) => {
+                append(&mut s);
+                // A thread keeps no more than a usual line's buffers.
+                if s.line.capacity() > SCRATCH_BYTES {
+                    *s = Scratch::default();
+                }
+                true
             }
+            Err(_) => false,
         });
+        if kept != Ok(true) {
+            append(&mut Scratch::default());
+        }
     }
 }
 
@@ -655,6 +658,44 @@ mod tests {
         assert_eq!(keys, ["ts", "pid", "tag", "level", "msg", "flag"]);
         assert_eq!(lines[1]["tag"], "");
         assert_eq!(lines[1]["flag"], false);
+    }
+
+    /// A field whose `Debug` logs while the file layer makes its line: the line and the next
+    /// are written whole (`tracing` does not dispatch an event raised inside its subscriber).
+    #[test]
+    fn a_field_that_logs_while_its_line_is_made_leaves_the_lines_whole() {
+        struct Loud;
+        impl Debug for Loud {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                tracing::info!(tag = "INNERLOG", "inner");
+                f.write_str("loud")
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        *OPEN.lock().unwrap() = Some(Open {
+            sink: Sink {
+                dir: dir.path().to_path_buf(),
+                pid: "1-2".into(),
+                clock: Arc::new(|| 86_400_000),
+                keep_days: Box::new(|| 0),
+            },
+            day: 0,
+            file: None,
+            buf: Vec::new(),
+            flushed: None,
+        });
+        let sub = tracing_subscriber::registry().with(FileLayer);
+        tracing::subscriber::with_default(sub, || {
+            tracing::info!(tag = "OUTERLOG", field = ?Loud, "outer");
+            tracing::info!(tag = "AFTERLOG", "after");
+        });
+        close();
+        let text = std::fs::read_to_string(dir.path().join("1970-01-02.jsonl")).unwrap();
+        let lines = parse_lines(&text);
+        let tags: Vec<&str> = lines.iter().map(|l| l["tag"].as_str().unwrap()).collect();
+        assert_eq!(tags, ["OUTERLOG", "AFTERLOG"], "{text}");
+        assert_eq!(lines[0]["field"], "loud");
+        assert_eq!(text.lines().count(), 2);
     }
 
     #[test]
