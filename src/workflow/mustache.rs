@@ -41,9 +41,13 @@ pub enum TemplateError {
 
 #[derive(Debug, Clone, PartialEq)]
 enum Raw {
-    Text(String),
+    /// One character of text (a line's whitespace may be dropped character by character).
+    Text(char),
     Name(String),
-    Open { name: String, inverted: bool },
+    Open {
+        name: String,
+        inverted: bool,
+    },
     Close,
     Nothing,
 }
@@ -65,7 +69,7 @@ enum Node {
 /// [`TemplateError`] when the template does not parse.
 pub(crate) fn render(template: &str, view: &Value) -> Result<String, TemplateError> {
     // Without an opening delimiter there is no tag (a change of delimiters is one): the text
-    // is the output.
+    // is the output, with nothing to parse.
     if !template.contains("{{") {
         return Ok(template.to_string());
     }
@@ -117,7 +121,7 @@ fn parse(template: &str) -> Result<Vec<Node>, TemplateError> {
             } else {
                 non_space = true;
             }
-            tokens.push(Raw::Text(ch.to_string()));
+            tokens.push(Raw::Text(ch));
             if ch == '\n' {
                 strip(&mut tokens, &mut spaces, &mut has_tag, &mut non_space);
             }
@@ -256,11 +260,11 @@ fn nest(tokens: Vec<Raw>) -> Vec<Node> {
             None => &mut top,
         };
         match t {
-            Raw::Text(x) => {
+            Raw::Text(ch) => {
                 if let Some(Node::Text(prev)) = current.last_mut() {
-                    prev.push_str(&x);
+                    prev.push(ch);
                 } else {
-                    current.push(Node::Text(x));
+                    current.push(Node::Text(ch.to_string()));
                 }
             }
             Raw::Name(n) => current.push(Node::Name(n)),
