@@ -710,10 +710,13 @@ where
         return;
     };
     let dport = free_port();
+    // Chromium's profile and scratch folders, removed with the session (after the driver).
+    let scratch = tempfile::tempdir().expect("tempdir");
     let _driver = Killed(
         Command::new(&driver)
             .arg(format!("--port={dport}"))
             .arg("--allowed-ips=127.0.0.1")
+            .env("TMPDIR", scratch.path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -736,7 +739,8 @@ where
             serde_json::json!({
                 "binary": chromium,
                 "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1280,1500"],
+                         "--disable-dev-shm-usage", "--window-size=1280,1500",
+                         format!("--user-data-dir={}", scratch.path().join("profile").display())],
             }),
         );
         let c = fantoccini::ClientBuilder::new(
