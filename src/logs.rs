@@ -19,6 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::Layer;
 use tracing_subscriber::layer::{Context, SubscriberExt};
@@ -83,6 +84,24 @@ pub(crate) fn mask(secret: &str) {
     }
 }
 
+/// Whether an environment variable named `name` holds a secret: its name contains `KEY`,
+/// `TOKEN`, `SECRET` or `PASSWORD`, in any case.
+pub(crate) fn secret_name(name: &[u8]) -> bool {
+    // One pass: each word is tried only where its first letter stands.
+    (0..name.len()).any(|i| {
+        let word: &[u8] = match name[i].to_ascii_uppercase() {
+            b'K' => b"KEY",
+            b'T' => b"TOKEN",
+            b'S' => b"SECRET",
+            b'P' => b"PASSWORD",
+            _ => return false,
+        };
+        name[i..]
+            .get(..word.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(word))
+    })
+}
+
 /// `line` with every registered secret, and its JSON-escaped form, replaced by `***`.
 fn masked(mut line: String) -> String {
     let all = SECRETS.read().unwrap_or_else(|e| e.into_inner());
@@ -113,13 +132,16 @@ pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::fil
         flushed: None,
     });
     INSTALLED.get_or_init(|| {
-        let file = FileLayer.with_filter(tracing_subscriber::filter::LevelFilter::INFO);
-        let human = stderr.map(|targets| {
-            tracing_subscriber::fmt::layer()
-                .with_writer(|| MaskedStderr)
-                .with_target(false)
-                .with_filter(targets)
-        });
+        let Some(targets) = stderr else {
+            // The file alone needs no span registry (uwf makes no spans).
+            let _ = tracing::subscriber::set_global_default(FileOnly);
+            return;
+        };
+        let file = FileLayer.with_filter(LevelFilter::INFO);
+        let human = tracing_subscriber::fmt::layer()
+            .with_writer(|| MaskedStderr)
+            .with_target(false)
+            .with_filter(targets);
         let subscriber = tracing_subscriber::registry().with(file).with(human);
         let _ = tracing::subscriber::set_global_default(subscriber);
     });
@@ -150,40 +172,75 @@ struct FileLayer;
 
 impl<S: Subscriber> Layer<S> for FileLayer {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        // The line is made outside the lock, in buffers the thread keeps from line to line;
-        // only its append is under the lock.
-        let Some((pid, clock)) = OPEN
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|o| (o.sink.pid.clone(), o.sink.clock.clone()))
-        else {
-            return;
-        };
-        let now = clock();
-        let append = |s: &mut Scratch| {
-            s.make_line(event, &pid, now);
-            let masked = masked_bytes(&s.line);
-            if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
-                open.write(now, masked.as_deref().unwrap_or(&s.line));
-            }
-        };
-        // An event recorded while the thread's buffers are in use or dropped (at its end) gets
-        // buffers of its own.
-        let kept = SCRATCH.try_with(|scratch| match scratch.try_borrow_mut() {
-            Ok(mut s) => {
-                append(&mut s);
-                // A thread keeps no more than a usual line's buffers.
-                if s.line.capacity() > SCRATCH_BYTES {
-                    *s = Scratch::default();
-                }
-                true
-            }
-            Err(_) => false,
-        });
-        if kept != Ok(true) {
-            append(&mut Scratch::default());
+        file_line(event);
+    }
+}
+
+/// The subscriber of a process that logs to its file only: [`FileLayer`]'s lines for the
+/// events at info and above; a span is given one id and recorded nowhere.
+struct FileOnly;
+
+impl Subscriber for FileOnly {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        *metadata.level() <= Level::INFO
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(LevelFilter::INFO)
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &Event<'_>) {
+        file_line(event);
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// Appends `event`'s line to the day's file (nothing once [`close`]d or with no sink).
+fn file_line(event: &Event<'_>) {
+    // The line is made outside the lock, in buffers the thread keeps from line to line;
+    // only its append is under the lock.
+    let Some((pid, clock)) = OPEN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .map(|o| (o.sink.pid.clone(), o.sink.clock.clone()))
+    else {
+        return;
+    };
+    let now = clock();
+    let append = |s: &mut Scratch| {
+        s.make_line(event, &pid, now);
+        let masked = masked_bytes(&s.line);
+        if let Some(open) = OPEN.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+            open.write(now, masked.as_deref().unwrap_or(&s.line));
         }
+    };
+    // An event recorded while the thread's buffers are in use or dropped (at its end) gets
+    // buffers of its own.
+    let kept = SCRATCH.try_with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut s) => {
+            append(&mut s);
+            // A thread keeps no more than a usual line's buffers.
+            if s.line.capacity() > SCRATCH_BYTES {
+                *s = Scratch::default();
+            }
+            true
+        }
+        Err(_) => false,
+    });
+    if kept != Ok(true) {
+        append(&mut Scratch::default());
     }
 }
 
@@ -592,6 +649,22 @@ mod tests {
             a(&["uwf", "config", "set", "models.m.name", "gpt"]),
             ["uwf", "config", "set", "models.m.name", "gpt"]
         );
+    }
+
+    #[test]
+    fn secret_names_are_found_in_any_case() {
+        for name in [
+            "OPENAI_API_KEY",
+            "gh_token",
+            "Db_Password",
+            "SECRET",
+            "mykeyring",
+        ] {
+            assert!(secret_name(name.as_bytes()), "{name}");
+        }
+        for name in ["PATH", "HOME", "UWF_HOME", "KE", "TOKE_N", ""] {
+            assert!(!secret_name(name.as_bytes()), "{name}");
+        }
     }
 
     #[test]

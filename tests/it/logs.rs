@@ -336,6 +336,7 @@ fn follow_prints_an_event_written_after_it_started() {
 fn secrets_never_reach_a_log_line() {
     const DOTENV: &str = "tok-very-secret-123";
     const TYPED: &str = "sk-typed-in-argv-987";
+    const FROM_ENV: &str = "pw-from-the-environment-4567";
     let env = TestEnv::new();
     std::fs::write(env.root().join(".env"), format!("MY_TOKEN={DOTENV}\n")).unwrap();
     // An agent that prints a variable of `.env` on stderr and fails.
@@ -362,6 +363,14 @@ fn secrets_never_reach_a_log_line() {
     ]);
     assert!(r.stderr.contains("process start"), "{}", r.stderr);
     assert!(!r.stderr.contains(TYPED), "{}", r.stderr);
+    // A variable of the process's environment whose name says it is a secret, in any case.
+    let put = env
+        .cmd()
+        .env("deploy_Password", FROM_ENV)
+        .args(["cas", "put-text", FROM_ENV])
+        .output()
+        .unwrap();
+    assert!(put.status.success());
     let mut text = String::new();
     for e in std::fs::read_dir(env.root().join("logs")).unwrap() {
         text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
@@ -370,6 +379,8 @@ fn secrets_never_reach_a_log_line() {
     assert!(text.contains("use *** for the call"), "{text}");
     assert!(!text.contains(DOTENV), "{text}");
     assert!(!text.contains(TYPED), "{text}");
+    assert!(text.contains(r#"\"put-text\",\"***\""#), "{text}");
+    assert!(!text.contains(FROM_ENV), "{text}");
 }
 
 #[test]
