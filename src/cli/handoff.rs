@@ -313,6 +313,11 @@ fn serve(a: &Answerer, mut conn: UnixStream) {
         return;
     };
     let reply = answer(&a.store, &a.held, &a.canonical, &req);
+    // Answered before the line is logged: the agent waits on the answer, not on the log.
+    if let Ok(bytes) = serde_json::to_vec(&reply) {
+        let _ = conn.write_all(&bytes);
+    }
+    drop(conn);
     tracing::info!(
         tag = "SBM7RNQX",
         thread = %req.thread,
@@ -324,9 +329,6 @@ fn serve(a: &Answerer, mut conn: UnixStream) {
         },
         "agent submit handed to the runner"
     );
-    if let Ok(bytes) = serde_json::to_vec(&reply) {
-        let _ = conn.write_all(&bytes);
-    }
 }
 
 /// What the direct path would give for `req`, from the runner's store: its writes held for
