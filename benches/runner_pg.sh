@@ -13,7 +13,8 @@ cp "$(dirname "$0")/count.yaml" "$work/count.yaml"
 { echo "worker:"; for i in $(seq 0 19); do s=continue; [ "$i" = 19 ] && s=done; printf '  - $status: %s\n    note: step %s\n' $s $i; done; } > "$work/script.yaml"
 for _ in $(seq 1000); do echo '{"prompt":"go","cwd":"/tmp"}'; done > "$work/batch.jsonl"
 export UWF_HOME="$work/home"; mkdir -p "$UWF_HOME"
-server_cpu() { local t=0; for p in $(pgrep -u postgres postgres || true); do [ -r /proc/$p/stat ] && t=$((t + $(awk '{print $14+$15+$16+$17}' /proc/$p/stat))); done; echo $t; }
+# (a server process may end between the listing and the read: it is left out)
+server_cpu() { local t=0 c; for p in $(pgrep -u postgres postgres || true); do c=$(awk '{print $14+$15+$16+$17}' "/proc/$p/stat" 2>/dev/null) || continue; t=$((t + ${c:-0})); done; echo $t; }
 xacts() { [ "$WHERE" = redb ] && echo 0 || psql -At "$UWF_STORE" -c "select xact_commit from pg_stat_database where datname=current_database()"; }
 if [ "$WHERE" != redb ]; then
   db="uwf_bench_$$"
