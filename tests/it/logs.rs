@@ -383,6 +383,29 @@ fn secrets_never_reach_a_log_line() {
     assert!(!text.contains(FROM_ENV), "{text}");
 }
 
+/// A variable whose name or value is not UTF-8, in the process's environment, is left alone
+/// when the secrets are gathered: the command runs and logs as without it.
+#[test]
+fn variables_that_are_not_utf8_are_left_alone() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = TestEnv::new();
+    let bad = std::ffi::OsStr::from_bytes(b"not-utf8-\xff-value");
+    let out = env
+        .cmd()
+        .env("DEPLOY_TOKEN", bad)
+        .env(std::ffi::OsStr::from_bytes(b"ODD_\xfe_NAME"), "x")
+        .args(["cas", "put-text", "hello"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stderr, b"");
+    assert!(lines(&env).iter().any(|e| s(e, "msg").contains("put-text")));
+}
+
 #[test]
 fn verbose_and_uwf_log_print_events_on_stderr() {
     let env = TestEnv::new();
