@@ -7,7 +7,7 @@ use super::{CliError, CliResult, Env, handoff};
 use crate::builtin::{self, Agent, CommandAgent, CommandArgs, LlmAgent, LlmArgs, ScriptedAgent};
 use crate::cas::Value;
 use crate::engine::{DEFAULT_TIMEOUT, Interrupt};
-use crate::thread::{self, Config, Fallback, SubmitInput, ThreadId};
+use crate::thread::{self, Fallback, SubmitInput, ThreadId};
 use clap::Subcommand;
 use serde::Serialize;
 use std::io::Read;
@@ -163,8 +163,8 @@ fn agent_cwd() -> PathBuf {
 /// Runs a built-in agent as a command: writes the StepNode and prints its id.
 fn run_builtin(env: &Env, agent: &dyn Agent, thread: &str, role: &str) -> CliResult {
     let t = thread_id(env, thread)?;
-    let config = Config::load(&env.root)?;
-    let (models, vars) = env.agent_setup(&config, no_llm(false));
+    let config = env.config()?;
+    let (models, vars) = env.agent_setup(config, no_llm(false));
     let timeout = match var("UWF_TIMEOUT").and_then(|s| s.parse::<f64>().ok()) {
         Some(s) if s > 0.0 && s < 1e9 => Duration::from_secs_f64(s),
         _ => config
@@ -216,8 +216,8 @@ fn submit(
     let started = var("UWF_STEP_STARTED_MS")
         .and_then(|v| v.parse().ok())
         .unwrap_or(env.now_ms);
-    let config = Config::load(&env.root)?;
-    let (models, _) = env.agent_setup(&config, no_llm);
+    let config = env.config()?;
+    let (models, _) = env.agent_setup(config, no_llm);
     let fallback = models.extract();
     // Under `uwf run`, the runner writes the submission through its own store handle.
     if let Some(socket) = var(handoff::SOCKET_VAR)

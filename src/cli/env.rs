@@ -31,6 +31,8 @@ pub(crate) struct Env {
     pub(super) seed: Option<(u64, std::cell::Cell<u64>)>,
     /// `<root>/.env`, once read.
     pub(super) dotenv_file: std::cell::OnceCell<Vec<(String, String)>>,
+    /// `<root>/config.yaml`, once read and parsed.
+    pub(super) config: std::cell::OnceCell<crate::thread::Config>,
     /// Imports a root that holds only the TypeScript tool's file layout into a new store file
     /// (`None` when there is nothing to import).
     pub(super) auto_import: fn(&Env) -> CliResult<Option<Store>>,
@@ -108,6 +110,20 @@ impl Env {
             .filter(|(k, _)| std::env::var_os(k).is_none())
             .cloned()
             .collect()
+    }
+
+    /// `<root>/config.yaml` (empty when absent), read and parsed once per process for the
+    /// commands that only read it; an error is not kept, and the next call reads the file
+    /// again. Commands that write the file, and long-lived servers, read it themselves.
+    ///
+    /// # Errors
+    /// As [`crate::thread::Config::load`].
+    pub(crate) fn config(&self) -> Result<&crate::thread::Config, crate::thread::ThreadError> {
+        if let Some(c) = self.config.get() {
+            return Ok(c);
+        }
+        let c = crate::thread::Config::load(&self.root)?;
+        Ok(self.config.get_or_init(|| c))
     }
 
     /// Every variable of `<root>/.env`, read once per process.

@@ -374,8 +374,7 @@ fn env_for(cli: &Cli) -> Env {
     }
     ts_cas.retain(|c| *c != root.join(crate::interchange::layout::CAS_DIR));
     ts_cas.dedup();
-    let root_for_config = root.clone();
-    Env {
+    let mut env = Env {
         root,
         ts_cas,
         format: cli.format.unwrap_or(Format::Json),
@@ -386,14 +385,17 @@ fn env_for(cli: &Cli) -> Env {
         fixed_now,
         seed: number("UWF_TEST_SEED").map(|s| (s, std::cell::Cell::new(0))),
         dotenv_file: std::cell::OnceCell::new(),
+        config: std::cell::OnceCell::new(),
         auto_import: interchange::auto_import,
-        store: cli
-            .store
-            .clone()
-            .filter(|s| !s.is_empty())
-            .or_else(|| var("UWF_STORE"))
-            .or_else(|| configured_store(&root_for_config)),
-    }
+        store: None,
+    };
+    env.store = cli
+        .store
+        .clone()
+        .filter(|s| !s.is_empty())
+        .or_else(|| var("UWF_STORE"))
+        .or_else(|| configured_store(&env));
+    env
 }
 
 /// Runs `command` in `env`.
@@ -440,8 +442,8 @@ fn dispatch(command: Command, env: &Env) -> CliResult {
 
 /// `store:` in `<root>/config.yaml`, if set (a config that does not parse sets nothing here;
 /// the commands that read it report it).
-fn configured_store(root: &Path) -> Option<String> {
-    let c = crate::thread::Config::load(root).ok()?;
+fn configured_store(env: &Env) -> Option<String> {
+    let c = env.config().ok()?;
     let s = c.doc.get("store")?.as_str()?.trim().to_string();
     (!s.is_empty()).then_some(s)
 }

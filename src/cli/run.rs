@@ -5,7 +5,7 @@ use super::output::{print, print_as, to_value, write_stdout};
 use super::{CliError, CliResult, Env, Format, handoff};
 use crate::query::runs;
 use crate::runner::{self, Event, RunOptions, Stop};
-use crate::thread::{self, AgentCommand, Config, Submissions};
+use crate::thread::{self, AgentCommand, Submissions};
 use clap::Args;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -108,13 +108,13 @@ fn socket_parent() -> std::path::PathBuf {
 // Long: set-up in the order its parts need each other (store, socket, guardian, signals), then the
 // run and its summary.
 pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let store = Arc::new(env.open_rw()?);
     let mut threads = Vec::new();
     for t in &a.threads {
         threads.push(super::thread::thread_id(env, t)?);
     }
-    let (models, mut agent_env) = env.agent_setup(&config, a.no_llm);
+    let (models, mut agent_env) = env.agent_setup(config, a.no_llm);
     // Agents' `uwf agent submit` hands its submission to this process, which holds it for its
     // step's head move (or writes it through its group commit when no step of the thread waits
     // for it); without the socket they open the store themselves.
@@ -181,7 +181,7 @@ pub(crate) fn run(env: &Env, a: RunArgs) -> CliResult {
     let mut last_progress = std::time::Instant::now();
     let result = runner::run(
         store,
-        Arc::new(config),
+        Arc::new(config.clone()),
         models,
         opts,
         now,
@@ -299,16 +299,16 @@ pub(crate) struct PsArgs {
 /// "thisMachine"}]`, from the leases of live processes; with `--stats`, the dashboard
 /// (`query::runs`).
 pub(crate) fn ps(env: &Env, a: &PsArgs) -> CliResult {
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let store = env.open_ro()?;
     let now = env.clock();
     for over in thread::budget::spent_days(&store, &|| active_workflows(&store), now)? {
         eprintln!("uwf ps: {over}");
     }
     if a.stats {
-        print_as(env.format, &runs::runs(&store, &config, now)?)
+        print_as(env.format, &runs::runs(&store, config, now)?)
     } else {
-        print_as(env.format, &runs::running(&store, &config, now)?)
+        print_as(env.format, &runs::running(&store, config, now)?)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use super::output::{Format, NodeIdStr, json_line, print_as, to_value, write_stdout};
 use super::{CliError, CliResult, Env};
-use crate::thread::{self, Admission, Config, StartLine, ThreadId};
+use crate::thread::{self, Admission, StartLine, ThreadId};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -137,7 +137,7 @@ pub(crate) fn start_thread(
 ) -> CliResult<(crate::cas::NodeId, ThreadId, Admission)> {
     let here = std::env::current_dir()?;
     let cwd = cwd.unwrap_or_else(|| here.display().to_string());
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let s = env.open_rw()?;
     let t = env.new_thread_id();
     let (wf, admission) = thread::start_with(
@@ -150,7 +150,7 @@ pub(crate) fn start_thread(
             thread: t.clone(),
             now_ms: env.now_ms,
         },
-        &config,
+        config,
         max_rounds,
     )?;
     Ok((wf, t, admission))
@@ -188,9 +188,9 @@ fn cmd_start_batch(env: &Env, a: &StartArgs, batch: &str) -> CliResult {
             max_rounds,
         })
         .collect();
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let s = env.open_rw()?;
-    let (wf, admitted) = thread::start_many(&s, &a.workflow, &here, env.now_ms, &config, &lines)?;
+    let (wf, admitted) = thread::start_many(&s, &a.workflow, &here, env.now_ms, config, &lines)?;
     let mut out = Vec::new();
     for (l, admission) in lines.iter().zip(admitted) {
         if a.quiet {

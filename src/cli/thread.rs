@@ -6,8 +6,7 @@ use super::{CliError, CliResult, Env};
 use crate::engine::{self, Interrupt, StepOptions};
 use crate::query::thread::{State, StepsOut, list_rows, shown};
 use crate::thread::{
-    self, AgentCommand, AgentProtocol, Config, ListFilter, ReadOptions, Status, ThreadId,
-    time::parse_time,
+    self, AgentCommand, AgentProtocol, ListFilter, ReadOptions, Status, ThreadId, time::parse_time,
 };
 use clap::Subcommand;
 use serde::Serialize;
@@ -408,11 +407,11 @@ fn cmd_kill(env: &Env, thread: &str) -> CliResult {
         background::terminate(pid, &t, Duration::from_secs(30));
         background::remove_marker_of(&env.root, &t, pid);
     }
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let s = env.open_rw()?;
     thread::kill(&s, &t, env.now_ms)?;
     // Room for a queued thread of its workflow.
-    thread::promote(&s, &config)?;
+    thread::promote(&s, config)?;
     let out = Cancelled {
         thread: t.as_str(),
         cancelled: true,
@@ -693,14 +692,14 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         thread: &t,
         pid: me,
     });
-    let config = Config::load(&env.root)?;
+    let config = env.config()?;
     let store = env.open_rw()?;
     // Ctrl-C or SIGTERM ends the running agent, gives the lease back and exits 130/143.
     let interrupt = Interrupt::new()?;
     interrupt.on_signals(&[libc::SIGINT, libc::SIGTERM])?;
     // Agents run one at a time here: what one leaves behind can be found and killed.
     engine::adopt_orphans();
-    let (models, agent_env) = env.agent_setup(&config, a.no_llm);
+    let (models, agent_env) = env.agent_setup(config, a.no_llm);
     let fallback_cwd = std::env::current_dir()?;
     let self_exe = std::env::current_exe().ok();
     let opts = StepOptions {
@@ -708,7 +707,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         root: &env.root,
         thread: &t,
         agent: agent.as_ref(),
-        config: &config,
+        config,
         models: &models,
         max_retries: config.max_retries()?,
         timeout,
@@ -746,7 +745,7 @@ fn step(env: &Env, a: StepArgs) -> CliResult {
         }
     }
     // A thread that ended makes room for a queued one of its workflow.
-    thread::promote(&store, &config)?;
+    thread::promote(&store, config)?;
     if count == 1 {
         if let Some(o) = outs.first() {
             print_as(env.format, &State::from(o))?;

@@ -1039,3 +1039,51 @@ fn an_agent_submits_to_the_store_its_step_was_given() {
         shown.to_json()
     );
 }
+
+/// A config.yaml that does not parse stops `thread step` and `agent submit` with one line
+/// naming it, before anything is written; once mended, the same step runs.
+#[test]
+fn a_broken_config_stops_a_step_and_a_submit_and_writes_nothing() {
+    let env = TestEnv::new();
+    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
+    let before = env.head(&t);
+    let config = env.root().join("config.yaml");
+    std::fs::write(&config, "models: [unclosed\n").unwrap();
+    env.fails(
+        &["thread", "step", &t, "--agent", &debate_script(&env)],
+        "invalid config",
+    );
+    let r = env.run_stdin(
+        &["agent", "submit", &t, "moderator"],
+        "---\n$status: continue\n---\n",
+    );
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("config.yaml"), "{}", r.stderr);
+    assert_eq!(r.stderr.trim_end().lines().count(), 1, "{}", r.stderr);
+    assert_eq!(env.head(&t), before, "nothing written");
+    std::fs::write(&config, "maxRetries: 1\n").unwrap();
+    env.ok(&["thread", "step", &t, "--agent", &debate_script(&env)]);
+    assert_ne!(env.head(&t), before);
+}
+
+/// `store:` in config.yaml moves a command's store to that file: a thread started there is
+/// listed there, and the root's own file never holds it.
+#[test]
+fn store_in_the_config_is_where_commands_read_and_write() {
+    if crate::common::on_postgres() {
+        return; // UWF_STORE names the test's database, and wins over config.yaml.
+    }
+    let env = TestEnv::new();
+    let other = env.root().join("elsewhere.redb");
+    std::fs::write(
+        env.root().join("config.yaml"),
+        format!("store: {}\n", other.display()),
+    )
+    .unwrap();
+    let t = env.start(&p(&example("debate.yaml")), "Is Rust better than Go?");
+    assert!(other.exists());
+    assert!(!env.root().join("uwf.redb").exists());
+    assert!(env.ok(&["thread", "list"]).contains(&t));
+    env.ok(&["thread", "step", &t, "--agent", &debate_script(&env)]);
+    assert_eq!(env.roles(&t).len(), 1);
+}
