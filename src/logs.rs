@@ -57,6 +57,8 @@ struct Open {
 
 /// The most bytes of lines kept before they are written.
 const BUF_BYTES: usize = 32 << 10;
+/// The least severe events the file holds.
+const FILE_LEVEL: LevelFilter = LevelFilter::INFO;
 /// The longest lines are kept before they are written.
 const BUF_TIME: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -137,7 +139,7 @@ pub(crate) fn install(sink: Option<Sink>, stderr: Option<tracing_subscriber::fil
             let _ = tracing::subscriber::set_global_default(FileOnly);
             return;
         };
-        let file = FileLayer.with_filter(LevelFilter::INFO);
+        let file = FileLayer.with_filter(FILE_LEVEL);
         let human = tracing_subscriber::fmt::layer()
             .with_writer(|| MaskedStderr)
             .with_target(false)
@@ -182,11 +184,11 @@ struct FileOnly;
 
 impl Subscriber for FileOnly {
     fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        *metadata.level() <= Level::INFO
+        FILE_LEVEL >= *metadata.level()
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(LevelFilter::INFO)
+        Some(FILE_LEVEL)
     }
 
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {

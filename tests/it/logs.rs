@@ -1,7 +1,7 @@
 //! The structured logs: `logs/YYYY-MM-DD.jsonl` written by every process, `log list`, `log
 //! show` with its filters and `--follow`, `log clean`, the retention, masking, and `-v`.
 
-use crate::common::{TestEnv, example, json, p};
+use crate::common::{Run, TestEnv, example, json, p};
 use serde_json::Value;
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -364,13 +364,14 @@ fn secrets_never_reach_a_log_line() {
     assert!(r.stderr.contains("process start"), "{}", r.stderr);
     assert!(!r.stderr.contains(TYPED), "{}", r.stderr);
     // A variable of the process's environment whose name says it is a secret, in any case.
-    let put = env
-        .cmd()
-        .env("deploy_Password", FROM_ENV)
-        .args(["cas", "put-text", FROM_ENV])
-        .output()
-        .unwrap();
-    assert!(put.status.success());
+    let put = Run::from(
+        env.cmd()
+            .env("deploy_Password", FROM_ENV)
+            .args(["cas", "put-text", FROM_ENV])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(put.code, 0, "{}", put.stderr);
     let mut text = String::new();
     for e in std::fs::read_dir(env.root().join("logs")).unwrap() {
         text.push_str(&std::fs::read_to_string(e.unwrap().path()).unwrap());
@@ -390,19 +391,16 @@ fn variables_that_are_not_utf8_are_left_alone() {
     use std::os::unix::ffi::OsStrExt;
     let env = TestEnv::new();
     let bad = std::ffi::OsStr::from_bytes(b"not-utf8-\xff-value");
-    let out = env
-        .cmd()
-        .env("DEPLOY_TOKEN", bad)
-        .env(std::ffi::OsStr::from_bytes(b"ODD_\xfe_NAME"), "x")
-        .args(["cas", "put-text", "hello"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let r = Run::from(
+        env.cmd()
+            .env("DEPLOY_TOKEN", bad)
+            .env(std::ffi::OsStr::from_bytes(b"ODD_\xfe_NAME"), "x")
+            .args(["cas", "put-text", "hello"])
+            .output()
+            .unwrap(),
     );
-    assert_eq!(out.stderr, b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "");
     assert!(lines(&env).iter().any(|e| s(e, "msg").contains("put-text")));
 }
 
