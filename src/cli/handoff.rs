@@ -359,11 +359,13 @@ fn answer(store: &Store, held: &Submissions, canonical: &Path, req: &Request) ->
         hold: None,
     };
     let hold = HeldStep::default();
+    let waiting = held.expects(&thread);
     let input = SubmitInput {
-        hold: held.expects(&thread).then_some(&hold),
+        hold: waiting.is_some().then_some(&hold),
         ..input
     };
-    match thread::submit_unless_fallback(store, &input, req.has_fallback) {
+    let at = waiting.flatten();
+    match thread::submit_unless_fallback(store, &input, req.has_fallback, at.as_deref()) {
         Ok(Some(id)) => {
             // The step stopped waiting meanwhile: written now, as without a step.
             if let Some(w) = hold.take().and_then(|w| held.hold(&thread, w))

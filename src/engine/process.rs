@@ -19,7 +19,8 @@ impl Adapter for Uwf {
         // StepNode it returns goes in the head move's transaction, anything else it submitted
         // is written now (kept, as its own writes would be).
         let thread = call.opts.thread;
-        subs.expect(thread);
+        let at = crate::thread::Expected::of(call.opts.store, call.moderated, &call.decision.role);
+        subs.expect(thread, at.ok());
         let ran = run_program(call, &args, &call.env());
         let mut others = subs.done(thread);
         if let Ok(id) = &ran

@@ -12,6 +12,7 @@ use crate::workflow::nodes::{STEP_NODE, StepNode, TEXT};
 use crate::workflow::{self, History, Jsonata, Role, StoredWorkflow};
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A thread at its head, read for one role: loaded here, or borrowed from the step that runs
 /// the agent (which has read it already).
@@ -20,6 +21,78 @@ struct Ctx<'a> {
     wf: Cow<'a, StoredWorkflow>,
     role: Cow<'a, Role<NodeId>>,
     schema: Value,
+}
+
+impl Ctx<'_> {
+    /// What a submission on this context is built on.
+    fn on(&self) -> On<'_> {
+        On {
+            head: self.chain.head(),
+            start: self.chain.start_id,
+            workflow: self.chain.workflow_id().ok(),
+            workflow_name: &self.wf.name,
+            role: &self.role,
+            schema: &self.schema,
+        }
+    }
+}
+
+/// What a submission is built on and checked against: the thread's head and StartNode, its
+/// workflow, the role and the role's output schema.
+struct On<'a> {
+    head: NodeId,
+    start: NodeId,
+    workflow: Option<NodeId>,
+    workflow_name: &'a str,
+    role: &'a Role<NodeId>,
+    schema: &'a Value,
+}
+
+/// [`On`], kept by a runner for the step whose agent program runs ([`Submissions::expect`]):
+/// the submissions of that agent are built on the thread as the step read it, which the
+/// step's lease keeps, instead of reading the thread, its workflow and the schema again.
+#[derive(Debug)]
+pub(crate) struct Expected {
+    role_name: String,
+    head: NodeId,
+    start: NodeId,
+    workflow: Option<NodeId>,
+    workflow_name: String,
+    role: Role<NodeId>,
+    schema: Value,
+}
+
+impl Expected {
+    /// What the step on `m` gives a submission for `role`.
+    ///
+    /// # Errors
+    /// An unknown role, store failures.
+    pub(crate) fn of(store: &Store, m: &Moderated, role: &str) -> Result<Expected> {
+        let r =
+            m.wf.roles
+                .get(role)
+                .ok_or_else(|| unknown_role(&m.wf, role))?;
+        Ok(Expected {
+            role_name: role.to_string(),
+            head: m.chain.head(),
+            start: m.chain.start_id,
+            workflow: m.chain.workflow_id().ok(),
+            workflow_name: m.wf.name.clone(),
+            schema: known_schema(store, r.schema)?,
+            role: r.clone(),
+        })
+    }
+
+    fn on(&self) -> On<'_> {
+        On {
+            head: self.head,
+            start: self.start,
+            workflow: self.workflow,
+            workflow_name: &self.workflow_name,
+            role: &self.role,
+            schema: &self.schema,
+        }
+    }
 }
 
 fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx<'static>> {
@@ -38,12 +111,25 @@ fn load_ctx(store: &Store, thread: &ThreadId, role: &str) -> Result<Ctx<'static>
 fn moderated_ctx<'a>(store: &Store, m: &'a Moderated, role: &str) -> Result<Ctx<'a>> {
     debug_assert!(!m.partial, "an agent's context needs every step");
     role_ctx(Cow::Borrowed(&m.chain), Cow::Borrowed(&m.wf), role, |id| {
-        match store.type_info(id) {
-            Ok(t) => Ok(t.schema.clone()),
-            // Not a schema the store knows: read as `uwf agent context` reads it.
-            Err(_) => read_schema(&store.snapshot()?, id),
-        }
+        known_schema(store, id)
     })
+}
+
+/// The schema `id` from the store's cache of schemas, else read as `uwf agent context` reads
+/// it (not a schema the store knows).
+fn known_schema(store: &Store, id: NodeId) -> Result<Value> {
+    match store.type_info(id) {
+        Ok(t) => Ok(t.schema.clone()),
+        Err(_) => read_schema(&store.snapshot()?, id),
+    }
+}
+
+fn unknown_role(wf: &StoredWorkflow, role: &str) -> ThreadError {
+    ThreadError::Invalid(format!(
+        "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
+        wf.name,
+        wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+    ))
 }
 
 /// The payload of schema node `id`.
@@ -60,13 +146,7 @@ fn role_ctx<'a>(
     role: &str,
     schema_of: impl FnOnce(NodeId) -> Result<Value>,
 ) -> Result<Ctx<'a>> {
-    let unknown = |wf: &StoredWorkflow| {
-        ThreadError::Invalid(format!(
-            "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
-            wf.name,
-            wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
-        ))
-    };
+    let unknown = |wf: &StoredWorkflow| unknown_role(wf, role);
     // Borrowed from a workflow the caller has loaded (a step's), not copied.
     let r = match &wf {
         Cow::Borrowed(w) => Cow::Borrowed(w.roles.get(role).ok_or_else(|| unknown(w))?),
@@ -244,7 +324,13 @@ impl HeldStep {
 /// them when its agent has ended ([`Submissions::done`]). A submission for a thread no step
 /// waits for is not held.
 #[derive(Default)]
-pub(crate) struct Submissions(std::sync::Mutex<HashMap<ThreadId, Vec<StepWrite>>>);
+pub(crate) struct Submissions(std::sync::Mutex<HashMap<ThreadId, Waiting>>);
+
+/// What a step whose agent runs has: the thread as it read it, and the submissions held.
+struct Waiting {
+    at: Option<Arc<Expected>>,
+    held: Vec<StepWrite>,
+}
 
 impl std::fmt::Debug for Submissions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -253,10 +339,18 @@ impl std::fmt::Debug for Submissions {
 }
 
 impl Submissions {
-    /// A step of `thread` runs its agent: its submissions are held from now on.
-    pub(crate) fn expect(&self, thread: &ThreadId) {
+    /// A step of `thread` runs its agent, on the thread as `at` says (when known): its
+    /// submissions are held from now on.
+    pub(crate) fn expect(&self, thread: &ThreadId, at: Option<Expected>) {
         if let Ok(mut m) = self.0.lock() {
-            m.insert(thread.clone(), Vec::new());
+            let at = at.map(Arc::new);
+            m.insert(
+                thread.clone(),
+                Waiting {
+                    at,
+                    held: Vec::new(),
+                },
+            );
         }
     }
 
@@ -265,8 +359,8 @@ impl Submissions {
     pub(crate) fn hold(&self, thread: &ThreadId, w: StepWrite) -> Option<StepWrite> {
         match self.0.lock() {
             Ok(mut m) => match m.get_mut(thread) {
-                Some(held) => {
-                    held.push(w);
+                Some(waiting) => {
+                    waiting.held.push(w);
                     None
                 }
                 None => Some(w),
@@ -275,9 +369,10 @@ impl Submissions {
         }
     }
 
-    /// Whether a step of `thread` runs its agent.
-    pub(crate) fn expects(&self, thread: &ThreadId) -> bool {
-        self.0.lock().is_ok_and(|m| m.contains_key(thread))
+    /// Whether a step of `thread` runs its agent, and the thread as it read it (when known).
+    pub(crate) fn expects(&self, thread: &ThreadId) -> Option<Option<Arc<Expected>>> {
+        let m = self.0.lock().ok()?;
+        m.get(thread).map(|w| w.at.clone())
     }
 
     /// The agent of `thread`'s step has ended: what it submitted, in order; nothing more is
@@ -287,6 +382,7 @@ impl Submissions {
             .lock()
             .ok()
             .and_then(|mut m| m.remove(thread))
+            .map(|w| w.held)
             .unwrap_or_default()
     }
 }
@@ -323,7 +419,7 @@ pub trait Fallback {
 /// text node that keeps the raw output; an inactive thread; an unknown role.
 pub fn submit(store: &Store, input: &SubmitInput<'_>) -> Result<NodeId> {
     let c = load_ctx(store, input.thread, input.role)?;
-    Ok(submit_with(store, &c, input, false)?.expect("not deferred"))
+    Ok(submit_with(store, &c.on(), input, false)?.expect("not deferred"))
 }
 
 /// [`submit`] for a submission whose second layer of extraction lives elsewhere (in the
@@ -337,9 +433,22 @@ pub(crate) fn submit_unless_fallback(
     store: &Store,
     input: &SubmitInput<'_>,
     has_fallback: bool,
+    at: Option<&Expected>,
 ) -> Result<Option<NodeId>> {
-    let c = load_ctx(store, input.thread, input.role)?;
-    submit_with(store, &c, input, has_fallback)
+    // The thread is read as the direct path reads it (a thread cancelled meanwhile is refused
+    // alike); its chain, workflow and schema are the step's when the head is still its.
+    let at = at.filter(|e| {
+        e.role_name == input.role && active(store, input.thread).is_ok_and(|t| t.head == e.head)
+    });
+    match at {
+        Some(e) => submit_with(store, &e.on(), input, has_fallback),
+        None => submit_with(
+            store,
+            &load_ctx(store, input.thread, input.role)?.on(),
+            input,
+            has_fallback,
+        ),
+    }
 }
 
 /// [`submit`] for the step the engine runs, on the thread it has loaded.
@@ -352,7 +461,7 @@ pub(crate) fn submit_moderated(
     input: &SubmitInput<'_>,
 ) -> Result<NodeId> {
     let c = moderated_ctx(store, m, input.role)?;
-    Ok(submit_with(store, &c, input, false)?.expect("not deferred"))
+    Ok(submit_with(store, &c.on(), input, false)?.expect("not deferred"))
 }
 
 /// The role's output from the raw output: the frontmatter fast path (checked with the
@@ -361,7 +470,7 @@ pub(crate) fn submit_moderated(
 /// the raw output as a text node that the error names.
 fn role_output(
     store: &Store,
-    c: &Ctx<'_>,
+    c: &On<'_>,
     input: &SubmitInput<'_>,
     defer: bool,
 ) -> Result<Option<(Value, bool)>> {
@@ -369,8 +478,8 @@ fn role_output(
     let info = store.type_info(c.role.schema)?;
     let schema_id = c.role.schema.to_wire();
     let fast = match info.validator() {
-        Ok(v) => agent::fast_path_with(input.raw, &c.schema, &schema_id, v),
-        Err(_) => agent::fast_path(input.raw, &c.schema, &schema_id),
+        Ok(v) => agent::fast_path_with(input.raw, c.schema, &schema_id, v),
+        Err(_) => agent::fast_path(input.raw, c.schema, &schema_id),
     };
     // The fast path's output is checked already, with the validator `prepare` would use.
     let (out, checked) = match fast {
@@ -386,7 +495,7 @@ fn role_output(
             };
             let second = input
                 .fallback
-                .map(|f| f.extract(&c.schema, input.raw, &check));
+                .map(|f| f.extract(c.schema, input.raw, &check));
             match second {
                 Some(Ok(v)) => (v, false),
                 failed => {
@@ -413,7 +522,7 @@ fn role_output(
 /// and `defer` asks to leave the second layer to the caller.
 fn submit_with(
     store: &Store,
-    c: &Ctx<'_>,
+    c: &On<'_>,
     input: &SubmitInput<'_>,
     defer: bool,
 ) -> Result<Option<NodeId>> {
@@ -441,10 +550,10 @@ fn submit_with(
         }
         None => None,
     };
-    let head = c.chain.head();
+    let head = c.head;
     let node = StepNode {
-        start: c.chain.start_id,
-        prev: (head != c.chain.start_id).then_some(head),
+        start: c.start,
+        prev: (head != c.start).then_some(head),
         role: input.role.to_string(),
         output: Some(nodes[0].id),
         detail: Some(detail_id),
@@ -473,8 +582,8 @@ fn submit_with(
     // Most steps call no model: nothing to carry into the write for them.
     let usage = (!calls.is_empty()).then(|| StepCallsOwned {
         thread: input.thread.as_str().to_string(),
-        workflow: c.chain.workflow_id().ok(),
-        workflow_name: c.wf.name.clone(),
+        workflow: c.workflow,
+        workflow_name: c.workflow_name.to_string(),
         role: input.role.to_string(),
         calls,
     });

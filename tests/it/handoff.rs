@@ -398,6 +398,50 @@ fn errors_through_the_runner_are_the_direct_paths_errors() {
     assert_eq!(statuses, want);
 }
 
+#[test]
+fn a_thread_cancelled_while_its_agent_runs_refuses_its_submission_both_ways() {
+    if on_postgres() {
+        return;
+    }
+    // The runner keeps the thread as its step read it, for the agent's submissions; one made
+    // after the thread was cancelled is refused as the direct path refuses it.
+    let cmd = "printf -- '---\\nnote: late\\n---\\n' | @UWF@ agent submit \"$1\" \"$2\"";
+    let direct = cmd.replace("@UWF@", "env -u UWF_SUBMIT_SOCKET @UWF@");
+    let body = format!(
+        "cd \"$UWF_HOME\"\n@UWF@ thread kill \"$1\" >/dev/null || exit 9\n\
+         {cmd} > handed.out 2> handed.err; echo $? > handed.code\n\
+         {direct} > direct.out 2> direct.err; echo $? > direct.code\n\
+         cat handed.out"
+    );
+    let (env, wf) = line_env(TestEnv::new(), &body);
+    let t = start(&env, &wf);
+    let head = env.head(&t);
+    let r = run(&env, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let read = |n: &str| std::fs::read_to_string(env.root().join(n)).unwrap();
+    for what in ["out", "err", "code"] {
+        assert_eq!(
+            read(&format!("handed.{what}")),
+            read(&format!("direct.{what}")),
+            "{what}"
+        );
+    }
+    assert_ne!(read("handed.code").trim(), "0");
+    assert!(
+        read("handed.err").contains("not active"),
+        "{}",
+        read("handed.err")
+    );
+    assert!(read("handed.out").is_empty());
+    assert_eq!(
+        handed(&env),
+        [(t.clone(), "a".to_string(), "error".to_string())]
+    );
+    // Nothing was written for the thread: its head is where it was.
+    assert_eq!(env.head(&t), head);
+    assert_eq!(env.roles(&t), Vec::<String>::new());
+}
+
 /// `uwf agent submit` with `UWF_SUBMIT_SOCKET` set to `socket`.
 fn submit_via(env: &TestEnv, socket: &Path, t: &str, raw: &str) -> Run {
     let out = env
