@@ -27,9 +27,10 @@ fn object_schemas(schema: &Value) -> Vec<&Value> {
     variants.iter().flat_map(object_schemas).collect()
 }
 
-/// The top-level fields of `schema`, merged over `anyOf`/`oneOf` variants, in first-seen order.
-pub(crate) fn schema_fields(schema: &Value) -> Vec<SchemaField> {
-    let mut out: Vec<SchemaField> = Vec::new();
+/// Calls `f` with each top-level property of `schema` (over its `anyOf`/`oneOf` variants, a
+/// name as often as variants declare it): its name, its schema and whether that variant
+/// requires it.
+fn each_property<'a>(schema: &'a Value, mut f: impl FnMut(&'a String, &'a Value, bool)) {
     for obj in object_schemas(schema) {
         let required: Vec<&str> = match obj.get("required") {
             Some(Value::Array(r)) => r.iter().filter_map(Value::as_str).collect(),
@@ -39,17 +40,35 @@ pub(crate) fn schema_fields(schema: &Value) -> Vec<SchemaField> {
             continue;
         };
         for (name, prop) in props {
-            let req = required.contains(&name.as_str());
-            match out.iter_mut().find(|f| &f.name == name) {
-                None => out.push(SchemaField {
-                    name: name.clone(),
-                    schema: prop.clone(),
-                    required: req,
-                }),
-                Some(f) => f.required |= req,
-            }
+            f(name, prop, required.contains(&name.as_str()));
         }
     }
+}
+
+/// The top-level fields of `schema`, merged over `anyOf`/`oneOf` variants, in first-seen order.
+pub(crate) fn schema_fields(schema: &Value) -> Vec<SchemaField> {
+    let mut out: Vec<SchemaField> = Vec::new();
+    each_property(schema, |name, prop, req| {
+        match out.iter_mut().find(|f| &f.name == name) {
+            None => out.push(SchemaField {
+                name: name.clone(),
+                schema: prop.clone(),
+                required: req,
+            }),
+            Some(f) => f.required |= req,
+        }
+    });
+    out
+}
+
+/// The names of [`schema_fields`], borrowed from `schema`.
+pub(crate) fn field_names(schema: &Value) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    each_property(schema, |name, _, _| {
+        if !out.contains(&name.as_str()) {
+            out.push(name);
+        }
+    });
     out
 }
 
@@ -71,5 +90,8 @@ mod tests {
             [("$status", true), ("summary", false), ("reason", true)]
         );
         assert!(schema_fields(&Value::from_json_str(r#"{"type":"object"}"#).unwrap()).is_empty());
+        // The names alone, in the same order, each once.
+        assert_eq!(field_names(&s), ["$status", "summary", "reason"]);
+        assert!(field_names(&Value::from_json_str(r#"{"type":"object"}"#).unwrap()).is_empty());
     }
 }

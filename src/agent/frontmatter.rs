@@ -10,7 +10,7 @@
 //! validate against the schema. Callers usually trim leading whitespace first, as the
 //! TypeScript agent runtime does.
 
-use super::fields::schema_fields;
+use super::fields::field_names;
 use crate::cas::Value;
 use crate::cas::schema::{SchemaError, Validator};
 use crate::cas::value::Map;
@@ -316,14 +316,14 @@ pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
         )
         .unwrap_or_default();
     let coerced = coerce_status(&minimal).map(Value::str);
-    let fields = schema_fields(schema);
+    let fields = field_names(schema);
     let mut out = Map::default();
     if fields.is_empty() {
         out.insert("status".into(), coerced.unwrap_or(Value::Null));
         return Value::Object(out);
     }
-    for f in fields {
-        let value = if f.name == "status" {
+    for name in fields {
+        let value = if name == "status" {
             Some(
                 coerced
                     .clone()
@@ -331,10 +331,10 @@ pub(crate) fn candidate(yaml: &str, schema: &Value) -> Value {
                     .unwrap_or(Value::Null),
             )
         } else {
-            raw.get(&f.name).cloned()
+            raw.get(name).cloned()
         };
         if let Some(v) = value {
-            out.insert(f.name, v);
+            out.insert(name.to_string(), v);
         }
     }
     Value::Object(out)
