@@ -50,7 +50,8 @@ struct On<'a> {
 
 /// [`On`], kept by a runner for the step whose agent program runs ([`Submissions::expect`]):
 /// the submissions of that agent are built on the thread as the step read it, which the
-/// step's lease keeps, instead of reading the thread, its workflow and the schema again.
+/// step's lease keeps: only the thread record is read again (to check the head), not the
+/// chain, the workflow or the schema.
 #[derive(Debug)]
 pub(crate) struct Expected {
     role_name: String,
