@@ -101,9 +101,9 @@ fn ensure_file_or_absent(path: &Path) -> Result<Option<fs::Metadata>, ExportErro
 }
 
 /// Writes `cas/<id>.bin` holding `bytes` (the node file), unless a file with the same bytes is
-/// there: created in place when absent, else through `<id>.tmp` renamed over the name.
-/// Returns what was done and whether another file was replaced. `buf` is scratch space. Safe
-/// to call from several threads for different ids.
+/// there: created in place when absent, else through a temporary file of its own renamed over
+/// the name. Returns what was done and whether another file was replaced. `buf` is scratch
+/// space. Safe to call from several threads and processes at once, for the same id too.
 ///
 /// # Errors
 /// An I/O error, or [`ExportError::InTheWay`] when a link or directory has the file's name.
@@ -143,7 +143,8 @@ pub(crate) fn write_node_file(
         }
     }
     let tmp = cas.join(tmp_file_name(id));
-    // O_CREAT|O_EXCL never follows a link; whatever is in the way is looked at only then.
+    // O_CREAT|O_EXCL never follows a link; a file left by a killed process whose pid came
+    // back is replaced, anything else in the way refused.
     let f = match OpenOptions::new().write(true).create_new(true).open(&tmp) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
             ensure_file_or_absent(&tmp)?;
@@ -151,15 +152,25 @@ pub(crate) fn write_node_file(
         }
         r => r,
     };
-    f.and_then(|mut f| f.write_all(bytes))
-        .map_err(io_err("write", &tmp))?;
+    if let Err(e) = f.and_then(|mut f| f.write_all(bytes)) {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_err("write", &tmp)(e));
+    }
     fs::rename(&tmp, &path).map_err(io_err("rename", &tmp))?;
     Ok((Written::Written, existing.is_some()))
 }
 
-/// Creates `path` as a directory if absent; refuses a link or a file in its place.
+/// Creates `path` as a directory if absent; refuses a link or a file in its place. A
+/// directory another process creates between the look and the `mkdir` is taken as found.
 pub(crate) fn ensure_dir(path: &Path) -> Result<(), ExportError> {
-    match fs::symlink_metadata(path) {
+    let found = match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(path) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => fs::symlink_metadata(path),
+            r => return r.map_err(io_err("create directory", path)),
+        },
+        m => m,
+    };
+    match found {
         Ok(m) if m.file_type().is_symlink() => Err(ExportError::InTheWay {
             path: path.to_path_buf(),
             kind: "a symbolic link",
@@ -169,9 +180,6 @@ pub(crate) fn ensure_dir(path: &Path) -> Result<(), ExportError> {
             path: path.to_path_buf(),
             kind: "not a directory",
         }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir(path).map_err(io_err("create directory", path))
-        }
         Err(e) => Err(io_err("inspect", path)(e)),
     }
 }
@@ -447,5 +455,75 @@ impl ExportWriter {
         sync_dir(&index)?;
         sync_dir(&self.cas)?;
         Ok(self.summary.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Barrier;
+
+    /// Runs `f` on `n` threads released at the same moment; every result.
+    fn at_once<T: Send>(n: usize, f: impl Fn() -> T + Sync) -> Vec<T> {
+        let gate = Barrier::new(n);
+        std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    s.spawn(|| {
+                        gate.wait();
+                        f()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    #[test]
+    fn a_directory_made_by_many_at_once_is_found_by_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        for i in 0..50 {
+            let dir = tmp.path().join(format!("cas{i}"));
+            for r in at_once(8, || ensure_dir(&dir)) {
+                r.unwrap();
+            }
+            assert!(dir.is_dir());
+        }
+        // A file in its place is still refused.
+        let file = tmp.path().join("file");
+        fs::write(&file, b"x").unwrap();
+        assert!(matches!(
+            ensure_dir(&file),
+            Err(ExportError::InTheWay {
+                kind: "not a directory",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn one_node_written_by_many_at_once_ends_whole_with_no_temporary_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let id = NodeId::parse("D6ZZE5PR5CDQ2").unwrap();
+        let bytes = vec![7u8; 4096];
+        for round in 0..20 {
+            // Other bytes in the way send every writer through a temporary file.
+            fs::write(tmp.path().join(node_file_name(id)), format!("old {round}")).unwrap();
+            let done = at_once(8, || {
+                write_node_file(tmp.path(), id, &bytes, &mut Vec::new())
+            });
+            for r in done {
+                r.unwrap();
+            }
+            assert_eq!(
+                fs::read(tmp.path().join(node_file_name(id))).unwrap(),
+                bytes
+            );
+            let names: Vec<_> = fs::read_dir(tmp.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            assert_eq!(names, [node_file_name(id)]);
+        }
     }
 }

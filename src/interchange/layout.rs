@@ -55,9 +55,12 @@ pub fn node_file_name(id: NodeId) -> String {
     format!("{}{NODE_EXT}", id.to_wire())
 }
 
-/// `<ID>.tmp`.
+/// `<ID>.<pid>-<n>.tmp`, a name no other writer uses: processes (the agents' roots of threads
+/// stepped at once) and threads writing the same node never rename each other's file away.
 pub(crate) fn tmp_file_name(id: NodeId) -> String {
-    format!("{}{TMP_EXT}", id.to_wire())
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}.{}-{n}{TMP_EXT}", id.to_wire(), std::process::id())
 }
 
 /// The id a node file name stands for: exactly 13 upper-case Crockford characters and `.bin`,
