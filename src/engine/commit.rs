@@ -123,7 +123,6 @@ pub(super) struct Concluding {
     role: String,
     id: NodeId,
     step: StepNode,
-    payload: Value,
     timestamp: u64,
     /// The moderator says `$END` after this step.
     done: bool,
@@ -169,7 +168,7 @@ pub(super) fn concluding(
         (m.chain.start_id, head),
         role,
     );
-    let (step, payload, timestamp) = match (checked, &held) {
+    let (step, _, timestamp) = match (checked, &held) {
         (Ok(c), _) => c,
         (Err(e), Some(h)) => {
             // What the agent made is kept, as an agent program's nodes are.
@@ -202,7 +201,6 @@ pub(super) fn concluding(
         role: role.to_string(),
         id,
         step,
-        payload,
         timestamp,
         done,
         next_role: next.ok().filter(|d| !d.is_end()).map(|d| d.role),
@@ -240,7 +238,6 @@ impl Concluding {
             role,
             id,
             step,
-            payload,
             timestamp,
             done,
             next_role,
@@ -276,10 +273,11 @@ impl Concluding {
                 chain.steps.clear();
                 history.steps.drain(..history.steps.len() - 1);
             }
+            // The chain is for the memo, which keeps no payloads.
             chain.steps.push(StepRecord {
                 id,
                 node: step,
-                payload,
+                payload: None,
                 timestamp,
             });
             Moderated {

@@ -16,8 +16,10 @@ pub(crate) struct StepRecord {
     pub id: NodeId,
     /// The step, typed.
     pub node: StepNode,
-    /// Its payload as stored, for printing fields the way the TypeScript tool prints them.
-    pub payload: Value,
+    /// Its payload as stored, for printing fields the way the TypeScript tool prints them;
+    /// `None` in a chain a runner keeps between steps (the engine reads `node`), whose memory
+    /// it would double.
+    pub payload: Option<Value>,
     /// When it was first stored, ms since the epoch.
     pub timestamp: u64,
 }
@@ -136,7 +138,7 @@ pub(crate) fn chain_in(snap: &Snapshot, head: NodeId) -> Result<Chain> {
         steps.push(StepRecord {
             id: cur,
             node: step,
-            payload,
+            payload: Some(payload),
             timestamp: node.timestamp,
         });
         cur = prev.unwrap_or(s);
@@ -301,7 +303,7 @@ fn chain_tip(snap: &Snapshot, head: NodeId) -> Result<Chain> {
     let last = StepRecord {
         id: head,
         node: step,
-        payload,
+        payload: Some(payload),
         timestamp: node.timestamp,
     };
     let start = last.node.start;

@@ -117,13 +117,18 @@ fn payload_by_ref(store: &Snapshot, r: &str) -> Result<Option<Value>> {
     }
 }
 
+/// A field of the step's payload as stored (the chains `read` loads keep their payloads).
+fn field<'a>(s: &'a StepRecord, key: &str) -> Option<&'a Value> {
+    s.payload.as_ref()?.get(key)
+}
+
 fn step_header(n: usize, s: &StepRecord) -> String {
-    let num = |k: &str| s.payload.get(k).and_then(Value::as_f64).unwrap_or(f64::NAN);
+    let num = |k: &str| field(s, k).and_then(Value::as_f64).unwrap_or(f64::NAN);
     format!(
         "## Step {n}: {} `{}`\n**Agent:** {} | **Time:** {} | **Duration:** {}",
-        js_text(s.payload.get("role")),
+        js_text(field(s, "role")),
         s.id,
-        js_text(s.payload.get("agent")),
+        js_text(field(s, "agent")),
         format_utc(s.timestamp),
         format_duration(num("completedAtMs") - num("startedAtMs"))
     )
@@ -211,11 +216,11 @@ pub(crate) fn read(store: &Store, thread: &ThreadId, opts: &ReadOptions) -> Resu
     let mut shown: Vec<Shown> = Vec::new();
     for (i, s) in steps.iter().enumerate().rev() {
         let header = step_header(i + 1, s);
-        let output = match s.payload.get("detail") {
+        let output = match field(s, "detail") {
             Some(Value::String(d)) if !d.is_empty() => last_assistant_content(&snap, d)?,
             _ => None,
         };
-        let goal = goal_of(&js_text(s.payload.get("role")));
+        let goal = goal_of(&js_text(field(s, "role")));
         let len = utf16_len(&step_block(&header, goal.as_deref(), output.as_deref()));
         let sep = if total > 0 || !shown.is_empty() { 6 } else { 0 };
         if total + len + sep > opts.quota && !shown.is_empty() {
@@ -241,7 +246,7 @@ pub(crate) fn read(store: &Store, thread: &ThreadId, opts: &ReadOptions) -> Resu
     }
     let mut seen_roles: Vec<String> = Vec::new();
     for s in &shown {
-        let role = js_text(s.step.payload.get("role"));
+        let role = js_text(field(s.step, "role"));
         let goal = match goal_of(&role) {
             Some(g) if !seen_roles.contains(&role) => {
                 seen_roles.push(role);
