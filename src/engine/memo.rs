@@ -74,7 +74,11 @@ impl Measured {
             }
             _ => (0, 0, size_of::<Moderated>() + value_bytes(&m.history.start)),
         };
-        let mut bytes = bytes + history[from_history..].iter().map(view_bytes).sum::<usize>();
+        let mut bytes = bytes
+            + history[from_history..]
+                .iter()
+                .map(view_bytes)
+                .sum::<usize>();
         for s in &mut steps[from_step..] {
             s.payload = None;
             bytes += step_bytes(s);
