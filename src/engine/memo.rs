@@ -19,8 +19,11 @@ use foldhash::HashMap;
 use std::mem::size_of;
 use std::sync::Mutex;
 
-/// The most memory, as [`Measured`] estimates it, that the memo holds over all its threads.
-const MAX_BYTES: usize = 128 << 20;
+/// The most memory, as [`Measured`] estimates it, that the memo holds over all its threads:
+/// about 300k steps of a few short fields (a thread dropped from the memo reads and decodes
+/// its whole chain at its next step, so a bound well under what a runner's threads hold makes
+/// every step of a long thread cost its length), fewer of a model's long answers.
+const MAX_BYTES: usize = 512 << 20;
 
 /// The most threads whose size the memo remembers while their chains are taken out.
 const MAX_MEASURED: usize = 1 << 16;
