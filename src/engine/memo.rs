@@ -130,13 +130,17 @@ impl Memo {
 
     /// Keeps the thread's chain for its next step, dropping others while the memo is full.
     pub(crate) fn keep(&self, thread: ThreadId, mut m: Moderated) {
-        let Ok(mut g) = self.inner.lock() else { return };
-        let before = g.taken.remove(&thread);
+        // A chain read anew is measured whole: not while the other steps wait for the lock.
+        let before = match self.inner.lock() {
+            Ok(mut g) => g.taken.remove(&thread),
+            Err(_) => return,
+        };
         let size = Measured::of(&mut m, before);
         let held = size.with_reserve(&m);
         if held > self.max_bytes {
             return;
         }
+        let Ok(mut g) = self.inner.lock() else { return };
         if let Some((_, _, old)) = g.threads.remove(&thread) {
             g.bytes -= old;
         }
