@@ -58,7 +58,7 @@ fn check_returned(
     id: NodeId,
     (start, head): (NodeId, NodeId),
     role: &str,
-) -> Result<(StepNode, Value, u64)> {
+) -> Result<(StepNode, u64)> {
     let (type_id, p, timestamp) =
         node_of(snap, held, values, id)?.ok_or(StepError::Missing { id })?;
     if type_id != STEP_NODE {
@@ -91,7 +91,7 @@ fn check_returned(
             expected: role.to_string(),
         });
     }
-    Ok((step, p, timestamp))
+    Ok((step, timestamp))
 }
 
 /// Checks the StepNode `id` an agent returned and moves the head to it (archiving the thread
@@ -168,7 +168,7 @@ pub(super) fn concluding(
         (m.chain.start_id, head),
         role,
     );
-    let (step, _, timestamp) = match (checked, &held) {
+    let (step, timestamp) = match (checked, &held) {
         (Ok(c), _) => c,
         (Err(e), Some(h)) => {
             // What the agent made is kept, as an agent program's nodes are.

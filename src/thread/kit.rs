@@ -30,22 +30,34 @@ impl Ctx<'_> {
             head: self.chain.head(),
             start: self.chain.start_id,
             workflow: self.chain.workflow_id().ok(),
-            workflow_name: &self.wf.name,
-            role: &self.role,
-            schema: &self.schema,
+            workflow_name: Cow::Borrowed(&self.wf.name),
+            role: Cow::Borrowed(&self.role),
+            schema: Cow::Borrowed(&self.schema),
         }
     }
 }
 
 /// What a submission is built on and checked against: the thread's head and StartNode, its
 /// workflow, the role and the role's output schema.
+#[derive(Debug)]
 struct On<'a> {
     head: NodeId,
     start: NodeId,
     workflow: Option<NodeId>,
-    workflow_name: &'a str,
-    role: &'a Role<NodeId>,
-    schema: &'a Value,
+    workflow_name: Cow<'a, str>,
+    role: Cow<'a, Role<NodeId>>,
+    schema: Cow<'a, Value>,
+}
+
+impl On<'_> {
+    fn into_owned(self) -> On<'static> {
+        On {
+            workflow_name: Cow::Owned(self.workflow_name.into_owned()),
+            role: Cow::Owned(self.role.into_owned()),
+            schema: Cow::Owned(self.schema.into_owned()),
+            ..self
+        }
+    }
 }
 
 /// [`On`], kept by a runner for the step whose agent program runs ([`Submissions::expect`]):
@@ -55,44 +67,22 @@ struct On<'a> {
 #[derive(Debug)]
 pub(crate) struct Expected {
     role_name: String,
-    head: NodeId,
-    start: NodeId,
-    workflow: Option<NodeId>,
-    workflow_name: String,
-    role: Role<NodeId>,
-    schema: Value,
+    on: On<'static>,
 }
 
 impl Expected {
-    /// What the step on `m` gives a submission for `role`.
+    /// What the step on `m` gives a submission for `role` (`m` may hold its last step only).
     ///
     /// # Errors
     /// An unknown role, store failures.
     pub(crate) fn of(store: &Store, m: &Moderated, role: &str) -> Result<Expected> {
-        let r =
-            m.wf.roles
-                .get(role)
-                .ok_or_else(|| unknown_role(&m.wf, role))?;
+        let c = role_ctx(Cow::Borrowed(&m.chain), Cow::Borrowed(&m.wf), role, |id| {
+            known_schema(store, id)
+        })?;
         Ok(Expected {
             role_name: role.to_string(),
-            head: m.chain.head(),
-            start: m.chain.start_id,
-            workflow: m.chain.workflow_id().ok(),
-            workflow_name: m.wf.name.clone(),
-            schema: known_schema(store, r.schema)?,
-            role: r.clone(),
+            on: c.on().into_owned(),
         })
-    }
-
-    fn on(&self) -> On<'_> {
-        On {
-            head: self.head,
-            start: self.start,
-            workflow: self.workflow,
-            workflow_name: &self.workflow_name,
-            role: &self.role,
-            schema: &self.schema,
-        }
     }
 }
 
@@ -125,14 +115,6 @@ fn known_schema(store: &Store, id: NodeId) -> Result<Value> {
     }
 }
 
-fn unknown_role(wf: &StoredWorkflow, role: &str) -> ThreadError {
-    ThreadError::Invalid(format!(
-        "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
-        wf.name,
-        wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
-    ))
-}
-
 /// The payload of schema node `id`.
 fn read_schema(snap: &crate::store::Snapshot, id: NodeId) -> Result<Value> {
     Ok(snap
@@ -147,7 +129,13 @@ fn role_ctx<'a>(
     role: &str,
     schema_of: impl FnOnce(NodeId) -> Result<Value>,
 ) -> Result<Ctx<'a>> {
-    let unknown = |wf: &StoredWorkflow| unknown_role(wf, role);
+    let unknown = |wf: &StoredWorkflow| {
+        ThreadError::Invalid(format!(
+            "unknown role \"{role}\" in workflow \"{}\"; roles: {}",
+            wf.name,
+            wf.roles.keys().cloned().collect::<Vec<_>>().join(", ")
+        ))
+    };
     // Borrowed from a workflow the caller has loaded (a step's), not copied.
     let r = match &wf {
         Cow::Borrowed(w) => Cow::Borrowed(w.roles.get(role).ok_or_else(|| unknown(w))?),
@@ -439,10 +427,10 @@ pub(crate) fn submit_unless_fallback(
     // The thread is read as the direct path reads it (a thread cancelled meanwhile is refused
     // alike); its chain, workflow and schema are the step's when the head is still its.
     let at = at.filter(|e| {
-        e.role_name == input.role && active(store, input.thread).is_ok_and(|t| t.head == e.head)
+        e.role_name == input.role && active(store, input.thread).is_ok_and(|t| t.head == e.on.head)
     });
     match at {
-        Some(e) => submit_with(store, &e.on(), input, has_fallback),
+        Some(e) => submit_with(store, &e.on, input, has_fallback),
         None => submit_with(
             store,
             &load_ctx(store, input.thread, input.role)?.on(),
@@ -479,8 +467,8 @@ fn role_output(
     let info = store.type_info(c.role.schema)?;
     let schema_id = c.role.schema.to_wire();
     let fast = match info.validator() {
-        Ok(v) => agent::fast_path_with(input.raw, c.schema, &schema_id, v),
-        Err(_) => agent::fast_path(input.raw, c.schema, &schema_id),
+        Ok(v) => agent::fast_path_with(input.raw, &c.schema, &schema_id, v),
+        Err(_) => agent::fast_path(input.raw, &c.schema, &schema_id),
     };
     // The fast path's output is checked already, with the validator `prepare` would use.
     let (out, checked) = match fast {
@@ -496,7 +484,7 @@ fn role_output(
             };
             let second = input
                 .fallback
-                .map(|f| f.extract(c.schema, input.raw, &check));
+                .map(|f| f.extract(&c.schema, input.raw, &check));
             match second {
                 Some(Ok(v)) => (v, false),
                 failed => {
