@@ -27,7 +27,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// The variable that names the runner's socket to its agents.
 pub(crate) const SOCKET_VAR: &str = "UWF_SUBMIT_SOCKET";
@@ -119,20 +119,19 @@ impl From<WireError> for CliError {
 }
 
 /// The runner's side: a listening socket in a directory of its own (mode 0700), served by a
-/// thread that hands each connection to a pool of answering threads ([`Workers`]). Dropping
-/// it stops the service and removes the socket and its directory.
+/// pool of threads that each wait in `accept` and answer the connection they take
+/// ([`Workers`]). Dropping it stops the service and removes the socket and its directory.
 pub(crate) struct Service {
     dir: PathBuf,
     socket: PathBuf,
-    closing: Arc<AtomicBool>,
-    accept: Option<std::thread::JoinHandle<()>>,
+    workers: Arc<Workers>,
 }
 
 impl Service {
     /// Starts serving submissions to `store` (a redb file) on a new socket under `parent`.
     ///
     /// # Errors
-    /// The directory or the socket cannot be made.
+    /// The directory or the socket cannot be made, or no thread can be started.
     pub(crate) fn start(
         store: Arc<Store>,
         held: Arc<Submissions>,
@@ -149,34 +148,27 @@ impl Service {
                 return Err(e);
             }
         };
-        let closing = Arc::new(AtomicBool::new(false));
-        let stop = closing.clone();
-        let accept = std::thread::Builder::new()
-            .name("uwf-submit".into())
-            .spawn(move || {
-                let workers = Workers::new(Arc::new(Answerer {
+        let service = Service {
+            dir,
+            socket,
+            workers: Arc::new(Workers {
+                answerer: Answerer {
                     store,
                     held,
                     canonical,
-                }));
-                for conn in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(conn) = conn else {
-                        // Out of descriptors, say: the agents submit the direct way meanwhile.
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                        continue;
-                    };
-                    workers.give(conn);
-                }
-            })?;
-        Ok(Service {
-            dir,
-            socket,
-            closing,
-            accept: Some(accept),
-        })
+                },
+                listener,
+                closing: AtomicBool::new(false),
+                idle: AtomicUsize::new(0),
+            }),
+        };
+        // Two from the start: one runner step's submission finds a thread waiting, and the
+        // thread that takes it finds another left waiting, with no thread started meanwhile.
+        // (Dropped on an error, the service ends those started and removes its socket.)
+        for _ in 0..2 {
+            Workers::spawn(&service.workers)?;
+        }
+        Ok(service)
     }
 
     /// The socket's path, for [`SOCKET_VAR`].
@@ -187,14 +179,13 @@ impl Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
-        self.closing.store(true, Ordering::SeqCst);
-        // Wakes the accept loop, which then sees the flag. A socket file removed meanwhile
-        // cannot wake it: the thread is left to end with the process.
-        if UnixStream::connect(&self.socket).is_ok()
-            && let Some(h) = self.accept.take()
-        {
-            let _ = h.join();
-        }
+        let w = &self.workers;
+        w.closing.store(true, Ordering::SeqCst);
+        // Shutting the listening socket down wakes every thread waiting in `accept` (which
+        // then fails at once, here and after), and each sees the flag and ends. A thread
+        // answering meanwhile finishes its answer first (not waited for: a client that never
+        // ends its request must not hold up the runner's end).
+        let _ = rustix::net::shutdown(&w.listener, rustix::net::Shutdown::Both);
         let _ = std::fs::remove_file(&self.socket);
         let _ = std::fs::remove_dir(&self.dir);
     }
@@ -207,51 +198,46 @@ struct Answerer {
     canonical: PathBuf,
 }
 
-/// The threads that answer connections: one more is started when a connection finds none
-/// idle, and each stays for the next (a thread and its allocator arena started per
-/// submission cost more than the answer). They end when the accept loop does.
+/// The threads that answer connections, each taking its own from `accept` (no hand-off
+/// between threads on a submission's way). A thread that takes a connection when no other
+/// waits starts one more first, and each stays for the next (a thread and its allocator arena
+/// started per submission cost more than the answer). They end when the service does.
 struct Workers {
-    answerer: Arc<Answerer>,
-    to: std::sync::mpsc::Sender<UnixStream>,
-    from: Arc<std::sync::Mutex<std::sync::mpsc::Receiver<UnixStream>>>,
-    idle: Arc<std::sync::atomic::AtomicUsize>,
+    answerer: Answerer,
+    listener: UnixListener,
+    closing: AtomicBool,
+    /// Threads waiting in `accept`.
+    idle: AtomicUsize,
 }
 
 impl Workers {
-    fn new(answerer: Arc<Answerer>) -> Workers {
-        let (to, from) = std::sync::mpsc::channel();
-        Workers {
-            answerer,
-            to,
-            from: Arc::new(std::sync::Mutex::new(from)),
-            idle: Arc::default(),
-        }
+    fn spawn(w: &Arc<Workers>) -> std::io::Result<()> {
+        let w = w.clone();
+        std::thread::Builder::new()
+            .name("uwf-submit".into())
+            .spawn(move || w.serve())
+            .map(drop)
     }
 
-    /// Hands `conn` to an idle thread, starting one when none is. A thread that cannot start
-    /// drops the connection: the agent submits the direct way.
-    fn give(&self, conn: UnixStream) {
-        if self.idle.load(Ordering::SeqCst) == 0 {
-            let (answerer, from, idle) =
-                (self.answerer.clone(), self.from.clone(), self.idle.clone());
-            let started = std::thread::Builder::new()
-                .name("uwf-submit-conn".into())
-                .spawn(move || {
-                    loop {
-                        idle.fetch_add(1, Ordering::SeqCst);
-                        // The lock is held while waiting: one idle thread waits on the
-                        // channel, the others on the lock.
-                        let next = from.lock().map(|rx| rx.recv());
-                        idle.fetch_sub(1, Ordering::SeqCst);
-                        let Ok(Ok(conn)) = next else { return };
-                        serve(&answerer, conn);
-                    }
-                });
-            if started.is_err() {
+    fn serve(self: Arc<Self>) {
+        loop {
+            self.idle.fetch_add(1, Ordering::SeqCst);
+            let conn = self.listener.accept();
+            let left = self.idle.fetch_sub(1, Ordering::SeqCst) - 1;
+            if self.closing.load(Ordering::SeqCst) {
                 return;
             }
+            let Ok((conn, _)) = conn else {
+                // Out of descriptors, say: the agents submit the direct way meanwhile.
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            };
+            // A thread that cannot start leaves the others to take the next connections.
+            if left == 0 {
+                let _ = Workers::spawn(&self);
+            }
+            serve(&self.answerer, conn);
         }
-        let _ = self.to.send(conn);
     }
 }
 
@@ -423,5 +409,71 @@ pub(crate) fn handoff(socket: &Path, s: &Submission<'_>) -> Option<Result<NodeId
         Reply::Id(id) => NodeId::parse(&id).ok().map(Ok),
         Reply::Error(e) => Some(Err(e.into())),
         Reply::Direct => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A request for another store than the service's: answered `Direct`, without a thread.
+    fn elsewhere(socket: &Path) -> Reply {
+        let req = Request {
+            store: PathBuf::from("/nonexistent/uwf.redb"),
+            thread: "06H13HTJ7DG752A6X69CV6HJP4".into(),
+            role: "worker".into(),
+            raw: String::new(),
+            detail: None,
+            agent: "test".into(),
+            edge_prompt: None,
+            cwd: "/".into(),
+            started_ms: 0,
+            now_ms: 0,
+            has_fallback: false,
+        };
+        let mut conn = UnixStream::connect(socket).unwrap();
+        conn.write_all(&serde_json::to_vec(&req).unwrap()).unwrap();
+        conn.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut buf = Vec::new();
+        conn.read_to_end(&mut buf).unwrap();
+        serde_json::from_slice(&buf).unwrap()
+    }
+
+    /// Connections that arrive together are each answered (the pool grows past its first
+    /// threads), and once the service is dropped its socket is gone and every thread has
+    /// ended, releasing the store.
+    #[test]
+    fn every_connection_is_answered_and_the_threads_end_with_the_service() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("uwf.redb")).unwrap());
+        let service =
+            Service::start(store.clone(), Arc::default(), dir.path()).expect("the service");
+        let socket = service.socket().to_path_buf();
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            let clients: Vec<_> = (0..8)
+                .map(|_| {
+                    s.spawn(|| {
+                        barrier.wait();
+                        (0..5).map(|_| elsewhere(&socket)).collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for c in clients {
+                let replies = c.join().unwrap();
+                assert_eq!(replies.len(), 5);
+                assert!(replies.iter().all(|r| matches!(r, Reply::Direct)));
+            }
+        });
+        assert!(Arc::strong_count(&store) > 1, "the threads hold the store");
+        drop(service);
+        assert!(!socket.exists(), "the socket is removed");
+        assert!(UnixStream::connect(&socket).is_err());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Arc::strong_count(&store) > 1 {
+            assert!(Instant::now() < deadline, "a thread outlived its service");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
