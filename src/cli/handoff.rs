@@ -417,7 +417,7 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
-    /// A request for another store than the service's: answered `Direct`, without a thread.
+    /// A request for another store than the service's, answered `Direct` without reading it.
     fn elsewhere(socket: &Path) -> Reply {
         let req = Request {
             store: PathBuf::from("/nonexistent/uwf.redb"),
@@ -440,8 +440,8 @@ mod tests {
         serde_json::from_slice(&buf).unwrap()
     }
 
-    /// Connections that arrive together are each answered (the pool grows past its first
-    /// threads), and once the service is dropped its socket is gone and every thread has
+    /// Connections that arrive together, more than the threads the service starts with, are
+    /// each answered; once the service is dropped its socket is gone and every thread has
     /// ended, releasing the store.
     #[test]
     fn every_connection_is_answered_and_the_threads_end_with_the_service() {
