@@ -215,11 +215,12 @@ impl Workers {
         let w = w.clone();
         std::thread::Builder::new()
             .name("uwf-submit".into())
-            .spawn(move || w.serve())
+            .spawn(move || w.run())
             .map(drop)
     }
 
-    fn serve(self: Arc<Self>) {
+    /// Takes connections and answers them until the service ends.
+    fn run(self: Arc<Self>) {
         loop {
             self.idle.fetch_add(1, Ordering::SeqCst);
             let conn = self.listener.accept();

@@ -42,9 +42,9 @@ impl Default for Memo {
 
 #[derive(Default)]
 struct Inner {
-    /// Each thread's chain, its size and that size with the vectors' reserve.
-    threads: HashMap<ThreadId, (Moderated, Measured, usize)>,
-    /// The estimated bytes held, over every entry.
+    /// Each thread's chain and its size.
+    threads: HashMap<ThreadId, (Moderated, Measured)>,
+    /// The estimated bytes held, with the vectors' reserve, over every entry.
     bytes: usize,
     /// The sizes of chains taken out, so that one kept again with a step more is measured by
     /// that step alone.
@@ -116,15 +116,15 @@ impl Memo {
     /// one at another head (then dropped).
     pub(crate) fn take(&self, thread: &ThreadId, head: NodeId) -> Option<Moderated> {
         let mut g = self.inner.lock().ok()?;
-        let (m, size, held) = g.threads.remove(thread)?;
-        g.bytes -= held;
+        let (thread, (m, size)) = g.threads.remove_entry(thread)?;
+        g.bytes -= size.with_reserve(&m);
         if m.chain.head() != head {
             return None;
         }
         if g.taken.len() >= MAX_MEASURED {
             g.taken.clear();
         }
-        g.taken.insert(thread.clone(), size);
+        g.taken.insert(thread, size);
         Some(m)
     }
 
@@ -141,19 +141,19 @@ impl Memo {
             return;
         }
         let Ok(mut g) = self.inner.lock() else { return };
-        if let Some((_, _, old)) = g.threads.remove(&thread) {
-            g.bytes -= old;
+        if let Some((old, s)) = g.threads.remove(&thread) {
+            g.bytes -= s.with_reserve(&old);
         }
         while g.bytes + held > self.max_bytes {
             let Some(other) = g.threads.keys().next().cloned() else {
                 break;
             };
-            if let Some((_, _, o)) = g.threads.remove(&other) {
-                g.bytes -= o;
+            if let Some((o, s)) = g.threads.remove(&other) {
+                g.bytes -= s.with_reserve(&o);
             }
         }
         g.bytes += held;
-        g.threads.insert(thread, (m, size, held));
+        g.threads.insert(thread, (m, size));
     }
 
     /// The estimated bytes held.
@@ -277,16 +277,7 @@ mod tests {
         let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
         let (t, mut m) = started(&store, dir.path(), 0);
         let memo = Memo::default();
-        let whole = |m: &Moderated| {
-            let mut copy = Moderated {
-                chain: m.chain.clone(),
-                wf_id: m.wf_id,
-                wf: m.wf.clone(),
-                history: m.history.clone(),
-                partial: m.partial,
-            };
-            Measured::of(&mut copy, None).with_reserve(m)
-        };
+        let whole = |m: &Moderated| Measured::of(&mut m.clone(), None).with_reserve(m);
         for i in 0..50 {
             m = stepped(m, &"x".repeat(i * 10));
             assert!(m.chain.steps.last().unwrap().payload.is_some());

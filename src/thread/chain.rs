@@ -234,6 +234,7 @@ pub(crate) fn history_in(snap: &Snapshot, chain: &Chain) -> Result<History> {
 }
 
 /// A thread at a head as the moderator sees it: its chain, its workflow and the history.
+#[derive(Clone)]
 pub(crate) struct Moderated {
     /// The chain from the StartNode to the head.
     pub(crate) chain: Chain,
