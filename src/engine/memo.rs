@@ -103,6 +103,15 @@ impl Measured {
     }
 }
 
+impl Inner {
+    /// Takes the thread's entry out, and its bytes off the total.
+    fn remove(&mut self, thread: &ThreadId) -> Option<(ThreadId, Moderated, Measured)> {
+        let (thread, (m, size)) = self.threads.remove_entry(thread)?;
+        self.bytes -= size.with_reserve(&m);
+        Some((thread, m, size))
+    }
+}
+
 impl Memo {
     /// A memo holding at most `max_bytes` of estimated memory.
     pub(crate) fn with_limit(max_bytes: usize) -> Memo {
@@ -116,8 +125,7 @@ impl Memo {
     /// one at another head (then dropped).
     pub(crate) fn take(&self, thread: &ThreadId, head: NodeId) -> Option<Moderated> {
         let mut g = self.inner.lock().ok()?;
-        let (thread, (m, size)) = g.threads.remove_entry(thread)?;
-        g.bytes -= size.with_reserve(&m);
+        let (thread, m, size) = g.remove(thread)?;
         if m.chain.head() != head {
             return None;
         }
@@ -141,16 +149,12 @@ impl Memo {
             return;
         }
         let Ok(mut g) = self.inner.lock() else { return };
-        if let Some((old, s)) = g.threads.remove(&thread) {
-            g.bytes -= s.with_reserve(&old);
-        }
+        g.remove(&thread);
         while g.bytes + held > self.max_bytes {
             let Some(other) = g.threads.keys().next().cloned() else {
                 break;
             };
-            if let Some((o, s)) = g.threads.remove(&other) {
-                g.bytes -= s.with_reserve(&o);
-            }
+            g.remove(&other);
         }
         g.bytes += held;
         g.threads.insert(thread, (m, size));
