@@ -1,9 +1,10 @@
 #!/bin/bash
-# Writes link/start.order: the functions of the `uwf` binary that its short commands run, in the
-# order they are first called. build.rs hands the file to the linker (lld's
-# `--symbol-ordering-file`), which puts those functions together at the front of the code, so a
-# short process maps a few pages of code instead of pages spread over the whole binary
-# (BENCHMARKS.md, "Process start: the code a short command runs, laid out together").
+# Writes link/start.order: the functions of the `uwf` binary that its short commands run, command
+# by command in the order below (each command's new ones sorted by name). build.rs hands the
+# file to the linker (lld's `--symbol-ordering-file`), which puts those functions together at the
+# front of the code, so a short process maps a few pages of code instead of pages spread over
+# the whole binary (BENCHMARKS.md, "The code a short command runs, laid out together";
+# ARCHITECTURE.md, "Process start").
 #
 #   link/start-order.sh            # builds the release binary, then runs the commands under callgrind
 #
@@ -16,6 +17,10 @@ cd "$root"
 command -v valgrind >/dev/null || { echo "start-order: valgrind is needed" >&2; exit 1; }
 cargo build --release --bin uwf
 bin="$root/target/release/uwf"
+if [ -f link/start.order ] && command -v nm >/dev/null; then
+  had=$(nm "$bin" | awk '{print $NF}' | sort -u | comm -12 - <(sort -u link/start.order) | wc -l)
+  echo "start-order: the binary has $had of the $(wc -l < link/start.order) functions the file named"
+fi
 work=$(mktemp -d)
 answerer=""
 trap '[ -n "$answerer" ] && kill "$answerer" 2>/dev/null; rm -rf "$work"' EXIT
