@@ -29,10 +29,7 @@ pub(crate) fn runs_thread(pid: u32, thread: &ThreadId) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return !Path::new("/proc/self").exists();
     };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, r)| r.split_whitespace().next());
-    if matches!(state, Some("Z" | "X")) {
+    if ended(&stat) {
         return false;
     }
     // A reused pid runs some other command line; the TypeScript tool's worker names the
@@ -41,6 +38,23 @@ pub(crate) fn runs_thread(pid: u32, thread: &ThreadId) -> bool {
         let c = String::from_utf8_lossy(&c).to_ascii_uppercase();
         c.contains(thread.as_str())
     })
+}
+
+/// Whether `pid` is a process on its way out: once an ending process has let go of its memory,
+/// its command line reads empty, though it is not yet a zombie.
+pub(crate) fn exiting(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    !ended(&stat) && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
+}
+
+/// Whether a `/proc/<pid>/stat` line is a zombie's or a dead process's.
+fn ended(stat: &str) -> bool {
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.split_whitespace().next());
+    matches!(state, Some("Z" | "X"))
 }
 
 /// The pid of `thread`'s live background run; a stale marker is deleted.
@@ -71,4 +85,20 @@ pub(crate) fn running_threads(root: &Path) -> std::collections::HashSet<ThreadId
             live_marker(root, &thread).map(|_| thread)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_running_or_reaped_process_is_not_exiting() {
+        assert!(!exiting(std::process::id()), "this process runs");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!exiting(pid), "a reaped child is gone");
+        assert!(ended("12 (a b) Z 1 12"));
+        assert!(!ended("12 (a) b) S 1 12"));
+    }
 }
