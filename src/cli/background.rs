@@ -11,7 +11,7 @@
 
 pub(crate) use crate::query::running::{live_marker, marker_path, running_threads};
 
-use crate::query::running::{RUNNING, exiting, marker_pid, runs_thread};
+use crate::query::running::{RUNNING, marker_pid, not_ended};
 use crate::thread::ThreadId;
 use crate::time::format_utc;
 use std::io;
@@ -117,9 +117,7 @@ pub(crate) fn terminate(pid: u32, thread: &ThreadId, within: Duration) -> bool {
     // A process checked just before to be a uwf worker of this thread.
     let _ = rustix::process::kill_process(p, rustix::process::Signal::TERM);
     let until = Instant::now() + within;
-    // Checked to be the worker before the signal: until it is gone or a zombie, it has not
-    // ended, also while its command line reads empty on its way out.
-    while runs_thread(pid, thread) || exiting(pid) {
+    while not_ended(pid, thread) {
         if Instant::now() > until {
             return false;
         }

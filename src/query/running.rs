@@ -23,30 +23,51 @@ pub(crate) fn marker_pid(root: &Path, thread: &ThreadId) -> Option<u32> {
 /// Whether `pid` is a live process running `thread` (its command line names the thread; a
 /// zombie has ended). Without `/proc`, whether the pid exists at all.
 pub(crate) fn runs_thread(pid: u32, thread: &ThreadId) -> bool {
+    worker(pid, thread) == Worker::Runs
+}
+
+/// Whether `pid`, found before to run `thread`, has not ended yet: it runs it still, or it is on
+/// its way out (once an ending process has let go of its memory, its command line reads empty,
+/// though it is not yet a zombie).
+pub(crate) fn not_ended(pid: u32, thread: &ThreadId) -> bool {
+    worker(pid, thread) != Worker::Other
+}
+
+/// What process `pid` is to `thread`'s background run.
+#[derive(Debug, PartialEq)]
+enum Worker {
+    Runs,
+    Exiting,
+    Other,
+}
+
+fn worker(pid: u32, thread: &ThreadId) -> Worker {
     if !crate::proc::pid_alive(pid) {
-        return false;
+        return Worker::Other;
     }
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return !Path::new("/proc/self").exists();
+        return if Path::new("/proc/self").exists() {
+            Worker::Other
+        } else {
+            Worker::Runs
+        };
     };
     if ended(&stat) {
-        return false;
+        return Worker::Other;
     }
     // A reused pid runs some other command line; the TypeScript tool's worker names the
     // thread as it was given, in any case.
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-        let c = String::from_utf8_lossy(&c).to_ascii_uppercase();
-        c.contains(thread.as_str())
-    })
-}
-
-/// Whether `pid` is a process on its way out: once an ending process has let go of its memory,
-/// its command line reads empty, though it is not yet a zombie.
-pub(crate) fn exiting(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    !ended(&stat) && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.is_empty())
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(c) if c.is_empty() => Worker::Exiting,
+        Ok(c)
+            if String::from_utf8_lossy(&c)
+                .to_ascii_uppercase()
+                .contains(thread.as_str()) =>
+        {
+            Worker::Runs
+        }
+        _ => Worker::Other,
+    }
 }
 
 /// Whether a `/proc/<pid>/stat` line is a zombie's or a dead process's.
@@ -93,11 +114,16 @@ mod tests {
 
     #[test]
     fn a_running_or_reaped_process_is_not_exiting() {
-        assert!(!exiting(std::process::id()), "this process runs");
+        let t = ThreadId::parse("06DQDQD8R3SYN75HX43EQ49CJR").unwrap();
+        assert_ne!(
+            worker(std::process::id(), &t),
+            Worker::Exiting,
+            "this process runs"
+        );
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        assert!(!exiting(pid), "a reaped child is gone");
+        assert_ne!(worker(pid, &t), Worker::Exiting, "a reaped child is gone");
         assert!(ended("12 (a b) Z 1 12"));
         assert!(!ended("12 (a) b) S 1 12"));
     }
