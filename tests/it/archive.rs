@@ -387,6 +387,10 @@ fn bad_archives_are_refused_with_one_line_and_change_nothing() {
     let mut corrupt_zst = zst.clone();
     let mid = corrupt_zst.len() / 2;
     corrupt_zst[mid] ^= 0xff;
+    // A line break and an escape in the first header's checksum field, which the error
+    // quotes: still one line.
+    let mut broken_field = plain.clone();
+    broken_field[148..151].copy_from_slice(b"1\n\x1b");
     let cut = |b: &[u8], n: usize| b[..n].to_vec();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("cut in a header", cut(&plain, 700), "truncated"),
@@ -413,6 +417,11 @@ fn bad_archives_are_refused_with_one_line_and_change_nothing() {
             "corrupted|content hashes to|not a node|not part of the layout",
         ),
         ("node corrupted", corrupt_node, "content hashes to"),
+        (
+            "a header field with a line break",
+            broken_field,
+            "corrupted",
+        ),
         (
             "not a tar",
             b"hello, this is not an archive".repeat(40),

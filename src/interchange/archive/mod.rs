@@ -92,7 +92,9 @@ pub enum ArchiveError {
     #[error(transparent)]
     Transfer(#[from] TransferError),
     /// The archive is not one uwf imports (or `--since` cannot use it); nothing was changed.
-    #[error("{archive}: {message}")]
+    /// Shown on one line: a message quoting the archive's own bytes (a member's name, a
+    /// corrupt header field) has its control characters escaped.
+    #[error("{}: {}", escaped(.archive), escaped(.message))]
     Refused {
         /// The archive as the user named it.
         archive: String,
@@ -109,6 +111,22 @@ pub enum ArchiveError {
         /// The I/O error.
         source: io::Error,
     },
+}
+
+/// `s` with its control characters (a line break, an escape) written as escapes.
+fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return s.into();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 impl From<StoreError> for ArchiveError {
@@ -224,6 +242,27 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_quoting_the_archives_bytes_is_one_line() {
+        let e = ArchiveError::Refused {
+            archive: "a.tar".into(),
+            message: "numeric field was not a number: 0011 g\n\u{1b}[2J when getting cksum for x"
+                .into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            r"a.tar: numeric field was not a number: 0011 g\n\u{1b}[2J when getting cksum for x"
+        );
+        let plain = ArchiveError::Refused {
+            archive: "b.tar.zst".into(),
+            message: "truncated archive: cas/X.bin ends after 3 of its 9 bytes; ü".into(),
+        };
+        assert_eq!(
+            plain.to_string(),
+            "b.tar.zst: truncated archive: cas/X.bin ends after 3 of its 9 bytes; ü"
+        );
+    }
 
     #[test]
     fn manifest_round_trip_and_refusals() {
