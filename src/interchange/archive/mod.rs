@@ -114,11 +114,8 @@ pub enum ArchiveError {
 }
 
 /// `s` with its control characters (a line break, an escape) written as escapes.
-fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return s.into();
-    }
-    let mut out = String::with_capacity(s.len() + 8);
+fn escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         if c.is_control() {
             out.extend(c.escape_default());
@@ -126,7 +123,7 @@ fn escaped(s: &str) -> std::borrow::Cow<'_, str> {
             out.push(c);
         }
     }
-    out.into()
+    out
 }
 
 impl From<StoreError> for ArchiveError {
