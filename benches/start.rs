@@ -267,7 +267,7 @@ fn process_start(c: &mut Criterion) {
 
 /// With `UWF_BENCH_BEFORE`: both binaries and `/bin/true`, in turns, medians and ratios.
 fn pairs(_c: &mut Criterion) {
-    let Some(before) = std::env::var_os("UWF_BENCH_BEFORE").map(PathBuf::from) else {
+    let Some(before) = common::bin_from_env("UWF_BENCH_BEFORE") else {
         return;
     };
     let after = uwf_bin();
