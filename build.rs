@@ -8,11 +8,14 @@ fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
     let var = |k: &str| std::env::var(k).unwrap_or_default();
+    // How the binary links the C library, for the test that checks it (`tests/it/binary.rs`).
+    let linked = |how: &str| println!("cargo::rustc-env=UWF_LINKED_LIBC={how}");
     // Only a binary that the dynamic loader of glibc starts, where these were measured.
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
         .split(',')
         .any(|f| f == "crt-static");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || static_crt {
+        linked(if static_crt { "static" } else { "dynamic" });
         return;
     }
     // A position-dependent executable: rustc links a position-independent one, whose 37,000
@@ -20,7 +23,7 @@ fn main() {
     // dynamic loader rewrites at every start, about 640 KB of pages written before `main`.
     // Linked at a fixed address, they are final in the file and read only when used. The
     // binary's own code and data then load at the same address every run (no address
-    // randomisation for them; the stack, the heap and the shared libraries keep theirs).
+    // randomisation for them; the stack, the heap and the mapped files keep theirs).
     println!("cargo::rustc-link-arg-bins=-no-pie");
     // The functions short commands run, together at the front of the code (`link/start.order`,
     // written by `link/start-order.sh`): a short process then maps a few pages of code instead
@@ -37,17 +40,60 @@ fn main() {
         );
         println!("cargo::rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
-    // The unwinder linked in (as `-static-libgcc` does) instead of loading libgcc_s.so.1,
-    // whose start runs a CPU detection (`cpuid`, which traps to the hypervisor on a virtual
-    // machine) that nothing here uses. Only for a native build whose C compiler knows the
-    // archive; otherwise the binary links libgcc_s as before.
-    if var("TARGET") == var("HOST")
-        && let Some(eh) = libgcc_eh()
+    // Linked statically against the C library, when its archives are installed (Debian's and
+    // Ubuntu's `libc6-dev` has them): no dynamic loader at start, which otherwise maps
+    // `libc.so.6` and `libm.so.6` and binds their symbols before `main`, about a third of what
+    // a short command costs above `/bin/true`. rustc links the C library only dynamically on
+    // this target (`+crt-static` would need `--target`, or it breaks the proc macros), so the
+    // libraries rustc names (`-lc`, `-lm`, `-lgcc_s`, …) are found, for the binary alone, in
+    // a directory of the build's own where each is the static archive (`libgcc_s` the
+    // unwinder, `libgcc_eh.a`); with `-static` the C compiler then starts the program without
+    // the loader. Only for a native build with rustc's own lld, where this was measured, and
+    // not with `UWF_DYNAMIC_LIBC=1` (a binary meant for machines with another glibc: see
+    // ARCHITECTURE.md, "Process start").
+    println!("cargo::rerun-if-env-changed=UWF_DYNAMIC_LIBC");
+    let native = var("TARGET") == var("HOST");
+    let eh = native.then(|| archive("libgcc_eh.a")).flatten();
+    if let Some(eh) = &eh
+        && default_lld(&var)
+        && var("UWF_DYNAMIC_LIBC") != "1"
+        && let Some(dir) = static_libs(eh, &PathBuf::from(var("OUT_DIR")))
     {
+        println!("cargo::rustc-link-arg-bins=-static");
+        println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
+        // The C compiler's own helpers, which the C library's archive may call.
+        println!("cargo::rustc-link-arg-bins=-lgcc");
+        linked("static");
+    } else if let Some(eh) = &eh {
+        linked("dynamic");
+        // Otherwise the unwinder linked in (as `-static-libgcc` does) instead of loading
+        // libgcc_s.so.1, whose start runs a CPU detection (`cpuid`, which traps to the
+        // hypervisor on a virtual machine) that nothing here uses. Only for a native build
+        // whose C compiler knows the archive; otherwise the binary links libgcc_s as before.
         println!("cargo::rustc-link-arg-bins=-Wl,--whole-archive");
         println!("cargo::rustc-link-arg-bins={}", eh.display());
         println!("cargo::rustc-link-arg-bins=-Wl,--no-whole-archive");
+    } else {
+        linked("dynamic");
     }
+}
+
+/// A directory where each library rustc links the binary with on this target is the C
+/// library's static archive, or `None` when the C compiler lacks one of them.
+fn static_libs(eh: &std::path::Path, out: &std::path::Path) -> Option<PathBuf> {
+    let dir = out.join("static-libs");
+    std::fs::create_dir_all(&dir).ok()?;
+    let mut links = vec![("libgcc_s.a".to_string(), eh.to_path_buf())];
+    for name in ["c", "m", "rt", "pthread", "dl", "util"] {
+        let file = format!("lib{name}.a");
+        links.push((file.clone(), archive(&file)?));
+    }
+    for (name, target) in links {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(target, &link).ok()?;
+    }
+    Some(dir)
 }
 
 /// Whether the binary is linked by rustc's own lld, as it is by default on x86_64 Linux with
@@ -61,11 +107,11 @@ fn default_lld(var: &dyn Fn(&str) -> String) -> bool {
         })
 }
 
-/// Where the C compiler that links the binary keeps `libgcc_eh.a`, if it has one.
-fn libgcc_eh() -> Option<PathBuf> {
+/// Where the C compiler that links the binary keeps the archive `file`, if it has one.
+fn archive(file: &str) -> Option<PathBuf> {
     let cc = std::env::var("RUSTC_LINKER").unwrap_or_else(|_| "cc".into());
     let out = Command::new(cc)
-        .arg("-print-file-name=libgcc_eh.a")
+        .arg(format!("-print-file-name={file}"))
         .output()
         .ok()?;
     let path = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());

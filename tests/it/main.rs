@@ -5,6 +5,8 @@
 mod agent;
 mod archive;
 mod background;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod binary;
 mod cas_cli;
 mod cli_snapshots;
 mod common;

@@ -15,12 +15,17 @@ const PROMPT: &str = "Is Rust better than Go?";
 /// A root whose config points at `api` (key from `.env` through `apiKeyEnv`), with `retries`
 /// and a one-second request limit.
 fn env_for(api: &FakeApi, retries: u32, extra: &str) -> TestEnv {
+    env_at(&api.url, retries, extra)
+}
+
+/// A root whose config points at the provider `url`, as `env_for` does.
+fn env_at(url: &str, retries: u32, extra: &str) -> TestEnv {
     let env = TestEnv::new();
     std::fs::write(
         env.root().join("config.yaml"),
         format!(
             "providers:\n  fake:\n    baseUrl: {}\n    apiKeyEnv: FAKE_KEY\n    timeoutSeconds: 1\n    maxRetries: {retries}\nmodels:\n  default:\n    provider: fake\n    name: fake-model\ndefaultModel: default\n{extra}",
-            api.url
+            url
         ),
     )
     .unwrap();
@@ -60,6 +65,21 @@ fn output_of(env: &TestEnv, step: &str) -> Value {
         .unwrap()
         .to_string();
     payload(env, &out)
+}
+
+/// A provider named by a host name rather than an address: the binary resolves it through
+/// the C library's resolver (`localhost` from `/etc/hosts`), as it resolves a real provider's.
+#[test]
+fn a_provider_named_by_host_name_is_resolved_and_reached() {
+    let api = FakeApi::start(vec![reply(VALID)]);
+    let by_name = api.url.replace("127.0.0.1", "localhost");
+    assert_ne!(by_name, api.url, "the fake server's URL names 127.0.0.1");
+    let env = env_at(&by_name, 0, "");
+    let t = debate(&env);
+    let r = submit(&env, &t, "I argue, without any frontmatter.");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(output_of(&env, r.stdout.trim()).to_json(), VALID);
+    assert_eq!(api.requests(), 1);
 }
 
 #[test]
