@@ -10,6 +10,7 @@ fn main() {
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     // How the binary links the C library, for the test that checks it (`tests/it/binary.rs`).
     let linked = |how: &str| println!("cargo::rustc-env=UWF_LINKED_LIBC={how}");
+    println!("cargo::rustc-check-cfg=cfg(uwf_static_libc)");
     // Only a binary that the dynamic loader of glibc starts, where these were measured.
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
         .split(',')
@@ -63,6 +64,9 @@ fn main() {
         println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
         // The C compiler's own helpers, which the C library's archive may call.
         println!("cargo::rustc-link-arg-bins=-lgcc");
+        // `src/main.rs` names what std looks up as weak symbols, which a static link leaves
+        // out unless something names them.
+        println!("cargo::rustc-cfg=uwf_static_libc");
         linked("static");
     } else if let Some(eh) = &eh {
         linked("dynamic");
