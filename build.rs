@@ -69,11 +69,11 @@ fn main() {
         println!("cargo::rustc-cfg=uwf_static_libc");
         linked("static");
     } else if let Some(eh) = &eh {
-        linked("dynamic");
         // Otherwise the unwinder linked in (as `-static-libgcc` does) instead of loading
         // libgcc_s.so.1, whose start runs a CPU detection (`cpuid`, which traps to the
         // hypervisor on a virtual machine) that nothing here uses. Only for a native build
         // whose C compiler knows the archive; otherwise the binary links libgcc_s as before.
+        linked("dynamic");
         println!("cargo::rustc-link-arg-bins=-Wl,--whole-archive");
         println!("cargo::rustc-link-arg-bins={}", eh.display());
         println!("cargo::rustc-link-arg-bins=-Wl,--no-whole-archive");
