@@ -1,23 +1,29 @@
 //! Link settings of the `uwf` binary that make a process start sooner (BENCHMARKS.md, "Process
 //! start"); the library, the tests and the benches link as before.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-env-changed=RUSTC_LINKER");
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
     // How the binary links the C library, for the test that checks it (`tests/it/binary.rs`).
-    let linked = |how: &str| println!("cargo::rustc-env=UWF_LINKED_LIBC={how}");
-    println!("cargo::rustc-check-cfg=cfg(uwf_static_libc)");
+    println!("cargo::rustc-env=UWF_LINKED_LIBC={}", link());
+}
+
+/// Gives the binary its link settings; whether it links the C library "static" or "dynamic".
+fn link() -> &'static str {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
     // Only a binary that the dynamic loader of glibc starts, where these were measured.
     let static_crt = var("CARGO_CFG_TARGET_FEATURE")
         .split(',')
         .any(|f| f == "crt-static");
-    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" || static_crt {
-        linked(if static_crt { "static" } else { "dynamic" });
-        return;
+    if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
+        return "dynamic";
+    }
+    if static_crt {
+        keep_weak_lookups();
+        return "static";
     }
     // A position-dependent executable: rustc links a position-independent one, whose 37,000
     // absolute addresses in tables (vtables, string slices, clap's and serde's static data) the
@@ -54,48 +60,59 @@ fn main() {
     // ARCHITECTURE.md, "Process start").
     println!("cargo::rerun-if-env-changed=UWF_DYNAMIC_LIBC");
     let native = var("TARGET") == var("HOST");
-    let eh = native.then(|| archive("libgcc_eh.a")).flatten();
-    if let Some(eh) = &eh
-        && default_lld(&var)
+    let Some(eh) = native.then(|| archive("libgcc_eh.a")).flatten() else {
+        return "dynamic";
+    };
+    if default_lld(&var)
         && var("UWF_DYNAMIC_LIBC") != "1"
-        && let Some(dir) = static_libs(eh, &PathBuf::from(var("OUT_DIR")))
+        && let Some(dir) = static_libs(&eh, &PathBuf::from(var("OUT_DIR")))
     {
         println!("cargo::rustc-link-arg-bins=-static");
         println!("cargo::rustc-link-arg-bins=-L{}", dir.display());
         // The C compiler's own helpers, which the C library's archive may call.
         println!("cargo::rustc-link-arg-bins=-lgcc");
-        // `src/main.rs` names what std looks up as weak symbols, which a static link leaves
-        // out unless something names them.
-        println!("cargo::rustc-cfg=uwf_static_libc");
-        linked("static");
-    } else if let Some(eh) = &eh {
-        // Otherwise the unwinder linked in (as `-static-libgcc` does) instead of loading
-        // libgcc_s.so.1, whose start runs a CPU detection (`cpuid`, which traps to the
-        // hypervisor on a virtual machine) that nothing here uses. Only for a native build
-        // whose C compiler knows the archive; otherwise the binary links libgcc_s as before.
-        linked("dynamic");
-        println!("cargo::rustc-link-arg-bins=-Wl,--whole-archive");
-        println!("cargo::rustc-link-arg-bins={}", eh.display());
-        println!("cargo::rustc-link-arg-bins=-Wl,--no-whole-archive");
-    } else {
-        linked("dynamic");
+        keep_weak_lookups();
+        return "static";
+    }
+    // Otherwise the unwinder linked in (as `-static-libgcc` does) instead of loading
+    // libgcc_s.so.1, whose start runs a CPU detection (`cpuid`, which traps to the hypervisor
+    // on a virtual machine) that nothing here uses. Only for a native build whose C compiler
+    // knows the archive; otherwise the binary links libgcc_s as before.
+    println!("cargo::rustc-link-arg-bins=-Wl,--whole-archive");
+    println!("cargo::rustc-link-arg-bins={}", eh.display());
+    println!("cargo::rustc-link-arg-bins=-Wl,--no-whole-archive");
+    "dynamic"
+}
+
+/// In a static link: the C library's functions that std calls only where they exist, through
+/// weak references, kept in the binary. A static link takes from an archive only what
+/// something names, and a weak reference names nothing, so without this std would find
+/// neither: `Command::current_dir` would make it `fork` the whole process instead of
+/// `posix_spawn` (every agent a runner starts runs in its thread's directory), and
+/// thread-local destructors would take std's fallback.
+fn keep_weak_lookups() {
+    for name in [
+        "posix_spawn_file_actions_addchdir_np",
+        "__cxa_thread_atexit_impl",
+    ] {
+        println!("cargo::rustc-link-arg-bins=-Wl,--undefined={name}");
     }
 }
 
 /// A directory where each library rustc links the binary with on this target is the C
 /// library's static archive, or `None` when the C compiler lacks one of them.
-fn static_libs(eh: &std::path::Path, out: &std::path::Path) -> Option<PathBuf> {
+fn static_libs(eh: &Path, out: &Path) -> Option<PathBuf> {
     let dir = out.join("static-libs");
     std::fs::create_dir_all(&dir).ok()?;
-    let mut links = vec![("libgcc_s.a".to_string(), eh.to_path_buf())];
-    for name in ["c", "m", "rt", "pthread", "dl", "util"] {
-        let file = format!("lib{name}.a");
-        links.push((file.clone(), archive(&file)?));
-    }
-    for (name, target) in links {
+    let link = |name: &str, target: &Path| {
         let link = dir.join(name);
         let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(target, &link).ok()?;
+        std::os::unix::fs::symlink(target, &link).ok()
+    };
+    link("libgcc_s.a", eh)?;
+    for name in ["c", "m", "rt", "pthread", "dl", "util"] {
+        let file = format!("lib{name}.a");
+        link(&file, &archive(&file)?)?;
     }
     Some(dir)
 }

@@ -45,37 +45,6 @@ fn start_as_std_does() {
     }
 }
 
-/// The C library's functions that std calls only where they exist, through weak symbols. A
-/// static link (`build.rs`) takes from the C library's archive only what something names, so
-/// without these names std would find neither: `Command::current_dir` would make it `fork` the
-/// whole process instead of `posix_spawn` (every agent a runner starts runs in its thread's
-/// directory), and thread-local destructors would take std's fallback.
-#[cfg(uwf_static_libc)]
-mod named_for_std {
-    use std::ffi::{c_int, c_void};
-
-    unsafe extern "C" {
-        fn __cxa_thread_atexit_impl(
-            dtor: unsafe extern "C" fn(*mut c_void),
-            obj: *mut c_void,
-            dso: *mut c_void,
-        ) -> c_int;
-    }
-
-    #[used]
-    static SPAWN_CHDIR: unsafe extern "C" fn(
-        *mut libc::posix_spawn_file_actions_t,
-        *const libc::c_char,
-    ) -> c_int = libc::posix_spawn_file_actions_addchdir_np;
-
-    #[used]
-    static THREAD_ATEXIT: unsafe extern "C" fn(
-        unsafe extern "C" fn(*mut c_void),
-        *mut c_void,
-        *mut c_void,
-    ) -> c_int = __cxa_thread_atexit_impl;
-}
-
 fn run() -> c_int {
     // A bug must still end in one line on stderr and a non-zero exit.
     std::panic::set_hook(Box::new(|info| {

@@ -4,57 +4,71 @@
 
 use std::process::Command;
 
-/// Whether the ELF file `elf` names a program interpreter (the dynamic loader).
-fn names_an_interpreter(elf: &[u8]) -> bool {
-    assert_eq!(&elf[..4], b"\x7fELF", "an ELF file");
-    assert_eq!(elf[4], 2, "64-bit");
-    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
-    let phoff = u64::from_le_bytes(elf[32..40].try_into().unwrap()) as usize;
-    let (size, count) = (u16_at(54), u16_at(56));
-    const PT_INTERP: u32 = 3;
-    (0..count).any(|i| {
-        let at = phoff + i * size;
-        u32::from_le_bytes(elf[at..at + 4].try_into().unwrap()) == PT_INTERP
-    })
-}
+/// A 64-bit little-endian ELF file's bytes, read at offsets.
+struct Elf(Vec<u8>);
 
-/// Whether the ELF file `elf` defines the symbol `name` in its symbol table (not merely
-/// refers to it, as a weak reference that a static link left unresolved does).
-fn defines(elf: &[u8], name: &str) -> bool {
-    let u16_at = |o: usize| u16::from_le_bytes([elf[o], elf[o + 1]]) as usize;
-    let u32_at = |o: usize| u32::from_le_bytes(elf[o..o + 4].try_into().unwrap()) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(elf[o..o + 8].try_into().unwrap()) as usize;
-    let (shoff, shsize, shnum) = (u64_at(40), u16_at(58), u16_at(60));
-    let section = |i: usize| shoff + i * shsize;
-    const SHT_SYMTAB: usize = 2;
-    let symtab = (0..shnum)
-        .map(section)
-        .find(|&h| u32_at(h + 4) == SHT_SYMTAB)
-        .expect("the binary has a symbol table");
-    let (at, size) = (u64_at(symtab + 24), u64_at(symtab + 32));
-    let strings = u64_at(section(u32_at(symtab + 40)) + 24);
-    (at..at + size).step_by(24).any(|sym| {
-        let start = strings + u32_at(sym);
-        let end = start + elf[start..].iter().position(|&b| b == 0).unwrap();
-        &elf[start..end] == name.as_bytes() && u16_at(sym + 6) != 0
-    })
+impl Elf {
+    fn read(path: impl AsRef<std::path::Path>) -> Elf {
+        let bytes = std::fs::read(path).unwrap();
+        assert_eq!(&bytes[..4], b"\x7fELF", "an ELF file");
+        assert_eq!(bytes[4], 2, "64-bit");
+        Elf(bytes)
+    }
+
+    fn u16(&self, at: usize) -> usize {
+        u16::from_le_bytes(self.0[at..at + 2].try_into().unwrap()) as usize
+    }
+
+    fn u32(&self, at: usize) -> usize {
+        u32::from_le_bytes(self.0[at..at + 4].try_into().unwrap()) as usize
+    }
+
+    fn u64(&self, at: usize) -> usize {
+        u64::from_le_bytes(self.0[at..at + 8].try_into().unwrap()) as usize
+    }
+
+    /// Whether it names a program interpreter (the dynamic loader).
+    fn names_an_interpreter(&self) -> bool {
+        const PT_INTERP: usize = 3;
+        let (at, size, count) = (self.u64(32), self.u16(54), self.u16(56));
+        (0..count).any(|i| self.u32(at + i * size) == PT_INTERP)
+    }
+
+    /// Whether it defines the symbol `name` in its symbol table (not merely refers to it, as
+    /// a weak reference that a static link left unresolved does).
+    fn defines(&self, name: &str) -> bool {
+        const SHT_SYMTAB: usize = 2;
+        let (shoff, shsize, shnum) = (self.u64(40), self.u16(58), self.u16(60));
+        let section = |i: usize| shoff + i * shsize;
+        let symtab = (0..shnum)
+            .map(section)
+            .find(|&h| self.u32(h + 4) == SHT_SYMTAB)
+            .expect("the binary has a symbol table");
+        let (at, size) = (self.u64(symtab + 24), self.u64(symtab + 32));
+        let strings = self.u64(section(self.u32(symtab + 40)) + 24);
+        (at..at + size).step_by(24).any(|sym| {
+            let start = strings + self.u32(sym);
+            let end = start + self.0[start..].iter().position(|&b| b == 0).unwrap();
+            &self.0[start..end] == name.as_bytes() && self.u16(sym + 6) != 0
+        })
+    }
 }
 
 #[test]
 fn the_binary_starts_without_the_loader_when_linked_statically() {
     let path = env!("CARGO_BIN_EXE_uwf");
-    let elf = std::fs::read(path).unwrap();
-    let loader = names_an_interpreter(&elf);
+    let elf = Elf::read(path);
+    let loader = elf.names_an_interpreter();
     match env!("UWF_LINKED_LIBC") {
         "static" => {
             assert!(!loader, "linked statically, yet {path} names a loader");
-            // What std looks up as weak symbols (`src/main.rs`): without the first, every
+            // What std looks up as weak symbols (`build.rs`): without the first, every
             // agent a runner starts in its thread's directory would fork the runner.
             for name in [
                 "posix_spawn_file_actions_addchdir_np",
                 "__cxa_thread_atexit_impl",
             ] {
-                assert!(defines(&elf, name), "{path} lacks {name}");
+                assert!(elf.defines(name), "{path} lacks {name}");
             }
         }
         how => {
@@ -77,10 +91,9 @@ fn the_binary_starts_without_the_loader_when_linked_statically() {
 /// refers to the C library's functions) and on this test binary.
 #[test]
 fn a_dynamically_linked_program_names_the_loader() {
-    let sh = std::fs::read("/bin/sh").unwrap();
-    assert!(names_an_interpreter(&sh));
-    let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
-    assert!(defines(&me, "main"));
-    assert!(!defines(&me, "posix_spawn_file_actions_addchdir_np"));
-    assert!(!defines(&me, "no such symbol"));
+    assert!(Elf::read("/bin/sh").names_an_interpreter());
+    let me = Elf::read(std::env::current_exe().unwrap());
+    assert!(me.defines("main"));
+    assert!(!me.defines("posix_spawn_file_actions_addchdir_np"));
+    assert!(!me.defines("no such symbol"));
 }
