@@ -8,7 +8,8 @@
 #
 #   link/start-order.sh            # builds the release binary, then runs the commands under callgrind
 #
-# Run it again after a dependency update or a large change to the commands' paths: a name the
+# Run it again after a dependency update, a change to how the binary is linked (a static C library
+# puts its start in the binary) or a large change to the commands' paths: a name the
 # binary no longer has is skipped, so a stale file only makes the start slower, never wrong.
 # Needs valgrind and python3.
 set -euo pipefail
