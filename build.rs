@@ -15,12 +15,12 @@ fn main() {
 fn link() -> &'static str {
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     // Only a binary that the dynamic loader of glibc starts, where these were measured.
-    let static_crt = var("CARGO_CFG_TARGET_FEATURE")
-        .split(',')
-        .any(|f| f == "crt-static");
     if var("CARGO_CFG_TARGET_OS") != "linux" || var("CARGO_CFG_TARGET_ENV") != "gnu" {
         return "dynamic";
     }
+    let static_crt = var("CARGO_CFG_TARGET_FEATURE")
+        .split(',')
+        .any(|f| f == "crt-static");
     if static_crt {
         keep_weak_lookups();
         return "static";
@@ -32,6 +32,7 @@ fn link() -> &'static str {
     // binary's own code and data then load at the same address every run (no address
     // randomisation for them; the stack, the heap and the mapped files keep theirs).
     println!("cargo::rustc-link-arg-bins=-no-pie");
+    let lld = default_lld(&var);
     // The functions short commands run, together at the front of the code (`link/start.order`,
     // written by `link/start-order.sh`): a short process then maps a few pages of code instead
     // of pages spread over the whole binary. Only with the linker rustc uses by default on this
@@ -40,7 +41,7 @@ fn link() -> &'static str {
     println!("cargo::rerun-if-changed={}", order.display());
     println!("cargo::rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     // (`-Wl,` splits its argument at commas.)
-    if default_lld(&var) && order.is_file() && !order.to_string_lossy().contains(',') {
+    if lld && order.is_file() && !order.to_string_lossy().contains(',') {
         println!(
             "cargo::rustc-link-arg-bins=-Wl,--symbol-ordering-file={}",
             order.display()
@@ -63,7 +64,7 @@ fn link() -> &'static str {
     let Some(eh) = native.then(|| archive("libgcc_eh.a")).flatten() else {
         return "dynamic";
     };
-    if default_lld(&var)
+    if lld
         && var("UWF_DYNAMIC_LIBC") != "1"
         && let Some(dir) = static_libs(&eh, &PathBuf::from(var("OUT_DIR")))
     {
@@ -104,15 +105,15 @@ fn keep_weak_lookups() {
 fn static_libs(eh: &Path, out: &Path) -> Option<PathBuf> {
     let dir = out.join("static-libs");
     std::fs::create_dir_all(&dir).ok()?;
-    let link = |name: &str, target: &Path| {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(target, &link).ok()
+    let symlink = |name: &str, target: &Path| {
+        let at = dir.join(name);
+        let _ = std::fs::remove_file(&at);
+        std::os::unix::fs::symlink(target, &at).ok()
     };
-    link("libgcc_s.a", eh)?;
+    symlink("libgcc_s.a", eh)?;
     for name in ["c", "m", "rt", "pthread", "dl", "util"] {
         let file = format!("lib{name}.a");
-        link(&file, &archive(&file)?)?;
+        symlink(&file, &archive(&file)?)?;
     }
     Some(dir)
 }
