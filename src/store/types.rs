@@ -4,11 +4,12 @@ use super::error::{Result, StoreError};
 use crate::cas::Value;
 use crate::cas::refplan::RefPlan;
 use crate::cas::schema::{SchemaError, Validator};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// What the store knows about one type: its schema and what it takes to check and walk it.
 pub(crate) struct TypeInfo {
-    pub(crate) schema: Value,
+    /// Shared, so that a caller keeps the schema without copying it.
+    pub(crate) schema: Arc<Value>,
     validator: OnceLock<std::result::Result<Validator, SchemaError>>,
     /// Compiled once per store handle; an error (a pattern registration would have refused)
     /// fails every reference lookup of the type instead of skipping references.
@@ -19,7 +20,7 @@ impl TypeInfo {
     pub(crate) fn new(schema: Value) -> TypeInfo {
         TypeInfo {
             plan: RefPlan::compile(&schema),
-            schema,
+            schema: Arc::new(schema),
             validator: OnceLock::new(),
         }
     }

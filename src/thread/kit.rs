@@ -20,7 +20,7 @@ struct Ctx<'a> {
     chain: Cow<'a, Chain>,
     wf: Cow<'a, StoredWorkflow>,
     role: Cow<'a, Role<NodeId>>,
-    schema: Value,
+    schema: Arc<Value>,
 }
 
 impl Ctx<'_> {
@@ -32,7 +32,7 @@ impl Ctx<'_> {
             workflow: self.chain.workflow_id().ok(),
             workflow_name: Cow::Borrowed(&self.wf.name),
             role: Cow::Borrowed(&self.role),
-            schema: Cow::Borrowed(&self.schema),
+            schema: self.schema.clone(),
         }
     }
 }
@@ -46,7 +46,7 @@ struct On<'a> {
     workflow: Option<NodeId>,
     workflow_name: Cow<'a, str>,
     role: Cow<'a, Role<NodeId>>,
-    schema: Cow<'a, Value>,
+    schema: Arc<Value>,
 }
 
 impl On<'_> {
@@ -54,7 +54,6 @@ impl On<'_> {
         On {
             workflow_name: Cow::Owned(self.workflow_name.into_owned()),
             role: Cow::Owned(self.role.into_owned()),
-            schema: Cow::Owned(self.schema.into_owned()),
             ..self
         }
     }
@@ -106,9 +105,9 @@ fn moderated_ctx<'a>(store: &Store, m: &'a Moderated, role: &str) -> Result<Ctx<
     })
 }
 
-/// The schema `id` from the store's cache of schemas, else read as `uwf agent context` reads
-/// it (not a schema the store knows).
-fn known_schema(store: &Store, id: NodeId) -> Result<Value> {
+/// The schema `id` from the store's cache of schemas (shared, not copied), else read as `uwf
+/// agent context` reads it (not a schema the store knows).
+fn known_schema(store: &Store, id: NodeId) -> Result<Arc<Value>> {
     match store.type_info(id) {
         Ok(t) => Ok(t.schema.clone()),
         Err(_) => read_schema(&store.snapshot()?, id),
@@ -116,18 +115,19 @@ fn known_schema(store: &Store, id: NodeId) -> Result<Value> {
 }
 
 /// The payload of schema node `id`.
-fn read_schema(snap: &crate::store::Snapshot, id: NodeId) -> Result<Value> {
-    Ok(snap
-        .get(id)?
-        .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?
-        .payload()?)
+fn read_schema(snap: &crate::store::Snapshot, id: NodeId) -> Result<Arc<Value>> {
+    Ok(Arc::new(
+        snap.get(id)?
+            .ok_or_else(|| ThreadError::NodeNotFound(id.to_wire()))?
+            .payload()?,
+    ))
 }
 
 fn role_ctx<'a>(
     chain: Cow<'a, Chain>,
     wf: Cow<'a, StoredWorkflow>,
     role: &str,
-    schema_of: impl FnOnce(NodeId) -> Result<Value>,
+    schema_of: impl FnOnce(NodeId) -> Result<Arc<Value>>,
 ) -> Result<Ctx<'a>> {
     let unknown = |wf: &StoredWorkflow| {
         ThreadError::Invalid(format!(
@@ -610,8 +610,9 @@ struct StepCallsOwned {
 pub struct RoleBrief {
     /// The role, as the workflow defines it.
     pub role: Role<NodeId>,
-    /// The role's output schema (the payload of its schema node).
-    pub schema: Value,
+    /// The role's output schema (the payload of its schema node), shared with the store's
+    /// cache of schemas.
+    pub schema: Arc<Value>,
     /// The thread's history, with outputs expanded.
     pub history: History,
 }
