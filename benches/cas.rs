@@ -110,10 +110,16 @@ fn bulk_commit() -> usize {
 
 fn load(store: &Store, nodes: &[Prepared]) {
     let mut bulk = store.bulk(bulk_commit());
+    let t = Instant::now();
     for b in nodes.chunks(batch()) {
         bulk.put(b, NOW_MS).expect("put");
     }
+    let puts = t.elapsed();
     bulk.finish().expect("commit");
+    eprintln!(
+        "puts {puts:.1?}, last commit {:.1?}",
+        t.elapsed().saturating_sub(puts)
+    );
 }
 
 /// One size's shared store and data.

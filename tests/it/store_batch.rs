@@ -129,6 +129,91 @@ fn reindex_rebuilds_what_puts_maintain() {
     assert_eq!(visited, 3 * 20 * 2 + 2, "steps, outputs, start, workflow");
 }
 
+/// A put of thousands of new nodes writes its payload records beside its other records: every
+/// node reads back whole, with its references and its place in the type index, and a
+/// collision anywhere in it still writes nothing.
+#[test]
+fn a_large_put_writes_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
+    let wf = s
+        .prepare(
+            id(ids::WORKFLOW),
+            &Value::from_json_str(r#"{"name":"w","description":"d","roles":{},"graph":{}}"#)
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    let start = s
+        .prepare(
+            id(ids::START_NODE),
+            &Value::from_json_str(&format!(
+                r#"{{"workflow":"{}","prompt":"p","cwd":"/"}}"#,
+                wf.id
+            ))
+            .unwrap(),
+            true,
+        )
+        .unwrap();
+    let old = text(&s, "already there");
+    s.put(&[wf.clone(), start.clone(), old.clone()], 1).unwrap();
+    let mut batch = Vec::new();
+    let mut prev = None;
+    for i in 0..3_000 {
+        // Payloads of different lengths, some longer than a shared record holds.
+        let body =
+            format!("output {i} ").repeat(1 + (i * 37) % 400 + 1_700 * usize::from(i % 500 == 0));
+        let out = text(&s, &body);
+        let st = step(&s, start.id, prev, out.id);
+        prev = Some(st.id);
+        batch.push(out);
+        batch.push(st);
+    }
+    batch.insert(1_000, old.clone());
+    let out = s.put(&batch, 2).unwrap();
+    assert_eq!(out[1_000], PutOutcome::Existed);
+    assert_eq!(
+        out.iter().filter(|o| **o == PutOutcome::Inserted).count(),
+        6_000
+    );
+    for p in &batch {
+        let n = s.get(p.id).unwrap().unwrap();
+        assert_eq!(n.payload_cbor, p.payload_cbor, "{}", p.id);
+        assert_eq!(n.type_id, p.type_id);
+    }
+    let mut texts = vec![old.id];
+    texts.extend(
+        batch
+            .iter()
+            .filter(|p| p.type_id == id(ids::TEXT) && p.id != old.id)
+            .map(|p| p.id),
+    );
+    assert_eq!(s.list_by_type(id(ids::TEXT)).unwrap(), texts);
+    let head = prev.unwrap();
+    assert_eq!(
+        s.refs(head).unwrap().unwrap().len(),
+        4,
+        "start, prev, output, detail"
+    );
+    let mut visited = 0;
+    s.walk(head, |_| visited += 1).unwrap();
+    assert_eq!(visited, 6_000 + 2, "steps, outputs, start, workflow");
+    assert!(s.verify(&|_, _| {}).unwrap().is_clean());
+    let incremental = derived(&s);
+    assert_eq!(s.reindex(&|_, _| {}).unwrap(), s.node_count().unwrap());
+    assert_eq!(derived(&s), incremental);
+
+    let before = s.node_count().unwrap();
+    let mut more: Vec<_> = (0..5_000).map(|i| text(&s, &format!("more {i}"))).collect();
+    let mut forged = text(&s, "forged");
+    forged.id = batch[0].id;
+    more.push(forged);
+    let e = s.put(&more, 3).unwrap_err();
+    assert!(matches!(e, StoreError::HashCollision(i) if i == batch[0].id));
+    assert_eq!(s.node_count().unwrap(), before);
+    assert!(s.get(more[0].id).unwrap().is_none());
+}
+
 /// The references kept in a `nodes` record are derived: `verify` recomputes them from the
 /// payload and reports a difference, and `reindex` rewrites them.
 #[test]

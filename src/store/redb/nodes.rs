@@ -367,9 +367,11 @@ pub(crate) fn stored_node(seq: u64, l: &Link<'_>, payload_cbor: Vec<u8>) -> Stor
 /// under them (ascending keys, so each leaf is written once, full) and the type index lists a
 /// type's nodes in write order. The `ids` entries (16 bytes) are written in id order:
 /// ids are uniformly random, so sorted inserts make consecutive ones share the B-tree path that
-/// is already cached and dirty.
-// Long: every table of a put in the one order that keeps each leaf written once (checks, ids,
-// links, payloads, index).
+/// is already cached and dirty. The payload records are a table of their own: a put of at
+/// least [`PARALLEL_PUT`] new nodes writes them on a second thread while this one writes the
+/// `ids`, `links` and type index entries.
+// Long: every table of a put in the one order that keeps each leaf written once (checks, then
+// ids, links and index beside the payloads).
 pub(crate) fn put_in<'a>(
     tx: &WriteTransaction,
     nodes: impl ExactSizeIterator<Item = (&'a Prepared, u64)>,
@@ -439,43 +441,83 @@ pub(crate) fn put_in<'a>(
     if seq == first_seq {
         return Ok(out);
     }
-    let mut batch: HashMap<u64, u64, BuildU64> =
-        HashMap::with_capacity_and_hasher(items.len(), BuildU64);
-    for &i in order.iter().filter(|&&i| out[i] == PutOutcome::Inserted) {
-        ids.insert(items[i].0.id.0, seqs[i])?;
-        batch.insert(items[i].0.id.0, seqs[i]);
-    }
-    // The `links` records in seq order (appended), each reference with the sequence number of
-    // its node: from the batch, else from `ids`.
-    let mut buf = Vec::new();
-    let mut refs = Vec::new();
-    for i in (0..items.len()).filter(|&i| out[i] == PutOutcome::Inserted) {
-        let (p, now_ms) = items[i];
-        refs.clear();
-        for r in &p.refs {
-            let seq = match batch.get(&r.0) {
-                Some(&s) => s,
-                None => ids.get(r.0)?.map_or(NO_SEQ, |v| v.value()),
-            };
-            refs.push((*r, seq));
-        }
-        encode_link_into(
-            p.id,
-            p.type_id,
-            now_ms,
-            &p.digest,
-            refs.iter().copied(),
-            &mut buf,
-        );
-        links.insert(seqs[i], buf.as_slice())?;
-    }
-    drop((ids, links));
-    // Payloads in seq order, packed several to a record (one insert and one page write for
-    // many payloads instead of one each).
-    let mut pt = tx.open_table(PAYLOADS)?;
     let fresh: Vec<usize> = (0..items.len())
         .filter(|&i| out[i] == PutOutcome::Inserted)
         .collect();
+    let keys = || -> Result<()> {
+        let mut batch: HashMap<u64, u64, BuildU64> =
+            HashMap::with_capacity_and_hasher(fresh.len(), BuildU64);
+        for &i in order.iter().filter(|&&i| out[i] == PutOutcome::Inserted) {
+            ids.insert(items[i].0.id.0, seqs[i])?;
+            batch.insert(items[i].0.id.0, seqs[i]);
+        }
+        // The `links` records in seq order (appended), each reference with the sequence number
+        // of its node: from the batch, else from `ids`.
+        let mut buf = Vec::new();
+        let mut refs = Vec::new();
+        for &i in &fresh {
+            let (p, now_ms) = items[i];
+            refs.clear();
+            for r in &p.refs {
+                let seq = match batch.get(&r.0) {
+                    Some(&s) => s,
+                    None => ids.get(r.0)?.map_or(NO_SEQ, |v| v.value()),
+                };
+                refs.push((*r, seq));
+            }
+            encode_link_into(
+                p.id,
+                p.type_id,
+                now_ms,
+                &p.digest,
+                refs.iter().copied(),
+                &mut buf,
+            );
+            links.insert(seqs[i], buf.as_slice())?;
+        }
+        drop((ids, links));
+        let mut index: Vec<(u64, u64, u64)> = fresh
+            .iter()
+            .map(|&i| (items[i].0.type_id.0, seqs[i], items[i].0.id.0))
+            .collect();
+        index.sort_unstable();
+        let mut ti = tx.open_table(TYPE_INDEX)?;
+        for (ty, s, id) in index {
+            ti.insert((ty, s), id)?;
+        }
+        Ok(())
+    };
+    let records = || write_payloads(tx, &items, &fresh, &seqs);
+    if fresh.len() >= PARALLEL_PUT {
+        // The keys and the payload records are separate tables of one transaction: a large
+        // put writes them on two threads.
+        std::thread::scope(|s| {
+            let r = s.spawn(records);
+            let k = keys();
+            let r = r.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            k.and(r)
+        })?;
+    } else {
+        keys()?;
+        records()?;
+    }
+    mt.insert("next_seq", seq)?;
+    Ok(out)
+}
+
+/// New nodes at least this many in one put write their payload records on a second thread
+/// (a thread's start costs what a few dozen payloads do).
+const PARALLEL_PUT: usize = 4096;
+
+/// Writes the payloads of `items[fresh]` in seq order, packed several to a record (one insert
+/// and one page write for many payloads instead of one each).
+fn write_payloads(
+    tx: &WriteTransaction,
+    items: &[(&Prepared, u64)],
+    fresh: &[usize],
+    seqs: &[u64],
+) -> Result<()> {
+    let mut pt = tx.open_table(PAYLOADS)?;
     let mut start = 0;
     while start < fresh.len() {
         let mut end = start;
@@ -508,18 +550,7 @@ pub(crate) fn put_in<'a>(
         }
         start = end;
     }
-    drop(pt);
-    let mut index: Vec<(u64, u64, u64)> = (0..items.len())
-        .filter(|&i| out[i] == PutOutcome::Inserted)
-        .map(|i| (items[i].0.type_id.0, seqs[i], items[i].0.id.0))
-        .collect();
-    index.sort_unstable();
-    let mut ti = tx.open_table(TYPE_INDEX)?;
-    for (ty, s, id) in index {
-        ti.insert((ty, s), id)?;
-    }
-    mt.insert("next_seq", seq)?;
-    Ok(out)
+    Ok(())
 }
 
 /// A hasher for u64 keys that are already uniformly distributed (XXH64 outputs).
