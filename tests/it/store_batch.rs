@@ -21,6 +21,30 @@ fn step(s: &Store, start: NodeId, prev: Option<NodeId>, out: NodeId) -> uwf::sto
     s.prepare(id(ids::STEP_NODE), &v, true).unwrap()
 }
 
+/// A workflow and a thread's StartNode naming it, prepared.
+fn workflow_and_start(s: &Store) -> (uwf::store::Prepared, uwf::store::Prepared) {
+    let wf = s
+        .prepare(
+            id(ids::WORKFLOW),
+            &Value::from_json_str(r#"{"name":"w","description":"d","roles":{},"graph":{}}"#)
+                .unwrap(),
+            true,
+        )
+        .unwrap();
+    let start = s
+        .prepare(
+            id(ids::START_NODE),
+            &Value::from_json_str(&format!(
+                r#"{{"workflow":"{}","prompt":"p","cwd":"/"}}"#,
+                wf.id
+            ))
+            .unwrap(),
+            true,
+        )
+        .unwrap();
+    (wf, start)
+}
+
 /// Per type, its ids in write order; per node, its references.
 type Derived = (Vec<Vec<NodeId>>, Vec<(NodeId, Option<Vec<NodeId>>)>);
 
@@ -86,25 +110,7 @@ fn collision_inside_a_batch_writes_nothing() {
 fn reindex_rebuilds_what_puts_maintain() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
-    let wf = s
-        .prepare(
-            id(ids::WORKFLOW),
-            &Value::from_json_str(r#"{"name":"w","description":"d","roles":{},"graph":{}}"#)
-                .unwrap(),
-            true,
-        )
-        .unwrap();
-    let start = s
-        .prepare(
-            id(ids::START_NODE),
-            &Value::from_json_str(&format!(
-                r#"{{"workflow":"{}","prompt":"p","cwd":"/"}}"#,
-                wf.id
-            ))
-            .unwrap(),
-            true,
-        )
-        .unwrap();
+    let (wf, start) = workflow_and_start(&s);
     s.put(&[wf.clone(), start.clone()], 1).unwrap();
     let mut prev = None;
     for b in 0..3 {
@@ -136,25 +142,7 @@ fn reindex_rebuilds_what_puts_maintain() {
 fn a_large_put_writes_every_record() {
     let dir = tempfile::tempdir().unwrap();
     let s = Store::open(&dir.path().join("uwf.redb")).unwrap();
-    let wf = s
-        .prepare(
-            id(ids::WORKFLOW),
-            &Value::from_json_str(r#"{"name":"w","description":"d","roles":{},"graph":{}}"#)
-                .unwrap(),
-            true,
-        )
-        .unwrap();
-    let start = s
-        .prepare(
-            id(ids::START_NODE),
-            &Value::from_json_str(&format!(
-                r#"{{"workflow":"{}","prompt":"p","cwd":"/"}}"#,
-                wf.id
-            ))
-            .unwrap(),
-            true,
-        )
-        .unwrap();
+    let (wf, start) = workflow_and_start(&s);
     let old = text(&s, "already there");
     s.put(&[wf.clone(), start.clone(), old.clone()], 1).unwrap();
     let mut batch = Vec::new();
