@@ -69,6 +69,42 @@ pub(crate) fn catching_damage<T, E: From<StoreError>>(
     }
 }
 
+/// A panic caught on a helper thread: its payload, and whether it was a bug rather than the
+/// database engine's.
+type Caught = (Box<dyn std::any::Any + Send>, bool);
+
+/// Runs `f` on a thread of `scope` as part of the store operation running on this thread (see
+/// [`join_helper`]): the panic hook tells the engine's panics there from bugs as it would here.
+pub(crate) fn spawn_helper<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    f: impl FnOnce() -> T + Send + 'scope,
+) -> std::thread::ScopedJoinHandle<'scope, std::result::Result<T, Caught>> {
+    let depth = CATCHING.with(Cell::get);
+    scope.spawn(move || {
+        CATCHING.with(|c| c.set(depth));
+        FOREIGN_PANIC.with(|c| c.set(false));
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .map_err(|payload| (payload, FOREIGN_PANIC.with(Cell::get)))
+    })
+}
+
+/// The value of a [`spawn_helper`] thread. Its panic goes on unwinding on this thread, where
+/// [`catching_damage`] takes it for damage, or for a bug when it was one.
+pub(crate) fn join_helper<T>(
+    h: std::thread::ScopedJoinHandle<'_, std::result::Result<T, Caught>>,
+) -> T {
+    match h.join() {
+        Ok(Ok(t)) => t,
+        Ok(Err((payload, foreign))) => {
+            if foreign {
+                FOREIGN_PANIC.with(|c| c.set(true));
+            }
+            std::panic::resume_unwind(payload)
+        }
+        Err(payload) => std::panic::resume_unwind(payload),
+    }
+}
+
 /// [`Store::guard`] for a path.
 pub(crate) fn guard_at<T>(path: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
     catching_damage(path, f).map_err(|e| e.located(path))
@@ -79,12 +115,18 @@ mod tests {
     use super::*;
     use crate::cas::NodeId;
 
+    /// The panic hook is the process's: tests that replace it take turns.
+    static HOOK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     #[test]
     fn an_engine_panic_becomes_damage_naming_the_file() {
         let path = Path::new("/x/uwf.redb");
         let ok: Result<u32> = catching_damage(path, || Ok(7));
         assert!(matches!(ok, Ok(7)));
         // Without a hook that tells them apart, a panic inside a store operation is damage.
+        let _turn = HOOK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
         let r: Result<()> = catching_damage(path, || panic!("entered unreachable code"));
@@ -96,6 +138,37 @@ mod tests {
             msg.contains("/x/uwf.redb") && msg.contains("uwf cas verify"),
             "{msg}"
         );
+        assert_eq!(CATCHING.with(Cell::get), 0);
+    }
+
+    #[test]
+    fn a_panic_on_a_helper_thread_is_told_apart_as_on_the_operations_thread() {
+        let path = Path::new("/x/uwf.redb");
+        // A helper runs inside the operation: the hook sees it catching.
+        let r: Result<u32> = catching_damage(path, || {
+            std::thread::scope(|s| join_helper(spawn_helper(s, || CATCHING.with(Cell::get))))
+                .checked_sub(1)
+                .ok_or(StoreError::Internal("not catching".into()))
+        });
+        assert!(matches!(r, Ok(0)), "{r:?}");
+        // An engine's panic there is damage; a bug (a hook that says so) unwinds.
+        let _turn = HOOK
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let r: Result<()> = catching_damage(path, || {
+            std::thread::scope(|s| join_helper(spawn_helper(s, || panic!("engine"))))
+        });
+        assert!(matches!(r, Err(StoreError::Damaged { .. })), "{r:?}");
+        std::panic::set_hook(Box::new(|_| FOREIGN_PANIC.with(|c| c.set(true))));
+        let bug = std::panic::catch_unwind(|| {
+            let _: Result<()> = catching_damage(path, || {
+                std::thread::scope(|s| join_helper(spawn_helper(s, || panic!("a bug"))))
+            });
+        });
+        std::panic::set_hook(hook);
+        assert!(bug.is_err(), "a bug on a helper thread goes on unwinding");
         assert_eq!(CATCHING.with(Cell::get), 0);
     }
 

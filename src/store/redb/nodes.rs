@@ -13,6 +13,7 @@
 
 use super::tables::{IDS, LINKS, META_TABLE, PAYLOADS, TYPE_INDEX};
 use crate::cas::NodeId;
+use crate::store::damage::{join_helper, spawn_helper};
 use crate::store::error::{Result, StoreError};
 use crate::store::node::{Prepared, PutOutcome, StoredNode};
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
@@ -492,10 +493,9 @@ pub(crate) fn put_in<'a>(
         // The keys and the payload records are separate tables of one transaction: a large
         // put writes them on two threads.
         std::thread::scope(|s| {
-            let r = s.spawn(records);
+            let r = spawn_helper(s, records);
             let k = keys();
-            let r = r.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-            k.and(r)
+            k.and(join_helper(r))
         })?;
     } else {
         keys()?;
