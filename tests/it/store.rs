@@ -339,6 +339,98 @@ fn killed_writer_loses_no_committed_node() {
     s.put(&[p], 5).unwrap();
 }
 
+/// Writers killed in the middle of a transaction that grew the file, beside a handle that
+/// stays open (as a runner's does): after each, the handle's next put, large enough to grow the
+/// file and to write its payload records on a second thread, commits; the file is never cut
+/// shorter, verifies clean and reopens with every committed node and none of the killed ones.
+#[test]
+fn a_handle_writes_on_after_a_killed_writer_grew_the_file() {
+    if crate::common::on_postgres() {
+        return; // a file's length; a server has none
+    }
+    let env = TestEnv::new();
+    let s = env.store();
+    let first = s.prepare(id(TEXT), &Value::str("before"), true).unwrap();
+    s.put(&[first], 1).unwrap();
+    let file = env.root().join("uwf.redb");
+    let len = || std::fs::metadata(&file).unwrap().len();
+    let mut ids: Vec<NodeId> = Vec::new();
+    for round in 0..3 {
+        let before = len();
+        // One transaction that never commits: the writer is killed once it has grown the file.
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
+            .env("UWF_HOME", env.root())
+            .args([
+                "cas",
+                "put",
+                TEXT,
+                "-",
+                "--jsonl",
+                "--commit-every",
+                "10000000",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let feeder = std::thread::spawn(move || {
+            let pad = "y".repeat(1000);
+            for i in 0..100_000u64 {
+                if writeln!(stdin, "\"killed {round} {i} {pad}\"").is_err() {
+                    return; // the writer is gone
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while len() < before + (16 << 20) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never grew the file"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "the writer ended early"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        feeder.join().unwrap();
+        let grown = len();
+
+        let pad = "z".repeat(1000);
+        let nodes: Vec<_> = (0..12_000)
+            .map(|i| {
+                let text = format!("after {round} {i} {pad}");
+                s.prepare(id(TEXT), &Value::str(&text), true).unwrap()
+            })
+            .collect();
+        ids.extend(nodes.iter().map(|p| p.id));
+        s.put(&nodes, 2 + round).unwrap();
+        assert!(
+            len() >= grown,
+            "round {round}: the file was cut to {} of {grown}",
+            len()
+        );
+    }
+    drop(s);
+
+    let s = env.store();
+    let report = s.verify(&|_, _| {}).unwrap();
+    assert!(report.is_clean(), "{:?}", report.damage);
+    let texts = s.list_by_type(id(TEXT)).unwrap();
+    assert_eq!(
+        texts.len(),
+        1 + ids.len(),
+        "the killed writers' nodes are not stored"
+    );
+    for i in ids.iter().step_by(397) {
+        assert!(s.has(*i).unwrap(), "{i} lost");
+    }
+}
+
 /// Version 0 (a redb file without a format record, e.g. a first open cut short) migrates to
 /// the current version with the bootstrap schemas; every migration step is listed.
 #[test]
