@@ -286,28 +286,44 @@ fn concurrent_processes_lose_nothing() {
     assert!(s.verify(&|_, _| {}).unwrap().is_clean());
 }
 
-/// A writer killed with SIGKILL in the middle of a batch: the file opens again, verify is
-/// clean, and every node whose commit was reported is there.
-#[test]
-fn killed_writer_loses_no_committed_node() {
-    let env = TestEnv::new();
+/// `uwf cas put` of text nodes committing every `commit_every` lines, fed `lines` lines from
+/// a thread, or fewer if it stops reading.
+fn fed_writer(
+    env: &TestEnv,
+    commit_every: u64,
+    lines: u64,
+    stdout: Stdio,
+    line: impl Fn(u64) -> String + Send + 'static,
+) -> (std::process::Child, std::thread::JoinHandle<()>) {
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
         .env("UWF_HOME", env.root())
         .envs(env.store_url.iter().map(|u| ("UWF_STORE", u)))
-        .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every", "200"])
+        .args(["cas", "put", TEXT, "-", "--jsonl", "--commit-every"])
+        .arg(commit_every.to_string())
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let feeder = std::thread::spawn(move || {
-        let pad = "x".repeat(400);
-        for i in 0..1_000_000u64 {
-            if writeln!(stdin, "\"node {i} {pad}\"").is_err() {
+        for i in 0..lines {
+            if writeln!(stdin, "{}", line(i)).is_err() {
                 return; // the writer is gone
             }
         }
+    });
+    (child, feeder)
+}
+
+/// A writer killed with SIGKILL in the middle of a batch: the file opens again, verify is
+/// clean, and every node whose commit was reported is there.
+#[test]
+fn killed_writer_loses_no_committed_node() {
+    let env = TestEnv::new();
+    let pad = "x".repeat(400);
+    let (mut child, feeder) = fed_writer(&env, 200, 1_000_000, Stdio::piped(), move |i| {
+        format!("\"node {i} {pad}\"")
     });
     let mut committed = Vec::new();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
@@ -358,30 +374,9 @@ fn a_handle_writes_on_after_a_killed_writer_grew_the_file() {
     for round in 0..3 {
         let before = len();
         // One transaction that never commits: the writer is killed once it has grown the file.
-        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("uwf"))
-            .env("UWF_HOME", env.root())
-            .args([
-                "cas",
-                "put",
-                TEXT,
-                "-",
-                "--jsonl",
-                "--commit-every",
-                "10000000",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let feeder = std::thread::spawn(move || {
-            let pad = "y".repeat(1000);
-            for i in 0..100_000u64 {
-                if writeln!(stdin, "\"killed {round} {i} {pad}\"").is_err() {
-                    return; // the writer is gone
-                }
-            }
+        let pad = "y".repeat(1000);
+        let (mut child, feeder) = fed_writer(&env, 10_000_000, 100_000, Stdio::null(), move |i| {
+            format!("\"killed {round} {i} {pad}\"")
         });
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         while len() < before + (16 << 20) {
