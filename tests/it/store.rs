@@ -1,6 +1,6 @@
 //! The store through the library and through concurrent, killed processes.
 
-use crate::common::{TestEnv, json};
+use crate::common::{TestEnv, json, on_postgres};
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -361,7 +361,7 @@ fn killed_writer_loses_no_committed_node() {
 /// shorter, verifies clean and reopens with every committed node and none of the killed ones.
 #[test]
 fn a_handle_writes_on_after_a_killed_writer_grew_the_file() {
-    if crate::common::on_postgres() {
+    if on_postgres() {
         return; // a file's length; a server has none
     }
     let env = TestEnv::new();
