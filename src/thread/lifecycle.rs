@@ -224,20 +224,22 @@ pub fn record_failure(
             .map(|r| r.0)
             .unwrap_or_default(),
     };
-    Ok(store.write(|w| {
-        let Some(rec) = w.thread(thread)? else {
+    // Grouped: in a runner, a failure shares its commit with the other threads' steps.
+    let t = thread.clone();
+    Ok(store.write_grouped_for(thread, move |w| {
+        let Some(rec) = w.thread(&t)? else {
             return Ok(false);
         };
-        let mut s = w.thread_state(thread)?;
+        let mut s = w.thread_state(&t)?;
         s.failures += 1;
         let now = failure.time_ms;
         w.count_failure(&name, now);
         s.last_error = Some(failure);
         let failed = s.failures >= max_retries;
-        w.set_thread_state(thread, &s)?;
+        w.set_thread_state(&t, &s)?;
         if failed {
             let wf = rec.workflow.unwrap_or(rec.head);
-            archive(w, thread, &rec, wf, FinishReason::Failed, now)?;
+            archive(w, &t, &rec, wf, FinishReason::Failed, now)?;
         }
         Ok(failed)
     })?)

@@ -773,6 +773,11 @@ const COUNT: &str = "name: count\ndescription: one role, forty times\nroles:\n  
 /// A root with the `count` workflow, `n` threads of it started and the scripted agent's
 /// command for a script of `steps` steps (the last `done`).
 fn counting(steps: usize, n: usize) -> (TestEnv, Vec<String>, String) {
+    counting_with(steps, n, "")
+}
+
+/// [`counting`], with `more` (fields after a comma) in each thread's start line.
+fn counting_with(steps: usize, n: usize, more: &str) -> (TestEnv, Vec<String>, String) {
     let env = TestEnv::new();
     let wf = env.root().join("count.yaml");
     std::fs::write(&wf, COUNT).unwrap();
@@ -787,7 +792,7 @@ fn counting(steps: usize, n: usize) -> (TestEnv, Vec<String>, String) {
     let cwd = p(env.root());
     let r = env.run_stdin(
         &["thread", "start", "count", "--batch", "-", "-q"],
-        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"}}\n").repeat(n),
+        &format!("{{\"prompt\":\"go\",\"cwd\":\"{cwd}\"{more}}}\n").repeat(n),
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let threads = r.stdout.lines().map(str::to_string).collect();
@@ -837,6 +842,60 @@ fn two_runners_pass_threads_between_them_and_make_each_step_once() {
             Some("completed")
         );
     }
+}
+
+/// Many threads of one runner reaching their round limit together: their failures are written
+/// in the runner's group commits, and each thread fails once, after exactly its rounds, with
+/// its limit's error, counted once among the workflow's failed steps.
+#[test]
+fn threads_failing_at_their_round_limit_together_each_fail_once() {
+    const ROUNDS: usize = 3;
+    // The script goes on past the limit: every thread would continue.
+    let (env, threads, agent) = counting_with(10, 120, ",\"maxRounds\":3");
+    let r = env.run(&["run", "--until-idle", "-j", "32", "--agent", &agent]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let summary = json(r.stdout.lines().last().unwrap());
+    assert_eq!(
+        summary.get("steps").and_then(Value::as_f64),
+        Some((threads.len() * ROUNDS) as f64)
+    );
+    assert_eq!(
+        summary.get("failed").and_then(Value::as_f64),
+        Some(threads.len() as f64)
+    );
+    for t in &threads {
+        let show = env.show(t);
+        assert_eq!(show.get("status").and_then(Value::as_str), Some("failed"));
+        let message = show
+            .get("lastError")
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_string();
+        assert!(message.contains("round limit of 3"), "{t}: {message}");
+        let steps = json(&env.ok(&["thread", "steps", t]));
+        let roles = steps
+            .get("steps")
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .filter(|s| s.get("role").is_some())
+            .count();
+        assert_eq!(roles, ROUNDS, "{t}");
+    }
+    let stats = json(&env.ok(&["ps", "--stats"]));
+    let hour = stats.get("lastHour").unwrap();
+    assert_eq!(
+        hour.get("failures").and_then(Value::as_f64),
+        Some(threads.len() as f64),
+        "{}",
+        stats.to_json()
+    );
+    assert_eq!(
+        hour.get("steps").and_then(Value::as_f64),
+        Some((threads.len() * ROUNDS) as f64)
+    );
+    env.ok(&["cas", "verify"]);
 }
 
 #[test]
