@@ -122,7 +122,8 @@ fn words<T: clap::Args>(args: &[String]) -> Result<T, String> {
 }
 
 /// The built-in agent an agent command names, if it names one: `uwf agent scripted …`,
-/// `uwf agent llm …`, `uwf agent command …`, and the TypeScript tool's agent packages
+/// `uwf agent llm …`, `uwf agent command …` (`uwf` by that name or by the path of the program
+/// running, whatever its file is called), and the TypeScript tool's agent packages
 /// named bare (`uwf-llm` or `uwf-builtin`, `uwf-hermes`, `uwf-claude-code`, `uwf-cursor`), which uwf carries
 /// built in; a path to such a program runs that program.
 /// A command of the `7a0c` protocol is always run as a program.
@@ -137,23 +138,30 @@ pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or("");
-    let (kind, rest): (&str, &[String]) = match program {
-        "uwf" => match cmd.args.as_slice() {
-            [a, k, rest @ ..] if a == "agent" => (k.as_str(), rest),
-            _ => return None,
-        },
-        // A path names that very program; the bare names are the packages uwf carries.
-        _ if cmd.command.contains('/') => return None,
-        // The TypeScript tool names its model agent `builtin`.
-        "uwf-llm" | "uwf-builtin" => ("llm", &cmd.args),
-        "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
-            let preset = program.trim_start_matches("uwf-");
-            let mut args = vec!["--preset".to_string(), preset.to_string()];
-            args.extend(cmd.args.iter().cloned());
-            return Some(words::<CommandArgs>(&args).map(|a| Box::new(CommandAgent::new(a)) as _));
-        }
-        _ => return None,
-    };
+    let is_path = cmd.command.contains('/');
+    let (kind, rest): (&str, &[String]) =
+        if program == "uwf" || (is_path && is_this_program(Path::new(&cmd.command))) {
+            match cmd.args.as_slice() {
+                [a, k, rest @ ..] if a == "agent" => (k.as_str(), rest),
+                _ => return None,
+            }
+        } else {
+            match program {
+                // A path names that very program; the bare names are the packages uwf carries.
+                _ if is_path => return None,
+                // The TypeScript tool names its model agent `builtin`.
+                "uwf-llm" | "uwf-builtin" => ("llm", &cmd.args),
+                "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
+                    let preset = program.trim_start_matches("uwf-");
+                    let mut args = vec!["--preset".to_string(), preset.to_string()];
+                    args.extend(cmd.args.iter().cloned());
+                    return Some(
+                        words::<CommandArgs>(&args).map(|a| Box::new(CommandAgent::new(a)) as _),
+                    );
+                }
+                _ => return None,
+            }
+        };
     Some(match kind {
         "scripted" => words::<ScriptedWords>(rest)
             .map(|w| Box::new(ScriptedAgent { script: w.script }) as Box<dyn Agent>),
@@ -161,6 +169,16 @@ pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>
         "command" => words::<CommandArgs>(rest).map(|a| Box::new(CommandAgent::new(a)) as _),
         _ => return None,
     })
+}
+
+/// Whether `path` is the file of the program running (its device and inode), by whatever
+/// name or link it is reached.
+fn is_this_program(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    static ME: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    let file = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let me = ME.get_or_init(|| std::env::current_exe().ok().and_then(|p| file(&p)));
+    me.is_some() && file(path) == *me
 }
 
 #[cfg(test)]
@@ -221,6 +239,13 @@ mod tests {
             name("uwf agent command -- my-cli --flag"),
             Some(Ok("uwf-command".into()))
         );
+        // The program running, by its path under another name (here the test binary).
+        let me = std::env::current_exe().unwrap();
+        assert_eq!(
+            name(&format!("{} agent scripted --script s.yaml", me.display())),
+            Some(Ok("uwf-scripted".into()))
+        );
+        assert_eq!(name(&format!("{} thread list", me.display())), None);
         assert_eq!(name("uwf thread list"), None);
         assert_eq!(name("./agent.sh"), None);
         assert_eq!(name("/opt/bin/uwf-hermes"), None);

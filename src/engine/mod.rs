@@ -487,29 +487,34 @@ pub(crate) fn computes_only(agent: &AgentCommand) -> bool {
 }
 
 /// The built-in agent `agent` names ([`crate::builtin::from_command`]), its words parsed once
-/// per process: a runner's steps run the same few agent commands again and again, and a
-/// built-in agent keeps nothing between its runs.
+/// per process, as is a command that names none: a runner's steps run the same few agent
+/// commands again and again, and a built-in agent keeps nothing between its runs.
 fn builtin_for(
     agent: &AgentCommand,
 ) -> Option<std::result::Result<std::sync::Arc<dyn crate::builtin::Agent>, String>> {
     type Cache = std::sync::Mutex<
-        foldhash::HashMap<AgentCommand, std::sync::Arc<dyn crate::builtin::Agent>>,
+        foldhash::HashMap<AgentCommand, Option<std::sync::Arc<dyn crate::builtin::Agent>>>,
     >;
     static CACHE: std::sync::OnceLock<Cache> = std::sync::OnceLock::new();
     let cache = CACHE.get_or_init(Cache::default);
     if let Some(a) = cache.lock().ok()?.get(agent) {
-        return Some(Ok(a.clone()));
+        return a.clone().map(Ok);
     }
-    let made =
-        crate::builtin::from_command(agent)?.map(std::sync::Arc::<dyn crate::builtin::Agent>::from);
-    if let (Ok(a), Ok(mut c)) = (&made, cache.lock()) {
+    let made = crate::builtin::from_command(agent)
+        .map(|r| r.map(std::sync::Arc::<dyn crate::builtin::Agent>::from));
+    let kept = match &made {
+        Some(Err(_)) => None,
+        Some(Ok(a)) => Some(Some(a.clone())),
+        None => Some(None),
+    };
+    if let (Some(kept), Ok(mut c)) = (kept, cache.lock()) {
         // A few commands a process: bounded anyway.
         if c.len() >= 64 {
             c.clear();
         }
-        c.insert(agent.clone(), a.clone());
+        c.insert(agent.clone(), kept);
     }
-    Some(made)
+    made
 }
 
 fn effective_cwd(decision: &Decision, thread_cwd: &str, fallback: &Path) -> (PathBuf, Vec<String>) {

@@ -506,3 +506,59 @@ fn read_only_commands_log_no_start_line() {
             .any(|e| s(e, "pid") == pid && s(e, "tag") == "W9F3RK2M")
     );
 }
+
+/// The program running is built in by its path, whatever its file is called: a runner that is
+/// a copy named `uwf-renamed` runs `…/uwf-renamed agent scripted …` in process, and a runner
+/// that is another file runs the same command as a process of its own (whose start is logged).
+#[test]
+fn the_running_program_named_by_its_path_runs_its_agents_in_process() {
+    let env = TestEnv::new();
+    let copy = env.root().join("bin").join("uwf-renamed");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(crate::common::uwf_bin(), &copy).unwrap();
+    let agent = format!(
+        "{} agent scripted --script {}",
+        p(&copy),
+        p(&example("solve-issue.script.yaml"))
+    );
+    let wf = p(&example("solve-issue.yaml"));
+    // The processes that logged their start with `agent scripted` in their argv.
+    let agent_processes = || {
+        lines(&env)
+            .iter()
+            .filter(|e| s(e, "tag") == "W9F3RK2M" && s(e, "msg").contains("\"scripted\""))
+            .count()
+    };
+    let run_with = |program: &std::path::Path| {
+        let out = std::process::Command::new(program)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("UWF_HOME", env.root())
+            .env("HOME", env.root())
+            .args(["run", "--until-idle", "--agent", &agent])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let summary = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(summary.contains("\"completed\":1"), "{summary}");
+    };
+    let t = env.start(&wf, "fix the parser");
+    run_with(&copy);
+    assert_eq!(
+        env.show(&t).get("status"),
+        Some(&uwf::cas::Value::str("completed"))
+    );
+    assert_eq!(agent_processes(), 0);
+    // The same command given to a runner that is another file: a process each step.
+    let t = env.start(&wf, "fix the parser again");
+    run_with(&crate::common::uwf_bin());
+    assert_eq!(
+        env.show(&t).get("status"),
+        Some(&uwf::cas::Value::str("completed"))
+    );
+    assert_eq!(agent_processes(), 5);
+}
