@@ -345,7 +345,12 @@ impl TestEnv {
     /// The binary as a `std::process::Command` (to spawn several at once), with the same
     /// environment as [`TestEnv::cmd`].
     pub fn spawn_cmd(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(uwf_bin());
+        self.spawn_cmd_of(&uwf_bin())
+    }
+
+    /// [`TestEnv::spawn_cmd`] of `program`, a uwf binary elsewhere.
+    pub fn spawn_cmd_of(&self, program: &Path) -> std::process::Command {
+        let mut c = std::process::Command::new(program);
         c.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", self.root())

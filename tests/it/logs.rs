@@ -530,21 +530,14 @@ fn the_running_program_named_by_its_path_runs_its_agents_in_process() {
             .count()
     };
     let run_with = |program: &std::path::Path| {
-        let out = std::process::Command::new(program)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("UWF_HOME", env.root())
-            .env("HOME", env.root())
-            .args(["run", "--until-idle", "--agent", &agent])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let r = Run::from(
+            env.spawn_cmd_of(program)
+                .args(["run", "--until-idle", "--agent", &agent])
+                .output()
+                .unwrap(),
         );
-        let summary = String::from_utf8_lossy(&out.stdout).to_string();
-        assert!(summary.contains("\"completed\":1"), "{summary}");
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("\"completed\":1"), "{}", r.stdout);
     };
     let t = env.start(&wf, "fix the parser");
     run_with(&copy);

@@ -110,6 +110,16 @@ fn thread_of(v: &Value) -> String {
     v.get("thread").and_then(Value::as_str).unwrap().to_string()
 }
 
+/// The message of the last error `thread show` gives for `thread`.
+fn last_error(env: &TestEnv, thread: &str) -> String {
+    env.show(thread)
+        .get("lastError")
+        .and_then(|e| e.get("message"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no lastError message for {thread}"))
+        .to_string()
+}
+
 #[test]
 fn concurrency_two_never_has_three_threads_in_progress() {
     let l = Line::new("workflows:\n  line: {concurrency: 2}\n", "0.15");
@@ -575,13 +585,7 @@ fn a_missing_agent_program_is_one_line_in_the_run() {
     );
     // A program that cannot start is a failed step: after maxRetries the thread fails.
     assert_eq!(l.status(&t), "failed");
-    let last = l.env.show(&t);
-    let message = last
-        .get("lastError")
-        .and_then(|e| e.get("message"))
-        .and_then(Value::as_str)
-        .unwrap()
-        .to_string();
+    let message = last_error(&l.env, &t);
     assert!(message.contains("no-such-agent-program-x"), "{message}");
 }
 
@@ -739,14 +743,7 @@ fn thread_states_survive_export_and_import() {
     other.ok(&["import", &p(&export)]);
     let show = |t: &str| other.show(t);
     assert_eq!(show(&failed).get("status"), Some(&Value::str("failed")));
-    assert!(
-        show(&failed)
-            .get("lastError")
-            .and_then(|e| e.get("message"))
-            .and_then(Value::as_str)
-            .unwrap()
-            .contains("broken agent")
-    );
+    assert!(last_error(&other, &failed).contains("broken agent"));
     assert_eq!(show(&queued).get("status"), Some(&Value::str("paused")));
     assert_eq!(show(&limited).get("status"), Some(&Value::str("queued")));
     // The paused thread, resumed in the new store, runs to its end.
@@ -864,14 +861,11 @@ fn threads_failing_at_their_round_limit_together_each_fail_once() {
         Some(threads.len() as f64)
     );
     for t in &threads {
-        let show = env.show(t);
-        assert_eq!(show.get("status").and_then(Value::as_str), Some("failed"));
-        let message = show
-            .get("lastError")
-            .and_then(|e| e.get("message"))
-            .and_then(Value::as_str)
-            .unwrap()
-            .to_string();
+        assert_eq!(
+            env.show(t).get("status").and_then(Value::as_str),
+            Some("failed")
+        );
+        let message = last_error(&env, t);
         assert!(message.contains("round limit of 3"), "{t}: {message}");
         let steps = json(&env.ok(&["thread", "steps", t]));
         let roles = steps
