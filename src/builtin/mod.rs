@@ -122,8 +122,8 @@ fn words<T: clap::Args>(args: &[String]) -> Result<T, String> {
 }
 
 /// The built-in agent an agent command names, if it names one: `uwf agent scripted …`,
-/// `uwf agent llm …`, `uwf agent command …` (`uwf` by that name or by the path of the program
-/// running, whatever its file is called), and the TypeScript tool's agent packages
+/// `uwf agent llm …`, `uwf agent command …` (`uwf` by that name or by an absolute path to the
+/// program running, whatever its file is called), and the TypeScript tool's agent packages
 /// named bare (`uwf-llm` or `uwf-builtin`, `uwf-hermes`, `uwf-claude-code`, `uwf-cursor`), which uwf carries
 /// built in; a path to such a program runs that program.
 /// A command of the `7a0c` protocol is always run as a program.
@@ -139,29 +139,28 @@ pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>
         .and_then(|n| n.to_str())
         .unwrap_or("");
     let is_path = cmd.command.contains('/');
-    let (kind, rest): (&str, &[String]) =
-        if program == "uwf" || (is_path && is_this_program(Path::new(&cmd.command))) {
-            match cmd.args.as_slice() {
-                [a, k, rest @ ..] if a == "agent" => (k.as_str(), rest),
-                _ => return None,
+    let (kind, rest): (&str, &[String]) = if program == "uwf" || is_this_program(&cmd.command) {
+        match cmd.args.as_slice() {
+            [a, k, rest @ ..] if a == "agent" => (k.as_str(), rest),
+            _ => return None,
+        }
+    } else {
+        match program {
+            // A path names that very program; the bare names are the packages uwf carries.
+            _ if is_path => return None,
+            // The TypeScript tool names its model agent `builtin`.
+            "uwf-llm" | "uwf-builtin" => ("llm", &cmd.args),
+            "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
+                let preset = program.trim_start_matches("uwf-");
+                let mut args = vec!["--preset".to_string(), preset.to_string()];
+                args.extend(cmd.args.iter().cloned());
+                return Some(
+                    words::<CommandArgs>(&args).map(|a| Box::new(CommandAgent::new(a)) as _),
+                );
             }
-        } else {
-            match program {
-                // A path names that very program; the bare names are the packages uwf carries.
-                _ if is_path => return None,
-                // The TypeScript tool names its model agent `builtin`.
-                "uwf-llm" | "uwf-builtin" => ("llm", &cmd.args),
-                "uwf-hermes" | "uwf-claude-code" | "uwf-cursor" => {
-                    let preset = program.trim_start_matches("uwf-");
-                    let mut args = vec!["--preset".to_string(), preset.to_string()];
-                    args.extend(cmd.args.iter().cloned());
-                    return Some(
-                        words::<CommandArgs>(&args).map(|a| Box::new(CommandAgent::new(a)) as _),
-                    );
-                }
-                _ => return None,
-            }
-        };
+            _ => return None,
+        }
+    };
     Some(match kind {
         "scripted" => words::<ScriptedWords>(rest)
             .map(|w| Box::new(ScriptedAgent { script: w.script }) as Box<dyn Agent>),
@@ -171,13 +170,22 @@ pub fn from_command(cmd: &AgentCommand) -> Option<Result<Box<dyn Agent>, String>
     })
 }
 
-/// Whether `path` is the file of the program running (its device and inode), by whatever
-/// name or link it is reached.
-fn is_this_program(path: &Path) -> bool {
+/// Whether `command` is an absolute path to the file of the program running (its device and
+/// inode), by whatever name or link. A relative path is not: run as a program, it would be
+/// found from each thread's working directory.
+fn is_this_program(command: &str) -> bool {
     use std::os::unix::fs::MetadataExt;
     static ME: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    let path = Path::new(command);
+    if !path.is_absolute() {
+        return false;
+    }
     let file = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
-    let me = ME.get_or_init(|| std::env::current_exe().ok().and_then(|p| file(&p)));
+    // Linux's link to the running file holds even once the file was replaced or removed.
+    let me = ME.get_or_init(|| {
+        file(Path::new("/proc/self/exe"))
+            .or_else(|| std::env::current_exe().ok().and_then(|p| file(&p)))
+    });
     me.is_some() && file(path) == *me
 }
 
@@ -246,6 +254,13 @@ mod tests {
             Some(Ok("uwf-scripted".into()))
         );
         assert_eq!(name(&format!("{} thread list", me.display())), None);
+        // Another program that exists is not built in, nor is this one by a relative path.
+        assert_eq!(name("/bin/sh agent scripted --script s.yaml"), None);
+        // (when the tests' binaries are under the package, as cargo puts them by default)
+        if let Ok(relative) = me.strip_prefix(std::env::current_dir().unwrap()) {
+            let command = format!("{} agent scripted --script s.yaml", relative.display());
+            assert_eq!(name(&command), None);
+        }
         assert_eq!(name("uwf thread list"), None);
         assert_eq!(name("./agent.sh"), None);
         assert_eq!(name("/opt/bin/uwf-hermes"), None);

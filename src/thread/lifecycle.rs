@@ -208,8 +208,13 @@ pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
 /// workflow's minute; at `max_retries` the thread is archived as failed. Returns whether it
 /// failed for good.
 ///
+/// The write goes in the store's group commit, so that in a runner it shares a commit with
+/// the other threads' steps. A group whose transaction fails commits nothing of it, so when
+/// the group fails (another write's error, the server's) it is written again in a transaction
+/// of its own, and only that one's error is returned.
+///
 /// # Errors
-/// Store failures.
+/// Store failures of the failure's own transaction.
 pub fn record_failure(
     store: &Store,
     thread: &ThreadId,
@@ -224,25 +229,36 @@ pub fn record_failure(
             .map(|r| r.0)
             .unwrap_or_default(),
     };
-    // Grouped: in a runner, a failure shares its commit with the other threads' steps.
-    let t = thread.clone();
-    Ok(store.write_grouped_for(thread, move |w| {
-        let Some(rec) = w.thread(&t)? else {
-            return Ok(false);
-        };
-        let mut s = w.thread_state(&t)?;
-        s.failures += 1;
-        let now = failure.time_ms;
-        w.count_failure(&name, now);
-        s.last_error = Some(failure);
-        let failed = s.failures >= max_retries;
-        w.set_thread_state(&t, &s)?;
-        if failed {
-            let wf = rec.workflow.unwrap_or(rec.head);
-            archive(w, &t, &rec, wf, FinishReason::Failed, now)?;
-        }
-        Ok(failed)
-    })?)
+    let (t, n, f) = (thread.clone(), name.clone(), failure.clone());
+    match store.write_grouped_for(thread, move |w| write_failure(w, &t, &n, f, max_retries)) {
+        Ok(failed) => Ok(failed),
+        Err(_) => Ok(store.write(|w| write_failure(w, thread, &name, failure, max_retries))?),
+    }
+}
+
+/// [`record_failure`]'s writes, in `w`.
+fn write_failure(
+    w: &mut crate::store::Writer<'_>,
+    thread: &ThreadId,
+    name: &str,
+    failure: StepFailure,
+    max_retries: u32,
+) -> std::result::Result<bool, crate::store::StoreError> {
+    let Some(rec) = w.thread(thread)? else {
+        return Ok(false);
+    };
+    let mut s = w.thread_state(thread)?;
+    s.failures += 1;
+    let now = failure.time_ms;
+    w.count_failure(name, now);
+    s.last_error = Some(failure);
+    let failed = s.failures >= max_retries;
+    w.set_thread_state(thread, &s)?;
+    if failed {
+        let wf = rec.workflow.unwrap_or(rec.head);
+        archive(w, thread, &rec, wf, FinishReason::Failed, now)?;
+    }
+    Ok(failed)
 }
 
 /// Archives `thread`, of workflow `workflow` (its name), as failed with `failure` (its round
@@ -252,4 +268,65 @@ pub fn record_failure(
 /// Store failures.
 pub fn fail(store: &Store, thread: &ThreadId, workflow: &str, failure: StepFailure) -> Result<()> {
     record_failure(store, thread, Some(workflow), failure, 1).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cas::NodeId;
+    use crate::store::{StoreError, ThreadState};
+
+    /// A failure queued behind another thread's write that fails the group: nothing of the
+    /// group is committed, and the failure is written again in a transaction of its own.
+    #[test]
+    fn a_failure_is_recorded_when_another_write_fails_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("uwf.redb")).unwrap();
+        let t = ThreadId::parse("06H0AAKR0Y77DFRXGJMVWR0001").unwrap();
+        let other = ThreadId::parse("06H0AAKR0Y77DFRXGJMVWR0002").unwrap();
+        store
+            .write(|w| {
+                w.set_thread(
+                    &t,
+                    &ThreadRecord {
+                        head: NodeId::parse("AAAAAAAAAAAAA").unwrap(),
+                        workflow: None,
+                        updated_ms: 1,
+                    },
+                )?;
+                w.set_thread_state(&t, &ThreadState::default())
+            })
+            .unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let failed = store.deferring(|| {
+            // Queued and left for the next group: the failure's write leads it, behind this.
+            store.write_grouped_then(
+                &other,
+                Vec::new(),
+                |_| Err::<(), _>(StoreError::Internal("another write's error".into())),
+                move |r| {
+                    let _ = tx.send(r.is_err());
+                },
+            );
+            record_failure(
+                &store,
+                &t,
+                Some("wf"),
+                StepFailure {
+                    time_ms: 5,
+                    agent: "a".into(),
+                    message: "the agent's error".into(),
+                },
+                3,
+            )
+        });
+        assert!(
+            !failed.unwrap(),
+            "the thread failed for good at its first failure"
+        );
+        assert!(rx.recv().unwrap(), "the other write's group did not fail");
+        let s = store.thread_state(&t).unwrap();
+        assert_eq!(s.failures, 1);
+        assert_eq!(s.last_error.unwrap().message, "the agent's error");
+    }
 }

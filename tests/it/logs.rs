@@ -530,12 +530,23 @@ fn the_running_program_named_by_its_path_runs_its_agents_in_process() {
             .count()
     };
     let run_with = |program: &std::path::Path| {
-        let r = Run::from(
-            env.spawn_cmd_of(program)
+        // A copy just written may still be open in a child another test thread forked
+        // meanwhile (until that child's exec): running it fails with ETXTBSY a moment.
+        let mut tries = 0;
+        let out = loop {
+            match env
+                .spawn_cmd_of(program)
                 .args(["run", "--until-idle", "--agent", &agent])
                 .output()
-                .unwrap(),
-        );
+            {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                r => break r.unwrap(),
+            }
+        };
+        let r = Run::from(out);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("\"completed\":1"), "{}", r.stdout);
     };
