@@ -151,6 +151,13 @@ pub(crate) trait Backend: Send + Sync {
     /// The error of `f`, or a store failure (nothing is committed then).
     fn write(&self, f: &mut dyn FnMut(&mut dyn WriteTx) -> Result<()>) -> Result<()>;
 
+    /// Whether write transactions run one at a time (a file's one writer): a write of its own
+    /// then waits for the group commit's and adds a commit, where a server runs it beside the
+    /// group on a connection of its own.
+    fn one_writer(&self) -> bool {
+        true
+    }
+
     /// A bulk load: puts sharing write transactions, committed every `commit_every` nodes.
     fn bulk(&self, commit_every: usize) -> Box<dyn BulkLoad + '_>;
 

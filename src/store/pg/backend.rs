@@ -58,6 +58,10 @@ impl Backend for PgBackend {
         "postgresql"
     }
 
+    fn one_writer(&self) -> bool {
+        false
+    }
+
     #[cfg(test)]
     fn as_any(&self) -> &dyn std::any::Any {
         self
