@@ -5,7 +5,7 @@ use super::admission::{archive, limits_of};
 use super::chain::WorkflowNames;
 use super::ops::{Found, find};
 use super::{Config, Result, ThreadError};
-use crate::store::{Phase, StepFailure, Store, ThreadRecord};
+use crate::store::{Phase, StepFailure, Store, StoreError, ThreadRecord, Writer};
 use crate::workflow::{FinishReason, ThreadId};
 use std::collections::HashMap;
 
@@ -243,12 +243,12 @@ pub fn record_failure(
 
 /// [`record_failure`]'s writes, in `w`.
 fn write_failure(
-    w: &mut crate::store::Writer<'_>,
+    w: &mut Writer<'_>,
     thread: &ThreadId,
     name: &str,
     failure: StepFailure,
     max_retries: u32,
-) -> std::result::Result<bool, crate::store::StoreError> {
+) -> std::result::Result<bool, StoreError> {
     let Some(rec) = w.thread(thread)? else {
         return Ok(false);
     };
@@ -279,7 +279,7 @@ pub fn fail(store: &Store, thread: &ThreadId, workflow: &str, failure: StepFailu
 mod tests {
     use super::*;
     use crate::cas::NodeId;
-    use crate::store::{StoreError, ThreadState};
+    use crate::store::ThreadState;
 
     /// A failure queued behind another thread's write that fails the group: nothing of the
     /// group is committed, and the failure is written again in a transaction of its own.

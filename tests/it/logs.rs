@@ -1,7 +1,7 @@
 //! The structured logs: `logs/YYYY-MM-DD.jsonl` written by every process, `log list`, `log
 //! show` with its filters and `--follow`, `log clean`, the retention, masking, and `-v`.
 
-use crate::common::{Run, TestEnv, example, json, p};
+use crate::common::{Run, TestEnv, example, json, p, uwf_bin};
 use serde_json::Value;
 use std::io::BufRead;
 use std::time::{Duration, Instant};
@@ -436,7 +436,7 @@ fn show_is_readable_on_a_terminal_and_json_when_piped_or_asked() {
     let env = TestEnv::new();
     let t = env.start(&p(&example("solve-issue.yaml")), "fix the parser");
     let on_terminal = |args: &[&str]| {
-        let mut cmd = std::process::Command::new(crate::common::uwf_bin());
+        let mut cmd = std::process::Command::new(uwf_bin());
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("UWF_HOME", env.root())
@@ -515,7 +515,7 @@ fn the_running_program_named_by_its_path_runs_its_agents_in_process() {
     let env = TestEnv::new();
     let copy = env.root().join("bin").join("uwf-renamed");
     std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
-    std::fs::copy(crate::common::uwf_bin(), &copy).unwrap();
+    std::fs::copy(uwf_bin(), &copy).unwrap();
     let agent = format!(
         "{} agent scripted --script {}",
         p(&copy),
@@ -559,7 +559,7 @@ fn the_running_program_named_by_its_path_runs_its_agents_in_process() {
     assert_eq!(agent_processes(), 0);
     // The same command given to a runner that is another file: a process each step.
     let t = env.start(&wf, "fix the parser again");
-    run_with(&crate::common::uwf_bin());
+    run_with(&uwf_bin());
     assert_eq!(
         env.show(&t).get("status"),
         Some(&uwf::cas::Value::str("completed"))

@@ -110,13 +110,12 @@ fn thread_of(v: &Value) -> String {
     v.get("thread").and_then(Value::as_str).unwrap().to_string()
 }
 
-/// The message of the last error `thread show` gives for `thread`.
-fn last_error(env: &TestEnv, thread: &str) -> String {
-    env.show(thread)
-        .get("lastError")
+/// The message of the last error in a thread's `thread show`.
+fn last_error(show: &Value) -> String {
+    show.get("lastError")
         .and_then(|e| e.get("message"))
         .and_then(Value::as_str)
-        .unwrap_or_else(|| panic!("no lastError message for {thread}"))
+        .unwrap_or_else(|| panic!("no lastError message in {}", show.to_json()))
         .to_string()
 }
 
@@ -585,7 +584,7 @@ fn a_missing_agent_program_is_one_line_in_the_run() {
     );
     // A program that cannot start is a failed step: after maxRetries the thread fails.
     assert_eq!(l.status(&t), "failed");
-    let message = last_error(&l.env, &t);
+    let message = last_error(&l.env.show(&t));
     assert!(message.contains("no-such-agent-program-x"), "{message}");
 }
 
@@ -743,7 +742,7 @@ fn thread_states_survive_export_and_import() {
     other.ok(&["import", &p(&export)]);
     let show = |t: &str| other.show(t);
     assert_eq!(show(&failed).get("status"), Some(&Value::str("failed")));
-    assert!(last_error(&other, &failed).contains("broken agent"));
+    assert!(last_error(&show(&failed)).contains("broken agent"));
     assert_eq!(show(&queued).get("status"), Some(&Value::str("paused")));
     assert_eq!(show(&limited).get("status"), Some(&Value::str("queued")));
     // The paused thread, resumed in the new store, runs to its end.
@@ -861,11 +860,9 @@ fn threads_failing_at_their_round_limit_together_each_fail_once() {
         Some(threads.len() as f64)
     );
     for t in &threads {
-        assert_eq!(
-            env.show(t).get("status").and_then(Value::as_str),
-            Some("failed")
-        );
-        let message = last_error(&env, t);
+        let show = env.show(t);
+        assert_eq!(show.get("status").and_then(Value::as_str), Some("failed"));
+        let message = last_error(&show);
         assert!(message.contains("round limit of 3"), "{t}: {message}");
         let steps = json(&env.ok(&["thread", "steps", t]));
         let roles = steps
