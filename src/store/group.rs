@@ -50,6 +50,27 @@ impl Store {
         self.queue_write(Some(thread.clone()), Vec::new(), f)
     }
 
+    /// [`Store::write_grouped_for`] for a write that can run again (`f` is cloned): where
+    /// write transactions run one at a time (a file) it joins the group commit, and since a
+    /// failed group commits nothing of it, it runs again in a transaction of its own when the
+    /// group fails; where they run side by side (a server) it runs in its own transaction,
+    /// beside the group, which there is faster.
+    ///
+    /// # Errors
+    /// The error of `f`, or a store failure, of its own transaction.
+    pub(crate) fn write_grouped_or_alone<T: Send + 'static>(
+        &self,
+        thread: &ThreadId,
+        f: impl FnOnce(&mut Writer<'_>) -> Result<T> + Clone + Send + 'static,
+    ) -> Result<T> {
+        if self.backend.one_writer()
+            && let Ok(t) = self.write_grouped_for(thread, f.clone())
+        {
+            return Ok(t);
+        }
+        self.write(f)
+    }
+
     /// [`Store::write_grouped_for`] for a write that puts nodes `nodes`: a group reads ahead
     /// whether all its writes' nodes are stored, at once (on a server, in the round trip of its
     /// threads' locks, and the inserts go with the commit).

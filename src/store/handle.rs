@@ -138,12 +138,6 @@ impl Store {
         Ok((self.backend.name(), self.backend.format_version()?))
     }
 
-    /// Whether write transactions run one at a time (a file), rather than side by side (a
-    /// server).
-    pub(crate) fn one_writer(&self) -> bool {
-        self.backend.one_writer()
-    }
-
     /// Runs a store operation at the store's boundary: an engine panic and an error that
     /// means damage become [`StoreError::Damaged`] naming the store.
     pub(crate) fn guard<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {

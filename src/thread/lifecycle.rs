@@ -208,11 +208,8 @@ pub fn remove(store: &Store, thread: &ThreadId, force: bool) -> Result<()> {
 /// workflow's minute; at `max_retries` the thread is archived as failed. Returns whether it
 /// failed for good.
 ///
-/// In a file, where writes run one at a time, it goes in the store's group commit, so that in
-/// a runner it shares a commit with the other threads' steps (on a server it runs beside the
-/// group, on a connection of its own). A group whose transaction fails commits nothing of it,
-/// so when the group fails (another write's error) it is written again in a transaction of its
-/// own, and only that one's error is returned.
+/// In a file it goes in the store's group commit, so that in a runner it shares a commit with
+/// the other threads' steps ([`Store::write_grouped_or_alone`]).
 ///
 /// # Errors
 /// Store failures of the failure's own transaction.
@@ -230,15 +227,10 @@ pub fn record_failure(
             .map(|r| r.0)
             .unwrap_or_default(),
     };
-    if store.one_writer() {
-        let (t, n, f) = (thread.clone(), name.clone(), failure.clone());
-        if let Ok(failed) =
-            store.write_grouped_for(thread, move |w| write_failure(w, &t, &n, f, max_retries))
-        {
-            return Ok(failed);
-        }
-    }
-    Ok(store.write(|w| write_failure(w, thread, &name, failure, max_retries))?)
+    let t = thread.clone();
+    Ok(store.write_grouped_or_alone(thread, move |w| {
+        write_failure(w, &t, &name, failure, max_retries)
+    })?)
 }
 
 /// [`record_failure`]'s writes, in `w`.
