@@ -73,7 +73,7 @@ t3=$("$bin" thread start count -p go -q)
 traced thread step "$t3" --agent "$work/agent.sh"
 
 python3 - "$bin" "$work"/cg.* > link/start.order <<'PY'
-import sys
+import re, sys
 # Functions of the binary (object sys.argv[1]) each profile names, a profile after the other; within
 # one profile sorted by name, so that the file does not change with the order callgrind writes.
 binary, seen = sys.argv[1], set()
@@ -90,9 +90,10 @@ for path in sys.argv[2:]:
             owner = (cob or ob) if key == "cfn" else ob
             if key == "cfn":
                 cob = None
-            # Names only: an address is code without a symbol.
+            # Names only: an address is code without a symbol. A recursive call's frames are
+            # the function's name with callgrind's depth after it (`'2`): the same function.
             if owner == binary and not value.startswith(("0x", "(")):
-                names.add(value)
+                names.add(re.sub(r"'[0-9]+$", "", value))
     for name in sorted(names - seen):
         print(name)
     seen |= names
